@@ -1,0 +1,75 @@
+"""objsdk: a client for S3-compatible object storage that never loses a byte.
+
+The public API is re-exported here; the modules behind it each own one idea
+(``signing``, ``transport``, ``client``, ``errors``...).
+"""
+
+from ._version import __version__
+from .client import Client
+from .errors import (
+    AccessDenied,
+    BucketAlreadyExists,
+    BucketNotEmpty,
+    ConnectError,
+    IntegrityError,
+    InvalidArgument,
+    InvalidObjectName,
+    InvalidRange,
+    LocalMinioError,
+    NoSuchBucket,
+    NoSuchKey,
+    ObjectChangedError,
+    ObjsdkError,
+    PreconditionFailed,
+    ProtocolError,
+    ReadError,
+    ResumeLimitError,
+    S3Error,
+    SlowDown,
+    Timeout,
+    TransportError,
+)
+from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
+from .retry import default_retry
+
+__all__ = [
+    "AccessDenied",
+    "BucketAlreadyExists",
+    "BucketInfo",
+    "BucketNotEmpty",
+    "Client",
+    "ConnectError",
+    "DeleteError",
+    "IntegrityError",
+    "InvalidArgument",
+    "InvalidObjectName",
+    "InvalidRange",
+    "LocalMinio",
+    "LocalMinioError",
+    "NoSuchBucket",
+    "NoSuchKey",
+    "ObjectChangedError",
+    "ObjectInfo",
+    "ObjectSummary",
+    "ObjsdkError",
+    "PreconditionFailed",
+    "Prefix",
+    "ProtocolError",
+    "ReadError",
+    "ResumeLimitError",
+    "S3Error",
+    "SlowDown",
+    "Timeout",
+    "TransportError",
+    "__version__",
+    "default_retry",
+]
+
+
+def __getattr__(name: str) -> object:
+    # LocalMinio pulls in process management; load it only when asked for.
+    if name == "LocalMinio":
+        from .local_minio import LocalMinio
+
+        return LocalMinio
+    raise AttributeError(f"module 'objsdk' has no attribute {name!r}")

@@ -1,0 +1,107 @@
+"""Where a request goes: endpoint parsing, bucket/key checks and URL building (pure).
+
+The URL built here is sent byte for byte and is also what gets signed, so its path and
+query use S3's own encoding (``signing.encode_key_path`` / ``signing.encode_query``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .errors import InvalidArgument
+from .signing import encode_key_path, encode_query
+
+__all__ = ["Endpoint", "check_bucket", "check_key"]
+
+# S3's limit on key length, in UTF-8 bytes ("Creating object key names", S3 user guide).
+MAX_KEY_BYTES = 1024
+
+# Permissive on purpose (old S3 regions allow upper case and '_'); the server has the
+# final word. What is rejected here could never form a valid request path.
+_BUCKET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+# Virtual-hosted style puts the bucket in the host name, so it must be a DNS label list.
+_DNS_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def check_bucket(bucket: str) -> None:
+    """Raise InvalidArgument naming ``bucket`` if it cannot be a bucket name."""
+    if not isinstance(bucket, str) or not _BUCKET_RE.match(bucket):
+        raise InvalidArgument(
+            f"invalid bucket name {bucket!r}: use 3-63 characters from a-z, 0-9, '.' and '-'"
+        )
+
+
+def check_key(key: str) -> None:
+    """Raise InvalidArgument naming ``key`` if no S3 server could accept it."""
+    if not isinstance(key, str):
+        raise InvalidArgument(f"object key must be str, got {type(key).__name__}")
+    if not key:
+        raise InvalidArgument("object key must not be empty")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise InvalidArgument(f"object key {key!r} is not valid UTF-8: {e.reason}") from None
+    if size > MAX_KEY_BYTES:
+        raise InvalidArgument(
+            f"object key {key[:40]!r}... is {size} bytes in UTF-8; S3 allows {MAX_KEY_BYTES}"
+        )
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A parsed service endpoint such as ``http://127.0.0.1:9000``."""
+
+    scheme: str
+    netloc: str
+    virtual_hosted: bool = False
+
+    @classmethod
+    def parse(cls, url: str, *, virtual_hosted: bool = False) -> Endpoint:
+        """Parse and check an endpoint URL (scheme and host only)."""
+        if not isinstance(url, str) or not url:
+            raise InvalidArgument(f"endpoint must be a URL like 'http://host:9000', got {url!r}")
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if parts.scheme not in ("http", "https"):
+            raise InvalidArgument(f"endpoint {url!r}: scheme must be http or https")
+        if not parts.hostname:
+            raise InvalidArgument(f"endpoint {url!r} has no host")
+        if parts.username or parts.password:
+            # Never keep credentials in a URL: it ends up in logs and reprs.
+            raise InvalidArgument("endpoint must not contain credentials; pass access_key/secret_key")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise InvalidArgument(f"endpoint {url!r} must not have a path or query")
+        try:
+            parts.port  # noqa: B018 - validates the port number
+        except ValueError as e:
+            raise InvalidArgument(f"endpoint {url!r}: {e}") from None
+        return cls(parts.scheme, parts.netloc.lower(), virtual_hosted)
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.netloc}"
+
+    def build_url(
+        self,
+        bucket: str | None = None,
+        key: str | None = None,
+        params: Iterable[tuple[str, str]] = (),
+    ) -> str:
+        """The exact wire URL for a bucket/key/query (path style unless virtual-hosted)."""
+        netloc = self.netloc
+        path = "/"
+        if bucket is not None:
+            if self.virtual_hosted:
+                if not _DNS_BUCKET_RE.match(bucket) or ".." in bucket:
+                    raise InvalidArgument(
+                        f"bucket {bucket!r} cannot be used with virtual-hosted addressing"
+                    )
+                netloc = f"{bucket}.{netloc}"
+            else:
+                path = f"/{bucket}/" if key is not None else f"/{bucket}"
+        if key is not None:
+            path = path.rstrip("/") + "/" + encode_key_path(key)
+        query = encode_query(params)
+        return f"{self.scheme}://{netloc}{path}" + (f"?{query}" if query else "")

@@ -1,0 +1,267 @@
+"""Every error objsdk raises.
+
+All of them derive from :class:`ObjsdkError`, so ``except objsdk.ObjsdkError`` catches
+anything the library raises on purpose. The tree::
+
+    ObjsdkError
+    ├── TransportError              the request never got a complete HTTP answer
+    │   ├── ConnectError            could not connect (refused, DNS, TLS handshake)
+    │   ├── Timeout                 connect or read timeout
+    │   └── ProtocolError           connection dropped or the response was malformed
+    ├── S3Error                     the server answered with an S3 error
+    │   ├── NoSuchBucket
+    │   ├── NoSuchKey
+    │   ├── AccessDenied            also bad signatures, unknown access keys, expired tokens
+    │   ├── PreconditionFailed      an If-Match / If-None-Match condition failed (412)
+    │   ├── InvalidRange            the requested range is not satisfiable (416)
+    │   ├── SlowDown                the server asked us to back off (503)
+    │   ├── BucketAlreadyExists     also BucketAlreadyOwnedByYou
+    │   ├── BucketNotEmpty
+    │   └── InvalidObjectName       the server refused the key
+    ├── ReadError                   an object stream could not be delivered faithfully
+    │   ├── ObjectChangedError      the object was replaced while it was being read
+    │   ├── ResumeLimitError        too many consecutive failed resumes
+    │   └── IntegrityError          the bytes did not match the stored checksum
+    ├── InvalidArgument (ValueError) bad input caught before anything was sent
+    └── LocalMinioError             the local MinIO could not be built or started
+
+Messages name what was wrong (operation, bucket, key, offset) and never contain
+credentials: no secret key, session token, signature or presigned URL.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AccessDenied",
+    "BucketAlreadyExists",
+    "BucketNotEmpty",
+    "ConnectError",
+    "IntegrityError",
+    "InvalidArgument",
+    "InvalidObjectName",
+    "InvalidRange",
+    "LocalMinioError",
+    "NoSuchBucket",
+    "NoSuchKey",
+    "ObjectChangedError",
+    "ObjsdkError",
+    "PreconditionFailed",
+    "ProtocolError",
+    "ReadError",
+    "ResumeLimitError",
+    "S3Error",
+    "SlowDown",
+    "Timeout",
+    "TransportError",
+    "error_class_for_code",
+]
+
+
+def _where(bucket: str | None, key: str | None) -> str:
+    if bucket is None:
+        return ""
+    if key is None:
+        return f" (bucket {bucket!r})"
+    return f" (bucket {bucket!r}, key {key!r})"
+
+
+class ObjsdkError(Exception):
+    """Base class of every error objsdk raises."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Subclasses take keyword-only arguments, which the default exception pickling
+        # drops; errors cross process boundaries (dataloader workers), so rebuild from
+        # the final message and attributes instead of calling __init__ again.
+        return (_rebuild_error, (type(self), self.args, self.__dict__))
+
+
+def _rebuild_error(
+    cls: type[ObjsdkError], args: tuple[object, ...], state: dict[str, object]
+) -> ObjsdkError:
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
+
+class TransportError(ObjsdkError):
+    """The request did not get a complete HTTP response."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str | None = None,
+        bucket: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.operation = operation
+        self.bucket = bucket
+        self.key = key
+        prefix = f"{operation}: " if operation else ""
+        super().__init__(f"{prefix}{message}{_where(bucket, key)}")
+
+
+class ConnectError(TransportError):
+    """The connection could not be established."""
+
+
+class Timeout(TransportError):
+    """A connect or read timeout expired."""
+
+
+class ProtocolError(TransportError):
+    """The connection broke mid-response, or the response was malformed."""
+
+
+class S3Error(ObjsdkError):
+    """The server answered with an S3 error response.
+
+    ``code`` is S3's error code (``NoSuchKey``, ``SlowDown``...), ``message`` the
+    server's human-readable text.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str = "",
+        *,
+        request_id: str | None = None,
+        bucket: str | None = None,
+        key: str | None = None,
+        operation: str | None = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+        self.bucket = bucket
+        self.key = key
+        self.operation = operation
+        prefix = f"{operation}: " if operation else ""
+        text = f"{prefix}{code} (HTTP {status}){_where(bucket, key)}"
+        if message:
+            text += f": {message}"
+        if request_id:
+            text += f" [request id {request_id}]"
+        super().__init__(text)
+
+
+class NoSuchBucket(S3Error):
+    """The bucket does not exist."""
+
+
+class NoSuchKey(S3Error):
+    """The key does not exist in the bucket."""
+
+
+class AccessDenied(S3Error):
+    """Access refused: missing permission, bad signature, unknown key or expired token."""
+
+
+class PreconditionFailed(S3Error):
+    """A conditional request (If-Match, If-None-Match) did not hold."""
+
+
+class InvalidRange(S3Error):
+    """The requested byte range lies outside the object."""
+
+
+class SlowDown(S3Error):
+    """The server is throttling requests; it still said so after all retries."""
+
+
+class BucketAlreadyExists(S3Error):
+    """The bucket name is taken (possibly by you)."""
+
+
+class BucketNotEmpty(S3Error):
+    """A bucket that still holds objects cannot be deleted."""
+
+
+class InvalidObjectName(S3Error):
+    """The server refused the key (for example ``..`` segments or ``//`` on MinIO)."""
+
+
+_CODE_TO_CLASS: dict[str, type[S3Error]] = {
+    "NoSuchBucket": NoSuchBucket,
+    "NoSuchKey": NoSuchKey,
+    "AccessDenied": AccessDenied,
+    "SignatureDoesNotMatch": AccessDenied,
+    "InvalidAccessKeyId": AccessDenied,
+    "InvalidToken": AccessDenied,
+    "ExpiredToken": AccessDenied,
+    "InvalidSecurity": AccessDenied,
+    "AllAccessDisabled": AccessDenied,
+    "RequestTimeTooSkewed": AccessDenied,
+    "PreconditionFailed": PreconditionFailed,
+    "InvalidRange": InvalidRange,
+    "SlowDown": SlowDown,
+    "SlowDownRead": SlowDown,
+    "SlowDownWrite": SlowDown,
+    "BucketAlreadyExists": BucketAlreadyExists,
+    "BucketAlreadyOwnedByYou": BucketAlreadyExists,
+    "BucketNotEmpty": BucketNotEmpty,
+    "InvalidObjectName": InvalidObjectName,
+    "XMinioInvalidObjectName": InvalidObjectName,
+    "KeyTooLongError": InvalidObjectName,
+}
+
+# Used when a response has no XML body to read the code from (HEAD requests, proxies).
+_STATUS_TO_CODE: dict[int, str] = {
+    403: "AccessDenied",
+    412: "PreconditionFailed",
+    416: "InvalidRange",
+    503: "SlowDown",
+}
+
+
+def error_class_for_code(code: str) -> type[S3Error]:
+    """The :class:`S3Error` subclass for an S3 error code (``S3Error`` if none fits)."""
+    return _CODE_TO_CLASS.get(code, S3Error)
+
+
+def code_for_status(status: int, *, has_key: bool) -> str:
+    """A best-guess S3 error code for a response without a body."""
+    if status == 404:
+        return "NoSuchKey" if has_key else "NoSuchBucket"
+    return _STATUS_TO_CODE.get(status, f"HTTP{status}")
+
+
+class ReadError(ObjsdkError):
+    """An object stream could not be delivered as one faithful byte sequence."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        bucket: str | None = None,
+        key: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.bucket = bucket
+        self.key = key
+        self.offset = offset
+        at = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"{message}{_where(bucket, key)}{at}")
+
+
+class ObjectChangedError(ReadError):
+    """The object was overwritten or deleted while it was being read."""
+
+
+class ResumeLimitError(ReadError):
+    """The stream broke and could not be resumed within the allowed attempts."""
+
+
+class IntegrityError(ReadError):
+    """The bytes read did not match the checksum stored with the object."""
+
+
+class InvalidArgument(ObjsdkError, ValueError):
+    """Bad input detected before any request was sent."""
+
+
+class LocalMinioError(ObjsdkError):
+    """The local MinIO server could not be built, started or stopped."""

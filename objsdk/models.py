@@ -1,0 +1,71 @@
+"""Plain values the client returns: what S3 says about buckets and objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+__all__ = ["BucketInfo", "DeleteError", "ObjectInfo", "ObjectSummary", "Prefix"]
+
+
+@dataclass(frozen=True)
+class BucketInfo:
+    """One bucket from ``list_buckets()``."""
+
+    name: str
+    creation_date: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What ``head_object`` (or an upload) learned about one object.
+
+    ``etag`` keeps S3's quotes (``'"9b2c..."'``): it is sent back verbatim in
+    ``If-Match``. ``checksums`` maps an algorithm (``"crc32c"``, ``"sha256"``...) to
+    the base64 value the server stores.
+    """
+
+    bucket: str
+    key: str
+    size: int | None = None
+    etag: str | None = None
+    last_modified: datetime | None = None
+    content_type: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    version_id: str | None = None
+    checksums: Mapping[str, str] = field(default_factory=dict)
+    checksum_type: str | None = None
+
+
+@dataclass(frozen=True)
+class ObjectSummary:
+    """One object from ``list_objects()``."""
+
+    key: str
+    size: int
+    etag: str | None = None
+    last_modified: datetime | None = None
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """A common prefix from ``list_objects(delimiter=...)``: a "directory"."""
+
+    prefix: str
+
+    @property
+    def key(self) -> str:
+        """The prefix, so listing entries of both kinds sort and print by ``.key``."""
+        return self.prefix
+
+
+@dataclass(frozen=True)
+class DeleteError:
+    """A key that ``delete_objects`` could not delete."""
+
+    key: str
+    code: str
+    message: str = ""
+    version_id: str | None = None

@@ -1,0 +1,62 @@
+"""The retry policy: urllib3's ``Retry``, configured for S3.
+
+urllib3 already does the hard parts (counting, exponential backoff with jitter,
+``Retry-After``, rewinding a file body before re-sending it, and refusing to re-send a
+non-idempotent request whose bytes may have reached the server). This module only
+chooses S3's settings and caps ``Retry-After``. Like ``Retry`` itself, a policy is an
+immutable value: each attempt derives a new one.
+"""
+
+from __future__ import annotations
+
+from urllib3.util.retry import Retry
+
+__all__ = ["IDEMPOTENT_METHODS", "RETRY_STATUSES", "S3Retry", "default_retry", "make_retry"]
+
+# POST (CreateMultipartUpload, CompleteMultipartUpload, DeleteObjects) is left out:
+# urllib3 re-sends those only when the request provably never left (connect errors).
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+# S3 asks for a retry with 500 InternalError, 503 SlowDown/ServiceUnavailable; 502/504
+# come from proxies and load balancers in front of it ("Error best practices", S3 docs).
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+
+
+class S3Retry(Retry):
+    """``Retry`` that never sleeps longer than ``backoff_max``, even if ``Retry-After`` asks."""
+
+    def parse_retry_after(self, retry_after: str) -> float:
+        return min(super().parse_retry_after(retry_after), self.backoff_max)
+
+
+def default_retry(total: int = 5) -> S3Retry:
+    """The policy ``Client`` uses unless told otherwise: ``total`` retries, 0.1 s → 20 s backoff."""
+    return S3Retry(
+        total=total,
+        connect=total,
+        read=min(total, 2),
+        status=total,
+        other=0,
+        redirect=0,
+        allowed_methods=IDEMPOTENT_METHODS,
+        status_forcelist=RETRY_STATUSES,
+        backoff_factor=0.1,
+        backoff_max=20.0,
+        backoff_jitter=0.1,
+        respect_retry_after_header=True,
+        # Hand the last error response back so the client can raise a proper S3Error
+        # (SlowDown, InternalError) instead of urllib3's MaxRetryError.
+        raise_on_status=False,
+        raise_on_redirect=False,
+    )
+
+
+def make_retry(retries: int | Retry | None) -> Retry:
+    """Normalise the ``retries`` argument of ``Client``: a count, a ``Retry``, or None (0)."""
+    if retries is None:
+        return default_retry(0)
+    if isinstance(retries, Retry):
+        return retries
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a non-negative int or a urllib3 Retry, got {retries!r}")
+    return default_retry(retries)

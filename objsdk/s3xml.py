@@ -1,0 +1,189 @@
+"""S3's XML bodies, parsed and built as pure functions (no network).
+
+S3 responses carry the ``http://s3.amazonaws.com/doc/2006-03-01/`` namespace, some
+S3-compatible servers omit it; every lookup here uses the ``{*}`` wildcard so both work.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from urllib.parse import unquote_plus
+from xml.sax.saxutils import escape
+
+from .models import BucketInfo, DeleteError, ObjectSummary, Prefix
+
+__all__ = [
+    "ErrorBody",
+    "ListPage",
+    "build_delete_body",
+    "parse_copy_result",
+    "parse_delete_result",
+    "parse_error",
+    "parse_http_date",
+    "parse_iso_date",
+    "parse_list_buckets",
+    "parse_list_objects_v2",
+]
+
+
+class XMLParseError(ValueError):
+    """A response body that should be S3 XML is not."""
+
+
+def _root(body: bytes) -> ET.Element:
+    try:
+        return ET.fromstring(body)
+    except ET.ParseError as e:
+        raise XMLParseError(f"malformed XML response ({len(body)} bytes): {e}") from e
+
+
+def _text(el: ET.Element, tag: str) -> str | None:
+    child = el.find(f"{{*}}{tag}")
+    if child is None:
+        return None
+    return child.text or ""
+
+
+def parse_iso_date(text: str | None) -> datetime | None:
+    """``2009-10-12T17:50:30.000Z`` → an aware UTC datetime (None stays None)."""
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def parse_http_date(text: str | None) -> datetime | None:
+    """An RFC 7231 ``Last-Modified`` value → an aware UTC datetime, or None if absent/bad."""
+    if not text:
+        return None
+    try:
+        return parsedate_to_datetime(text).astimezone(timezone.utc)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class ErrorBody:
+    """The fields of an S3 ``<Error>`` document."""
+
+    code: str
+    message: str = ""
+    request_id: str | None = None
+    bucket: str | None = None
+    key: str | None = None
+
+
+def parse_error(body: bytes) -> ErrorBody | None:
+    """Parse an ``<Error>`` body; None when the body is empty or not an S3 error.
+
+    Only Code, Message, RequestId, BucketName and Key are kept: AWS also returns
+    ``StringToSign``/``SignatureProvided`` on signature errors, which must never reach an
+    exception message.
+    """
+    if not body or not body.lstrip().startswith(b"<"):
+        return None
+    try:
+        root = _root(body)
+    except XMLParseError:
+        return None
+    if root.tag.rsplit("}", 1)[-1] != "Error":
+        return None
+    return ErrorBody(
+        code=_text(root, "Code") or "Unknown",
+        message=_text(root, "Message") or "",
+        request_id=_text(root, "RequestId"),
+        bucket=_text(root, "BucketName"),
+        key=_text(root, "Key"),
+    )
+
+
+def parse_list_buckets(body: bytes) -> list[BucketInfo]:
+    """``ListAllMyBucketsResult`` → buckets in the server's order."""
+    root = _root(body)
+    return [
+        BucketInfo(name=_text(b, "Name") or "", creation_date=parse_iso_date(_text(b, "CreationDate")))
+        for b in root.iterfind("{*}Buckets/{*}Bucket")
+    ]
+
+
+@dataclass(frozen=True)
+class ListPage:
+    """One ``ListObjectsV2`` page."""
+
+    objects: list[ObjectSummary] = field(default_factory=list)
+    prefixes: list[Prefix] = field(default_factory=list)
+    is_truncated: bool = False
+    next_token: str | None = None
+
+
+def parse_list_objects_v2(body: bytes) -> ListPage:
+    """``ListBucketResult`` (ListObjectsV2) → one page.
+
+    When the response says ``EncodingType=url`` (we always ask for it, so keys with
+    control characters survive XML), keys and prefixes are URL-decoded the way botocore
+    does it (``unquote_plus``: S3 encodes a space as ``+`` and ``+`` as ``%2B``).
+    """
+    root = _root(body)
+    encoded = (_text(root, "EncodingType") or "").lower() == "url"
+
+    def decode(value: str | None) -> str:
+        value = value or ""
+        return unquote_plus(value) if encoded else value
+
+    objects = [
+        ObjectSummary(
+            key=decode(_text(c, "Key")),
+            size=int(_text(c, "Size") or 0),
+            etag=_text(c, "ETag"),
+            last_modified=parse_iso_date(_text(c, "LastModified")),
+            storage_class=_text(c, "StorageClass"),
+        )
+        for c in root.iterfind("{*}Contents")
+    ]
+    prefixes = [Prefix(decode(_text(p, "Prefix"))) for p in root.iterfind("{*}CommonPrefixes")]
+    return ListPage(
+        objects=objects,
+        prefixes=prefixes,
+        is_truncated=(_text(root, "IsTruncated") or "").lower() == "true",
+        next_token=_text(root, "NextContinuationToken") or None,
+    )
+
+
+def build_delete_body(keys: Iterable[str], *, quiet: bool = True) -> bytes:
+    """The ``<Delete>`` document for DeleteObjects (at most 1000 keys, caller's job)."""
+    parts = ["<Delete>"]
+    if quiet:
+        # Quiet mode: the response lists only failures, keeping it small for 1000 keys.
+        parts.append("<Quiet>true</Quiet>")
+    for key in keys:
+        parts.append(f"<Object><Key>{escape(key)}</Key></Object>")
+    parts.append("</Delete>")
+    return "".join(parts).encode("utf-8")
+
+
+def parse_delete_result(body: bytes) -> list[DeleteError]:
+    """``DeleteResult`` → the keys that failed (deleted ones are not reported)."""
+    root = _root(body)
+    return [
+        DeleteError(
+            key=_text(e, "Key") or "",
+            code=_text(e, "Code") or "Unknown",
+            message=_text(e, "Message") or "",
+            version_id=_text(e, "VersionId") or None,
+        )
+        for e in root.iterfind("{*}Error")
+    ]
+
+
+def parse_copy_result(body: bytes) -> tuple[str | None, datetime | None]:
+    """``CopyObjectResult`` → (etag, last_modified).
+
+    S3 can answer CopyObject with 200 and an ``<Error>`` body when it fails after the
+    headers were sent (S3 API reference, CopyObject); callers check :func:`parse_error`
+    first.
+    """
+    root = _root(body)
+    return _text(root, "ETag"), parse_iso_date(_text(root, "LastModified"))

@@ -1,0 +1,134 @@
+"""S3 XML bodies are parsed and built without a network."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from objsdk.s3xml import (
+    XMLParseError,
+    build_delete_body,
+    parse_copy_result,
+    parse_delete_result,
+    parse_error,
+    parse_http_date,
+    parse_list_buckets,
+    parse_list_objects_v2,
+)
+
+NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+
+
+def test_error_body_fields_are_parsed():
+    body = (
+        b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>NoSuchKey</Code>"
+        b"<Message>The specified key does not exist.</Message><Key>a/b</Key>"
+        b"<BucketName>bkt</BucketName><RequestId>R1</RequestId></Error>"
+    )
+    err = parse_error(body)
+    assert err is not None
+    assert (err.code, err.message, err.key, err.bucket, err.request_id) == (
+        "NoSuchKey",
+        "The specified key does not exist.",
+        "a/b",
+        "bkt",
+        "R1",
+    )
+
+
+def test_error_body_drops_string_to_sign_and_signature():
+    body = (
+        b"<Error><Code>SignatureDoesNotMatch</Code><Message>bad</Message>"
+        b"<StringToSign>AWS4-HMAC-SHA256 secretish</StringToSign>"
+        b"<SignatureProvided>deadbeef</SignatureProvided></Error>"
+    )
+    err = parse_error(body)
+    assert err is not None
+    assert "deadbeef" not in repr(err)
+    assert "secretish" not in repr(err)
+
+
+@pytest.mark.parametrize("body", [b"", b"not xml", b"<html>oops</html>", b"<Error><Code>"])
+def test_non_error_bodies_parse_to_none(body):
+    assert parse_error(body) is None
+
+
+def test_list_buckets_in_server_order():
+    body = (
+        f"<ListAllMyBucketsResult {NS}><Owner><ID>x</ID></Owner><Buckets>"
+        "<Bucket><Name>b1</Name><CreationDate>2024-01-02T03:04:05.000Z</CreationDate></Bucket>"
+        "<Bucket><Name>a2</Name><CreationDate>2024-01-03T03:04:05Z</CreationDate></Bucket>"
+        "</Buckets></ListAllMyBucketsResult>"
+    ).encode()
+    buckets = parse_list_buckets(body)
+    assert [b.name for b in buckets] == ["b1", "a2"]
+    assert buckets[0].creation_date == datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+
+
+def test_list_objects_page_with_url_encoded_keys_is_decoded():
+    body = (
+        f"<ListBucketResult {NS}><Name>b</Name><EncodingType>url</EncodingType>"
+        "<IsTruncated>true</IsTruncated><NextContinuationToken>tok==</NextContinuationToken>"
+        "<Contents><Key>a+b%2Bc%25d%0A</Key><Size>3</Size><ETag>\"e\"</ETag>"
+        "<LastModified>2024-01-02T03:04:05.000Z</LastModified></Contents>"
+        "<CommonPrefixes><Prefix>dir%20x/</Prefix></CommonPrefixes>"
+        "</ListBucketResult>"
+    ).encode()
+    page = parse_list_objects_v2(body)
+    assert [o.key for o in page.objects] == ["a b+c%d\n"]
+    assert page.objects[0].size == 3
+    assert page.objects[0].etag == '"e"'
+    assert [p.prefix for p in page.prefixes] == ["dir x/"]
+    assert page.is_truncated
+    assert page.next_token == "tok=="
+
+
+def test_list_objects_keys_are_verbatim_without_encoding_type():
+    body = b"<ListBucketResult><Contents><Key>a+b%20</Key><Size>0</Size></Contents></ListBucketResult>"
+    assert parse_list_objects_v2(body).objects[0].key == "a+b%20"
+
+
+def test_list_objects_last_page_is_not_truncated():
+    page = parse_list_objects_v2(b"<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>")
+    assert not page.is_truncated
+    assert page.objects == []
+
+
+def test_malformed_listing_raises_a_parse_error():
+    with pytest.raises(XMLParseError, match="malformed XML"):
+        parse_list_objects_v2(b"<ListBucketResult>")
+
+
+def test_delete_body_escapes_keys_and_is_quiet():
+    body = build_delete_body(["a&b", "<k>", 'q"'])
+    assert body.startswith(b"<Delete><Quiet>true</Quiet>")
+    assert b"<Key>a&amp;b</Key>" in body
+    assert b"<Key>&lt;k&gt;</Key>" in body
+
+
+def test_delete_result_reports_only_failures():
+    body = (
+        f"<DeleteResult {NS}><Deleted><Key>ok</Key></Deleted>"
+        "<Error><Key>bad</Key><Code>AccessDenied</Code><Message>no</Message></Error>"
+        "</DeleteResult>"
+    ).encode()
+    [failure] = parse_delete_result(body)
+    assert (failure.key, failure.code, failure.message) == ("bad", "AccessDenied", "no")
+
+
+def test_copy_result_gives_etag_and_date():
+    body = (
+        f"<CopyObjectResult {NS}><LastModified>2024-01-02T03:04:05.000Z</LastModified>"
+        '<ETag>"abc"</ETag></CopyObjectResult>'
+    ).encode()
+    etag, modified = parse_copy_result(body)
+    assert etag == '"abc"'
+    assert modified is not None
+    assert modified.year == 2024
+
+
+def test_http_dates_parse_and_bad_ones_are_none():
+    assert parse_http_date("Wed, 12 Oct 2009 17:50:00 GMT") == datetime(
+        2009, 10, 12, 17, 50, tzinfo=timezone.utc
+    )
+    assert parse_http_date("yesterday") is None
+    assert parse_http_date(None) is None
