@@ -1,0 +1,410 @@
+"""Request shapes and error mapping of Client, against `responses` (no server).
+
+Behaviour against a real server is in test_client_minio.py; this file pins down what
+goes on the wire and how every failure is reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+import re
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import requests
+import responses
+from responses import matchers
+
+import objsdk
+from objsdk import Client
+
+EP = "http://s3.test:9000"
+AK = "AKIDEXAMPLE"
+SK = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+TOKEN = "FQoGZXIvYXdzEXAMPLETOKEN"
+
+NO_SUCH_KEY = (
+    b"<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"
+    b"<Key>k</Key><BucketName>b</BucketName><RequestId>REQ1</RequestId></Error>"
+)
+SLOW_DOWN = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+
+
+@pytest.fixture
+def client():
+    with Client(EP, AK, SK, retries=3) as c:
+        yield c
+
+
+@pytest.fixture
+def rsps():
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as r:
+        yield r
+
+
+def test_put_object_signs_the_payload_hash_of_bytes(client, rsps):
+    rsps.put(f"{EP}/b/k", headers={"ETag": '"e1"'})
+    info = client.put_object("b", "k", b"hello")
+    req = rsps.calls[0].request
+    assert req.headers["x-amz-content-sha256"] == hashlib.sha256(b"hello").hexdigest()
+    assert re.match(
+        rf"AWS4-HMAC-SHA256 Credential={AK}/\d{{8}}/us-east-1/s3/aws4_request, "
+        r"SignedHeaders=[a-z0-9;-]+, Signature=[0-9a-f]{64}$",
+        req.headers["Authorization"],
+    )
+    assert info.etag == '"e1"'
+    assert info.size == 5
+
+
+def test_put_object_sends_memoryview_without_copying(client, rsps):
+    rsps.put(f"{EP}/b/k")
+    buf = bytearray(b"abcdef")
+    client.put_object("b", "k", memoryview(buf)[1:4])
+    req = rsps.calls[0].request
+    assert isinstance(req.body, memoryview)
+    assert req.body.obj is buf
+    assert req.headers["Content-Length"] == "3"
+
+
+def test_put_object_of_empty_file_sends_content_length_zero(client, rsps, tmp_path):
+    rsps.put(f"{EP}/b/k")
+    path = tmp_path / "empty"
+    path.write_bytes(b"")
+    with path.open("rb") as f:
+        client.put_object("b", "k", f)
+    req = rsps.calls[0].request
+    assert req.headers["Content-Length"] == "0"
+    assert "Transfer-Encoding" not in req.headers
+
+
+def test_put_object_streams_a_file_from_its_position(client, rsps, tmp_path):
+    rsps.put(f"{EP}/b/k")
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    with path.open("rb") as f:
+        f.seek(4)
+        info = client.put_object("b", "k", f)
+    req = rsps.calls[0].request
+    assert req.headers["Content-Length"] == "6"
+    assert req.headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
+    assert info.size == 6
+
+
+def test_put_object_refuses_unseekable_streams_naming_the_key(client):
+    class Pipe:
+        def read(self, n=-1):
+            return b""
+
+        def seekable(self):
+            return False
+
+    with pytest.raises(objsdk.InvalidArgument, match="seekable.*'b'.*'k'"):
+        client.put_object("b", "k", Pipe())  # type: ignore[arg-type]
+
+
+def test_metadata_and_content_type_become_headers(client, rsps):
+    rsps.put(
+        f"{EP}/b/k",
+        match=[
+            matchers.header_matcher(
+                {"x-amz-meta-color": "blue", "Content-Type": "text/plain"}, strict_match=False
+            )
+        ],
+    )
+    client.put_object("b", "k", b"x", content_type="text/plain", metadata={"Color": "blue"})
+
+
+def test_non_ascii_metadata_is_refused_naming_the_key(client):
+    with pytest.raises(objsdk.InvalidArgument, match="'note'.*bucket 'b', key 'k'"):
+        client.put_object("b", "k", b"x", metadata={"note": "naïve"})
+
+
+def test_awkward_key_is_percent_encoded_on_the_wire(client, rsps):
+    rsps.get(re.compile(rf"{re.escape(EP)}/b/.*"), body=b"x")
+    client.get_object("b", "a b+c%d?e#f;g=h&i~j*k'l\"m\\n/ü")
+    url = rsps.calls[0].request.url
+    assert urlsplit(url).path == "/b/a%20b%2Bc%25d%3Fe%23f%3Bg%3Dh%26i~j%2Ak%27l%22m%5Cn/%C3%BC"
+
+
+def test_dot_segments_reach_the_server_unchanged(client, rsps):
+    rsps.get(re.compile(rf"{re.escape(EP)}/.*"), body=b"x")
+    client.get_object("b", "x/../y")
+    assert rsps.calls[0].request.path_url == "/b/x/../y"
+
+
+def test_get_object_with_offset_and_length_sends_a_closed_range(client, rsps):
+    rsps.get(
+        f"{EP}/b/k",
+        body=b"cde",
+        status=206,
+        match=[matchers.header_matcher({"Range": "bytes=2-4"}, strict_match=False)],
+    )
+    assert client.get_object("b", "k", offset=2, length=3) == b"cde"
+
+
+def test_get_object_slices_when_the_server_ignores_range(client, rsps):
+    rsps.get(f"{EP}/b/k", body=b"abcdefgh", status=200)
+    assert client.get_object("b", "k", offset=2, length=3) == b"cde"
+
+
+def test_get_object_rejects_negative_offset_naming_key(client):
+    with pytest.raises(objsdk.InvalidArgument, match="offset.*-1.*'k'"):
+        client.get_object("b", "k", offset=-1)
+
+
+def test_no_such_key_names_bucket_and_key(client, rsps):
+    rsps.get(f"{EP}/b/k", body=NO_SUCH_KEY, status=404)
+    with pytest.raises(objsdk.NoSuchKey) as info:
+        client.get_object("b", "k")
+    err = info.value
+    assert (err.status, err.code, err.bucket, err.key, err.request_id) == (
+        404,
+        "NoSuchKey",
+        "b",
+        "k",
+        "REQ1",
+    )
+    assert "bucket 'b', key 'k'" in str(err)
+
+
+def test_head_404_without_body_is_no_such_key(client, rsps):
+    rsps.head(f"{EP}/b/k", status=404)
+    with pytest.raises(objsdk.NoSuchKey, match="'k'"):
+        client.head_object("b", "k")
+
+
+def test_bucket_exists_is_false_on_404(client, rsps):
+    rsps.head(f"{EP}/nope", status=404)
+    assert client.bucket_exists("nope") is False
+
+
+def test_bucket_exists_raises_on_403(client, rsps):
+    rsps.head(f"{EP}/locked", status=403)
+    with pytest.raises(objsdk.AccessDenied):
+        client.bucket_exists("locked")
+
+
+def test_head_object_reads_size_etag_metadata_and_checksums(client, rsps):
+    rsps.head(
+        f"{EP}/b/k",
+        headers={
+            "Content-Length": "42",
+            "ETag": '"abc"',
+            "Last-Modified": "Wed, 12 Oct 2009 17:50:00 GMT",
+            "Content-Type": "text/plain",
+            "x-amz-meta-Color": "blue",
+            "x-amz-version-id": "v1",
+            "x-amz-checksum-crc32c": "AAAAAA==",
+        },
+        match=[matchers.header_matcher({"x-amz-checksum-mode": "ENABLED"}, strict_match=False)],
+    )
+    info = client.head_object("b", "k")
+    assert (info.size, info.etag, info.content_type, info.version_id) == (
+        42,
+        '"abc"',
+        "text/plain",
+        "v1",
+    )
+    assert info.metadata == {"color": "blue"}
+    assert info.checksums == {"crc32c": "AAAAAA=="}
+    assert info.last_modified is not None
+
+
+def test_slow_down_answered_twice_then_200_succeeds(client, rsps):
+    rsps.get(f"{EP}/b/k", body=SLOW_DOWN, status=503, headers={"Retry-After": "0"})
+    rsps.get(f"{EP}/b/k", body=SLOW_DOWN, status=503)
+    rsps.get(f"{EP}/b/k", body=b"payload", status=200)
+    assert client.get_object("b", "k") == b"payload"
+    assert len(rsps.calls) == 3
+
+
+def test_slow_down_after_all_retries_raises_slow_down(rsps):
+    rsps.get(f"{EP}/b/k", body=SLOW_DOWN, status=503)
+    with Client(EP, AK, SK, retries=2) as c, pytest.raises(objsdk.SlowDown, match="'k'"):
+        c.get_object("b", "k")
+    assert len(rsps.calls) == 3
+
+
+def test_post_is_not_resent_on_503(client, rsps):
+    rsps.post(f"{EP}/b", body=SLOW_DOWN, status=503)
+    with pytest.raises(objsdk.SlowDown):
+        client.delete_objects("b", ["k"])
+    assert len(rsps.calls) == 1
+
+
+def test_connection_refused_is_a_connect_error_from_the_original(client, rsps):
+    rsps.get(f"{EP}/b/k", body=requests.exceptions.ConnectionError("refused"))
+    with pytest.raises(objsdk.ConnectError, match="get_object.*'k'") as info:
+        client.get_object("b", "k")
+    assert isinstance(info.value.__cause__, requests.exceptions.ConnectionError)
+
+
+def test_read_timeout_is_a_timeout(client, rsps):
+    rsps.get(f"{EP}/b/k", body=requests.exceptions.ReadTimeout("slow"))
+    with pytest.raises(objsdk.Timeout, match="read timed out"):
+        client.get_object("b", "k")
+
+
+def test_broken_chunked_body_is_a_protocol_error(client, rsps):
+    rsps.get(f"{EP}/b/k", body=requests.exceptions.ChunkedEncodingError("broken"))
+    with pytest.raises(objsdk.ProtocolError, match="connection broken"):
+        client.get_object("b", "k")
+
+
+def test_copy_object_sends_encoded_copy_source(client, rsps):
+    rsps.put(
+        f"{EP}/dst/new",
+        body=b'<CopyObjectResult><ETag>"e"</ETag></CopyObjectResult>',
+        match=[
+            matchers.header_matcher({"x-amz-copy-source": "/src/a%20b%2B"}, strict_match=False)
+        ],
+    )
+    info = client.copy_object("src", "a b+", "dst", "new")
+    assert info.etag == '"e"'
+
+
+def test_copy_object_200_with_error_body_raises(client, rsps):
+    rsps.put(
+        f"{EP}/dst/new",
+        body=b"<Error><Code>InternalError</Code><Message>oops</Message></Error>",
+        status=200,
+    )
+    with pytest.raises(objsdk.S3Error, match="InternalError"):
+        client.copy_object("src", "k", "dst", "new")
+
+
+def test_list_objects_follows_continuation_tokens(client, rsps):
+    page1 = (
+        b"<ListBucketResult><IsTruncated>true</IsTruncated>"
+        b"<NextContinuationToken>T2</NextContinuationToken>"
+        b"<Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>"
+    )
+    page2 = (
+        b"<ListBucketResult><IsTruncated>false</IsTruncated>"
+        b"<Contents><Key>b</Key><Size>2</Size></Contents></ListBucketResult>"
+    )
+    rsps.get(f"{EP}/b", body=page1)
+    rsps.get(f"{EP}/b", body=page2)
+    assert [e.key for e in client.list_objects("b", page_size=1)] == ["a", "b"]
+    second = parse_qs(urlsplit(rsps.calls[1].request.url).query)
+    assert second["continuation-token"] == ["T2"]
+    assert second["max-keys"] == ["1"]
+
+
+def test_list_objects_is_lazy(client, rsps):
+    it = client.list_objects("b")
+    assert len(rsps.calls) == 0
+    del it
+
+
+def test_delete_objects_batches_1000_keys_per_request_with_content_md5(client, rsps):
+    rsps.post(f"{EP}/b", body=b"<DeleteResult/>")
+    assert client.delete_objects("b", (f"k{i}" for i in range(2500))) == []
+    assert len(rsps.calls) == 3
+    for call in rsps.calls:
+        assert "Content-MD5" in call.request.headers
+    assert rsps.calls[2].request.body.count(b"<Object>") == 500
+
+
+def test_delete_objects_reports_per_key_errors(client, rsps):
+    rsps.post(
+        f"{EP}/b",
+        body=b"<DeleteResult><Error><Key>x</Key><Code>AccessDenied</Code></Error></DeleteResult>",
+    )
+    [failure] = client.delete_objects("b", ["x", "y"])
+    assert (failure.key, failure.code) == ("x", "AccessDenied")
+
+
+def test_presign_has_signature_and_expiry(client):
+    url = client.presign("GET", "b", "a b", expires=600)
+    q = parse_qs(urlsplit(url).query)
+    assert urlsplit(url).path == "/b/a%20b"
+    assert q["X-Amz-Expires"] == ["600"]
+    assert re.fullmatch(r"[0-9a-f]{64}", q["X-Amz-Signature"][0])
+
+
+def test_presign_refuses_more_than_seven_days(client):
+    with pytest.raises(objsdk.InvalidArgument, match="7 days"):
+        client.presign("GET", "b", "k", expires=8 * 24 * 3600)
+
+
+def test_from_env_reads_aws_variables():
+    env = {
+        "AWS_ENDPOINT_URL": EP,
+        "AWS_ACCESS_KEY_ID": AK,
+        "AWS_SECRET_ACCESS_KEY": SK,
+        "AWS_DEFAULT_REGION": "eu-west-1",
+    }
+    with Client.from_env(env) as c:
+        assert c.endpoint.url == EP
+        assert c.region == "eu-west-1"
+        assert c.credentials is not None
+        assert c.credentials.access_key == AK
+
+
+def test_from_env_without_endpoint_says_so():
+    with pytest.raises(objsdk.InvalidArgument, match="AWS_ENDPOINT_URL"):
+        Client.from_env({})
+
+
+def test_half_credentials_are_refused():
+    with pytest.raises(objsdk.InvalidArgument, match="both"):
+        Client(EP, AK)
+
+
+def test_client_survives_pickling(client):
+    clone = pickle.loads(pickle.dumps(client))
+    assert repr(clone) == repr(client)
+    clone.close()
+
+
+class TestNoCredentialLeaks:
+    """Secret key, session token and signatures never reach messages, logs or reprs."""
+
+    @pytest.fixture
+    def tclient(self):
+        with Client(EP, AK, SK, session_token=TOKEN, retries=1) as c:
+            yield c
+
+    @staticmethod
+    def assert_clean(text: str) -> None:
+        assert SK not in text
+        assert TOKEN not in text
+        assert "Signature=" not in text
+        assert "X-Amz-Signature" not in text
+
+    def test_repr_of_client_and_credentials(self, tclient):
+        self.assert_clean(repr(tclient))
+        self.assert_clean(repr(tclient.credentials))
+
+    def test_error_messages(self, tclient, rsps):
+        rsps.get(
+            f"{EP}/b/k",
+            status=403,
+            body=(
+                b"<Error><Code>SignatureDoesNotMatch</Code><Message>no</Message>"
+                b"<StringToSign>x</StringToSign><SignatureProvided>abc</SignatureProvided></Error>"
+            ),
+        )
+        rsps.get(f"{EP}/b/k2", body=requests.exceptions.ConnectionError(f"{EP}/b/k2?{SK}"))
+        with pytest.raises(objsdk.AccessDenied) as denied:
+            tclient.get_object("b", "k")
+        with pytest.raises(objsdk.ConnectError) as refused:
+            tclient.get_object("b", "k2")
+        for err in (denied.value, refused.value):
+            self.assert_clean(str(err))
+            self.assert_clean(repr(err))
+
+    def test_debug_logs(self, tclient, rsps, caplog):
+        rsps.get(f"{EP}/b/k", body=b"x")
+        rsps.get(f"{EP}/b/missing", body=NO_SUCH_KEY, status=404)
+        with caplog.at_level(logging.DEBUG):
+            tclient.get_object("b", "k")
+            tclient.presign("GET", "b", "k")
+            with pytest.raises(objsdk.NoSuchKey):
+                tclient.get_object("b", "missing")
+        assert caplog.records
+        for record in caplog.records:
+            self.assert_clean(record.getMessage())
