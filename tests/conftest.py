@@ -39,3 +39,6 @@ def unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+pytest_plugins = ["objsdk.testing.pytest_plugin"]

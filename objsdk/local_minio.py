@@ -1,0 +1,222 @@
+"""A throwaway MinIO server for tests, demos and benchmarks.
+
+::
+
+    with LocalMinio() as minio:
+        client = minio.client()
+        ...
+
+The server runs under :mod:`objsdk.supervisor`, so it and its data directory go away
+when this process exits, however it exits (even ``kill -9``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from objsdk.errors import LocalMinioError
+from objsdk.gobuild import minio_binary
+from objsdk.supervisor import Supervised, SupervisorError, free_port, tail
+
+if TYPE_CHECKING:
+    from objsdk.client import Client
+
+__all__ = ["LocalMinio"]
+
+_PORT_ATTEMPTS = 5
+
+
+def _port_taken(log: str) -> bool:
+    # MinIO rewords Go's "bind: address already in use" for humans.
+    text = log.lower()
+    return "address already in use" in text or "port is already in use" in text
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class LocalMinio:
+    """A single-drive MinIO server on a loopback port, with a fresh data directory.
+
+    Credentials are random unless given. :meth:`stop` (also run at exit) terminates the
+    server and deletes its data. The secret key never appears in ``repr``.
+    """
+
+    def __init__(
+        self,
+        *,
+        binary: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        startup_timeout: float = 60.0,
+    ) -> None:
+        self._binary = Path(binary) if binary is not None else None
+        self.host = host
+        self.port = port
+        self._fixed_port = port is not None
+        self.access_key = access_key or secrets.token_hex(10)
+        self.secret_key = secret_key or secrets.token_hex(20)
+        self.startup_timeout = startup_timeout
+        self._console_port: int | None = None
+        self._data_dir: Path | None = None
+        self._run_dir: Path | None = None
+        self._server: Supervised | None = None
+
+    def __repr__(self) -> str:
+        where = self.endpoint if self.port is not None else "unstarted"
+        return f"LocalMinio({where}, access_key={self.access_key!r}, pid={self.pid})"
+
+    @property
+    def endpoint(self) -> str:
+        """The S3 endpoint URL, e.g. ``http://127.0.0.1:9000``."""
+        if self.port is None:
+            raise LocalMinioError("LocalMinio has not been started")
+        return f"http://{_host_port(self.host, self.port)}"
+
+    @property
+    def data_dir(self) -> Path:
+        """The server's data directory (deleted by :meth:`stop`)."""
+        if self._data_dir is None:
+            raise LocalMinioError("LocalMinio has not been started")
+        return self._data_dir
+
+    @property
+    def pid(self) -> int | None:
+        """The MinIO server's pid while it runs, else None."""
+        return self._server.pid if self._server is not None else None
+
+    def start(self) -> LocalMinio:
+        """Start the server and wait until it is ready; no-op if already running."""
+        if self._server is not None:
+            return self
+        binary = self._binary if self._binary is not None else minio_binary()
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            if not self._fixed_port:
+                self.port = free_port(self.host)
+            self._console_port = free_port(self.host)
+            self._data_dir = Path(tempfile.mkdtemp(prefix="objsdk-minio-data-"))
+            self._run_dir = Path(tempfile.mkdtemp(prefix="objsdk-minio-run-"))
+            try:
+                self._server = Supervised(
+                    self._command(binary),
+                    log=self._log,
+                    cleanup=[self._data_dir, self._run_dir],
+                    env=self._environment(),
+                )
+                self._await_ready()
+            except (SupervisorError, OSError) as exc:
+                log = self._log_tail()
+                self.stop()
+                # Another process can grab a port between free_port() and MinIO's bind.
+                port_taken = _port_taken(log) and not self._fixed_port
+                if port_taken and attempt < _PORT_ATTEMPTS:
+                    continue
+                raise LocalMinioError(f"MinIO did not start: {exc}\n{log}") from None
+            atexit.register(self.stop)
+            return self
+        raise AssertionError("unreachable")
+
+    def restart(self) -> None:
+        """Restart the server process on the same port with the same data."""
+        if self._server is None:
+            raise LocalMinioError("LocalMinio has not been started")
+        try:
+            self._server.restart()
+            self._await_ready()
+        except SupervisorError as exc:
+            raise LocalMinioError(f"MinIO did not restart: {exc}\n{self._log_tail()}") from None
+
+    def stop(self) -> None:
+        """Stop the server and delete its data and log; idempotent."""
+        atexit.unregister(self.stop)
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        # The supervisor removes these; this covers a supervisor that never started.
+        for directory in (self._data_dir, self._run_dir):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    def __enter__(self) -> LocalMinio:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def client(self, **kwargs: Any) -> Client:
+        """An objsdk client for this server; ``kwargs`` go to :class:`objsdk.client.Client`."""
+        from objsdk.client import Client
+
+        return Client(self.endpoint, self.access_key, self.secret_key, **kwargs)
+
+    def env(self) -> dict[str, str]:
+        """Environment variables pointing AWS-style tools at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": "us-east-1",
+        }
+
+    @property
+    def _log(self) -> Path:
+        assert self._run_dir is not None
+        return self._run_dir / "minio.log"
+
+    def _command(self, binary: Path) -> list[str]:
+        assert self.port is not None
+        assert self._run_dir is not None
+        return [
+            str(binary),
+            "server",
+            str(self.data_dir),
+            "--address",
+            _host_port(self.host, self.port),
+            "--console-address",
+            _host_port(self.host, self._console_port or 0),
+            # Keep MinIO away from ~/.minio/certs: certificates there would switch it to TLS.
+            "--certs-dir",
+            str(self._run_dir / "certs"),
+        ]
+
+    def _environment(self) -> dict[str, str]:
+        # Inherited MINIO_* settings (volumes, KMS, ...) would change what we start.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MINIO_")}
+        env.update(
+            MINIO_ROOT_USER=self.access_key,
+            MINIO_ROOT_PASSWORD=self.secret_key,
+            MINIO_BROWSER="off",
+            MINIO_UPDATE="off",
+            # Skips the checks for production deployments (root drive, ...).
+            MINIO_CI_CD="1",
+        )
+        return env
+
+    def _await_ready(self) -> None:
+        assert self._server is not None
+        deadline = time.monotonic() + self.startup_timeout
+        # "live" answers as soon as HTTP is up; "ready" once requests can be served.
+        for probe in ("live", "ready"):
+            remaining = max(0.0, deadline - time.monotonic())
+            self._server.wait_http_ok(f"{self.endpoint}/minio/health/{probe}", remaining)
+
+    def _log_tail(self) -> str:
+        if self._run_dir is None:
+            return ""
+        return tail(self._log).replace(self.secret_key, "***")

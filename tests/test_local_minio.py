@@ -1,0 +1,294 @@
+"""LocalMinio and the supervisor that keeps local servers from outliving their owner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from objsdk.errors import LocalMinioError
+from objsdk.gobuild import minio_binary
+from objsdk.local_minio import LocalMinio
+from objsdk.supervisor import Supervised, SupervisorError, http_ok
+
+REPO = Path(__file__).resolve().parents[1]
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no procfs: fall back to signal 0
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def fake_binary(path: Path, script: str) -> Path:
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return path
+
+
+def s3(minio: LocalMinio) -> Any:
+    import boto3  # type: ignore[import-untyped]
+
+    return boto3.client(
+        "s3",
+        endpoint_url=minio.endpoint,
+        aws_access_key_id=minio.access_key,
+        aws_secret_access_key=minio.secret_key,
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def own_minio() -> Iterator[LocalMinio]:
+    """A private server, for tests that restart or stop it."""
+    with LocalMinio() as minio:
+        yield minio
+
+
+# ----------------------------------------------------------------------------- LocalMinio
+
+
+def test_repr_never_shows_the_secret_key() -> None:
+    minio = LocalMinio(access_key="visible-key", secret_key="hidden-secret-123")
+
+    assert "visible-key" in repr(minio)
+    assert "hidden-secret-123" not in repr(minio)
+
+
+def test_credentials_are_fresh_and_random_by_default() -> None:
+    first, second = LocalMinio(), LocalMinio()
+
+    assert first.access_key != second.access_key
+    assert first.secret_key != second.secret_key
+    assert len(first.secret_key) >= 32
+
+
+def test_startup_failure_reports_the_server_log_without_the_secret(tmp_path: Path) -> None:
+    broken = fake_binary(tmp_path / "minio", 'echo "FATAL disk on fire ($MINIO_ROOT_PASSWORD)"\n')
+    minio = LocalMinio(binary=broken, secret_key="do-not-print-me")
+
+    with pytest.raises(LocalMinioError, match="disk on fire") as info:
+        minio.start()
+
+    assert "do-not-print-me" not in str(info.value)
+    assert not minio.data_dir.exists()
+
+
+@pytest.mark.integration
+def test_started_server_is_live_on_a_loopback_endpoint(local_minio: LocalMinio) -> None:
+    assert local_minio.endpoint.startswith("http://127.0.0.1:")
+    assert http_ok(f"{local_minio.endpoint}/minio/health/live")
+
+
+@pytest.mark.integration
+def test_env_points_aws_tools_at_the_server(local_minio: LocalMinio) -> None:
+    assert local_minio.env() == {
+        "AWS_ENDPOINT_URL": local_minio.endpoint,
+        "AWS_ACCESS_KEY_ID": local_minio.access_key,
+        "AWS_SECRET_ACCESS_KEY": local_minio.secret_key,
+        "AWS_REGION": "us-east-1",
+    }
+
+
+@pytest.mark.integration
+def test_server_accepts_its_credentials(local_minio: LocalMinio) -> None:
+    assert s3(local_minio).list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+@pytest.mark.integration
+def test_start_is_idempotent(own_minio: LocalMinio) -> None:
+    pid = own_minio.pid
+
+    assert own_minio.start() is own_minio
+    assert own_minio.pid == pid
+
+
+@pytest.mark.integration
+def test_restart_keeps_the_port_and_the_data(own_minio: LocalMinio) -> None:
+    client = s3(own_minio)
+    client.create_bucket(Bucket="kept")
+    client.put_object(Bucket="kept", Key="k", Body=b"survives")
+    endpoint, old_pid = own_minio.endpoint, own_minio.pid
+
+    own_minio.restart()
+
+    assert own_minio.endpoint == endpoint
+    assert own_minio.pid != old_pid
+    assert old_pid is not None
+    assert not alive(old_pid)
+    assert client.get_object(Bucket="kept", Key="k")["Body"].read() == b"survives"
+
+
+@pytest.mark.integration
+def test_stop_removes_the_data_dir_and_leaves_no_process() -> None:
+    minio = LocalMinio().start()
+    pid, data_dir = minio.pid, minio.data_dir
+    assert pid is not None
+
+    minio.stop()
+
+    assert not alive(pid)
+    assert not data_dir.exists()
+    assert minio.pid is None
+    minio.stop()  # idempotent
+
+
+@pytest.mark.integration
+def test_a_port_in_use_fails_with_the_server_log() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        minio = LocalMinio(port=taken.getsockname()[1])
+
+        with pytest.raises(LocalMinioError, match="already in use"):
+            minio.start()
+
+
+@pytest.mark.integration
+def test_server_and_data_vanish_when_the_owner_is_killed() -> None:
+    owner = (
+        "import os, signal\n"
+        "from objsdk.local_minio import LocalMinio\n"
+        "minio = LocalMinio().start()\n"
+        "print(minio.pid, minio.data_dir, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OBJSDK_MINIO_BINARY": str(minio_binary())}
+    result = subprocess.run(
+        [sys.executable, "-c", owner], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    pid_text, data_dir = result.stdout.split(maxsplit=1)
+    pid = int(pid_text)
+
+    assert eventually(lambda: not alive(pid), timeout=10)
+    assert eventually(lambda: not Path(data_dir.strip()).exists(), timeout=5)
+
+
+# ----------------------------------------------------------------------------- supervisor
+
+
+def test_supervised_server_runs_in_its_own_process_group(tmp_path: Path) -> None:
+    server = Supervised(SLEEPER, log=tmp_path / "log")
+    try:
+        assert server.pid is not None
+        assert os.getpgid(server.pid) == server.pid
+    finally:
+        server.stop()
+
+
+def test_supervised_stop_terminates_the_server_and_removes_directories(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    server = Supervised(SLEEPER, log=tmp_path / "log", cleanup=[scratch])
+    pid = server.pid
+    assert pid is not None
+
+    server.stop()
+
+    assert not alive(pid)
+    assert not scratch.exists()
+
+
+def test_sigterm_to_the_supervisor_stops_the_server_and_cleans_up(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    server = Supervised(SLEEPER, log=tmp_path / "log", cleanup=[scratch])
+    pid = server.pid
+    assert pid is not None
+    try:
+        os.kill(server.supervisor_pid, signal.SIGTERM)
+
+        assert eventually(lambda: not alive(pid))
+        assert eventually(lambda: not scratch.exists())
+    finally:
+        server.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
+def test_killing_the_supervisor_kills_the_server(tmp_path: Path) -> None:
+    server = Supervised(SLEEPER, log=tmp_path / "log")
+    pid = server.pid
+    assert pid is not None
+    try:
+        os.kill(server.supervisor_pid, signal.SIGKILL)
+
+        assert eventually(lambda: not alive(pid))
+    finally:
+        server.stop()
+
+
+def test_a_server_that_exits_is_reported_with_its_code(tmp_path: Path) -> None:
+    server = Supervised([sys.executable, "-c", "raise SystemExit(3)"], log=tmp_path / "log")
+    try:
+        assert eventually(lambda: server.poll() is not None)
+        assert server.poll() == 3
+        assert server.pid is None
+    finally:
+        server.stop()
+
+
+def test_restart_replaces_the_server_process(tmp_path: Path) -> None:
+    server = Supervised(SLEEPER, log=tmp_path / "log")
+    try:
+        old = server.pid
+        assert old is not None
+
+        new = server.restart()
+
+        assert new != old
+        assert server.pid == new
+        assert alive(new)
+        assert not alive(old)
+    finally:
+        server.stop()
+
+
+def test_an_unstartable_command_raises(tmp_path: Path) -> None:
+    with pytest.raises(SupervisorError, match="cannot start"):
+        Supervised([str(tmp_path / "no-such-binary")], log=tmp_path / "log")
+
+
+def test_supervisor_cli_prints_the_pid_and_cleans_up_at_stdin_eof(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "objsdk.supervisor", "--cleanup", str(scratch), "--", *SLEEPER],
+        stdin=subprocess.DEVNULL,  # immediate EOF, as if the parent had died
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=30,
+    )
+
+    assert result.returncode == 0, result.stderr
+    pid = int(result.stdout.splitlines()[0])
+    assert not alive(pid)
+    assert not scratch.exists()
