@@ -30,6 +30,7 @@ from .errors import (
     TransportError,
 )
 from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
+from .objectfile import ObjectFile, ReadStats
 from .retry import default_retry
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "NoSuchBucket",
     "NoSuchKey",
     "ObjectChangedError",
+    "ObjectFile",
     "ObjectInfo",
     "ObjectSummary",
     "ObjsdkError",
@@ -56,6 +58,7 @@ __all__ = [
     "Prefix",
     "ProtocolError",
     "ReadError",
+    "ReadStats",
     "ResumeLimitError",
     "S3Error",
     "SlowDown",

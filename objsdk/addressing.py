@@ -70,7 +70,9 @@ class Endpoint:
             raise InvalidArgument(f"endpoint {url!r} has no host")
         if parts.username or parts.password:
             # Never keep credentials in a URL: it ends up in logs and reprs.
-            raise InvalidArgument("endpoint must not contain credentials; pass access_key/secret_key")
+            raise InvalidArgument(
+                "endpoint must not contain credentials; pass access_key/secret_key"
+            )
         if parts.path not in ("", "/") or parts.query or parts.fragment:
             raise InvalidArgument(f"endpoint {url!r} must not have a path or query")
         try:

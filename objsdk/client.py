@@ -16,7 +16,9 @@ from urllib3.util.retry import Retry
 
 from . import errors
 from .addressing import Endpoint, check_bucket, check_key
+from .integrity import crc32c_b64
 from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
+from .objectfile import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_RESUME, ObjectFile
 from .ranges import format_range
 from .retry import make_retry
 from .s3xml import (
@@ -199,8 +201,9 @@ class Client:
         """Store ``data`` under ``key`` in one PUT.
 
         Bytes-like data is sent from its own buffer, without a copy, with its SHA-256
-        signed. A binary file object is streamed from its current position to its end
-        (it must be seekable, so a retry can rewind it); it is never read whole.
+        signed and a CRC32C the server stores. A binary file object is streamed from its
+        current position to its end (it must be seekable, so a retry can rewind it); it is
+        never read whole.
         """
         check_bucket(bucket)
         check_key(key)
@@ -210,6 +213,8 @@ class Client:
             body = data
             length = memoryview(data).nbytes
             payload_hash = payload_sha256(data)
+            # Stored with the object, so every later read can be verified end to end.
+            headers["x-amz-checksum-crc32c"] = crc32c_b64(data)
         else:
             body, length = data, _remaining_length(data, bucket, key)
             payload_hash = "UNSIGNED-PAYLOAD"
@@ -245,7 +250,8 @@ class Client:
         check_key(key)
         if not isinstance(offset, int) or offset < 0:
             raise errors.InvalidArgument(
-                f"offset must be a non-negative int, got {offset!r} (bucket {bucket!r}, key {key!r})"
+                f"offset must be a non-negative int, got {offset!r} "
+                f"(bucket {bucket!r}, key {key!r})"
             )
         if length is not None and (not isinstance(length, int) or length < 0):
             raise errors.InvalidArgument(
@@ -269,6 +275,30 @@ class Client:
             # A server may ignore Range and send the whole object (RFC 9110 §14.2).
             data = data[offset : None if length is None else offset + length]
         return data
+
+    def open(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_resume: int = DEFAULT_MAX_RESUME,
+        version_id: str | None = None,
+        verify: bool = True,
+    ) -> ObjectFile:
+        """A seekable, resumable binary file over the object (see :class:`ObjectFile`).
+
+        Nothing is sent until the first read. Use it as a context manager.
+        """
+        return ObjectFile(
+            self,
+            bucket,
+            key,
+            chunk_size=chunk_size,
+            max_resume=max_resume,
+            version_id=version_id,
+            verify=verify,
+        )
 
     def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:
         """Size, ETag, dates, type, metadata, version and stored checksums of an object."""
@@ -429,9 +459,7 @@ class Client:
         )
 
 
-def object_info_from_headers(
-    bucket: str, key: str, headers: Mapping[str, str]
-) -> ObjectInfo:
+def object_info_from_headers(bucket: str, key: str, headers: Mapping[str, str]) -> ObjectInfo:
     """An :class:`ObjectInfo` from the headers of a HEAD or GET response."""
     length = headers.get("Content-Length")
     return ObjectInfo(
@@ -510,4 +538,3 @@ def _check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:
     raise errors.InvalidArgument(
         f"timeout must be (connect_seconds, read_seconds), both > 0; got {timeout!r}"
     )
-

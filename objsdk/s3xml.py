@@ -104,7 +104,9 @@ def parse_list_buckets(body: bytes) -> list[BucketInfo]:
     """``ListAllMyBucketsResult`` → buckets in the server's order."""
     root = _root(body)
     return [
-        BucketInfo(name=_text(b, "Name") or "", creation_date=parse_iso_date(_text(b, "CreationDate")))
+        BucketInfo(
+            name=_text(b, "Name") or "", creation_date=parse_iso_date(_text(b, "CreationDate"))
+        )
         for b in root.iterfind("{*}Buckets/{*}Bucket")
     ]
 

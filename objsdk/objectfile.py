@@ -1,0 +1,607 @@
+"""``ObjectFile``: a resilient, seekable, zero-copy file over an object's GET stream.
+
+One GET serves a whole sequential pass. When it breaks (reset, timeout, truncated or
+malformed body) the reader reopens at the next undelivered byte with
+``Range: bytes=<next>-`` and ``If-Match: <etag>``, and checks the answer
+(:mod:`objsdk.resume`) before taking a byte from it: the caller sees one unbroken
+stream of one object version, or an exception.
+
+Copies: ``readinto`` receives straight into the caller's buffer (``recv_into`` through
+``http.client``); ``read(n)`` collects network chunks as memoryviews and joins them
+once, and returns a network chunk untouched when one chunk is the whole answer.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import methodcaller
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import requests
+import urllib3.exceptions
+from urllib3.exceptions import MaxRetryError
+from urllib3.util.retry import Retry
+
+from . import errors
+from .addressing import check_bucket, check_key
+from .integrity import StreamChecksum, checksum_from_headers
+from .ranges import format_range
+from .resume import BadResponse, Changed, Continuation, check_response
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer as Buffer
+
+    from .client import Client
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "ObjectFile", "ReadStats", "resume_policy"]
+
+log = logging.getLogger("objsdk")
+
+DEFAULT_CHUNK_SIZE = 1 << 20
+DEFAULT_MAX_RESUME = 6
+# A forward seek this close to the open stream reads through instead of paying for a
+# new request (tarfile's "r:" mode skips member padding and small members like this).
+SKIP_THRESHOLD = 256 * 1024
+
+T = TypeVar("T")
+
+# What a body read can raise when the connection breaks: socket errors (including
+# timeouts), http.client's IncompleteRead for truncated/malformed chunked bodies, and
+# urllib3/requests wrappers of the same.
+_BROKEN = (
+    OSError,
+    http.client.HTTPException,
+    urllib3.exceptions.HTTPError,
+    requests.exceptions.RequestException,
+)
+
+
+def resume_policy(max_resume: int) -> Retry:
+    """The backoff between resume attempts: first at once, then 0.2 s doubling to 5 s,
+    with jitter; at most ``max_resume`` consecutive failures."""
+    return Retry(
+        total=max_resume,
+        connect=None,
+        read=None,
+        status=None,
+        other=None,
+        redirect=0,
+        backoff_factor=0.2,
+        backoff_max=5.0,
+        backoff_jitter=0.2,
+    )
+
+
+@dataclass
+class ReadStats:
+    """What one :class:`ObjectFile` did: bytes handed to the caller, GET/HEAD requests
+    sent, resumes after a broken stream, bytes received but thrown away."""
+
+    bytes_delivered: int = 0
+    requests: int = 0
+    resumes: int = 0
+    bytes_discarded: int = 0
+
+
+class _Broken(Exception):
+    """The stream broke; ``cause`` says how. Internal: always resumed or re-raised."""
+
+    def __init__(self, cause: Exception | str) -> None:
+        self.cause = cause if isinstance(cause, Exception) else errors.ProtocolError(cause)
+        super().__init__(self.cause)
+
+
+Observer = Callable[[int, "bytes | memoryview"], None]
+
+
+class _Stream:
+    """One open GET body: the bytes of the object from ``pos`` up to ``end``.
+
+    ``observer(offset, data)`` sees every received byte in order (checksums).
+    """
+
+    def __init__(
+        self, resp: requests.Response, start: int, end: int | None, observer: Observer | None
+    ) -> None:
+        self.resp = resp
+        self.pos = start
+        self.end = end
+        self.observer = observer
+        fp = getattr(resp.raw, "_fp", None)
+        # http.client's response reads straight into a caller's buffer (recv_into);
+        # urllib3's own readinto goes through a temporary bytes object.
+        self._fp: http.client.HTTPResponse | None = (
+            fp if isinstance(fp, http.client.HTTPResponse) else None
+        )
+
+    def _account(self, data: bytes | memoryview, asked: int) -> None:
+        n = len(data)
+        if n == 0 and asked and self.end is not None and self.pos < self.end:
+            raise _Broken(f"connection closed {self.end - self.pos} bytes before the end")
+        if n and self.observer is not None:
+            self.observer(self.pos, data)
+        self.pos += n
+
+    def read(self, n: int) -> bytes:
+        try:
+            data = self._fp.read(n) if self._fp else self.resp.raw.read(n)
+        except _BROKEN as e:
+            raise _Broken(e) from e
+        self._account(data, n)
+        return data
+
+    def read1(self, n: int) -> bytes:
+        try:
+            data = self._fp.read1(n) if self._fp else self.resp.raw.read1(n)
+        except _BROKEN as e:
+            raise _Broken(e) from e
+        self._account(data, n)
+        return data
+
+    def readinto(self, view: memoryview) -> int:
+        try:
+            n = self._fp.readinto(view) if self._fp else self.resp.raw.readinto(view)
+        except _BROKEN as e:
+            raise _Broken(e) from e
+        self._account(view[:n], len(view))
+        return n
+
+    def discard(self, n: int) -> None:
+        scratch = memoryview(bytearray(min(n, DEFAULT_CHUNK_SIZE)))
+        while n > 0:
+            got = self.readinto(scratch[: min(n, len(scratch))])
+            if got == 0:
+                raise _Broken("end of body while skipping")
+            n -= got
+
+    @property
+    def done(self) -> bool:
+        return self.end is not None and self.pos >= self.end
+
+    def close(self) -> None:
+        if self.done and self._fp is not None and self._fp.isclosed():
+            # Fully read: hand the connection back to the pool for the next request.
+            self.resp.raw.release_conn()
+        else:
+            self.resp.close()
+
+
+class ObjectFile(io.BufferedIOBase):
+    """A read-only, seekable binary file over one object in a bucket.
+
+    Lazy: nothing is sent until the first read (or ``size``). Pinned: the first answer's
+    ETag is sent as ``If-Match`` on every later request, so all bytes come from one
+    version; if the object changes, :class:`~objsdk.ObjectChangedError` is raised. A
+    broken stream is resumed from the next undelivered byte up to ``max_resume``
+    consecutive failures (:class:`~objsdk.ResumeLimitError` after that). With
+    ``verify``, a full pass from byte 0 to the end is checked against the object's
+    stored checksum (:class:`~objsdk.IntegrityError` on mismatch). Picklable: a copy
+    reopens lazily at the same position and version.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        bucket: str,
+        key: str,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_resume: int = DEFAULT_MAX_RESUME,
+        version_id: str | None = None,
+        verify: bool = True,
+        etag: str | None = None,
+        size: int | None = None,
+    ) -> None:
+        super().__init__()
+        check_bucket(bucket)
+        check_key(key)
+        if chunk_size < 1:
+            raise errors.InvalidArgument(f"chunk_size must be positive, got {chunk_size}")
+        if max_resume < 0:
+            raise errors.InvalidArgument(f"max_resume must be >= 0, got {max_resume}")
+        self._client = client
+        self.bucket = bucket
+        self.key = key
+        self.chunk_size = chunk_size
+        self.max_resume = max_resume
+        self.verify = verify
+        self.version_id = version_id
+        self.etag = etag
+        self._size = size
+        self.stats = ReadStats()
+        # _pos: the caller's position. Received but undelivered bytes sit in
+        # _tail[_tail_off:] at _pos; _recv_pos is the next byte to take from the network
+        # (== _pos + buffered bytes, outside a read call that is collecting chunks).
+        self._pos = 0
+        self._recv_pos = 0
+        self._tail = b""
+        self._tail_off = 0
+        self._stream: _Stream | None = None
+        self._policy = resume_policy(max_resume)
+        self._retry = self._policy
+        self._opened_once = False
+        self._checksum: StreamChecksum | None = None
+        self._hashed = 0  # length of the object prefix fed to _checksum
+
+    def __repr__(self) -> str:
+        return f"<ObjectFile bucket={self.bucket!r} key={self.key!r} pos={self._pos}>"
+
+    # -- io.IOBase plumbing ------------------------------------------------------------
+
+    def readable(self) -> bool:
+        self._check_open()
+        return True
+
+    def seekable(self) -> bool:
+        self._check_open()
+        return True
+
+    def writable(self) -> bool:
+        self._check_open()
+        return False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+
+    def close(self) -> None:
+        if not self.closed:
+            self._drop_stream()
+            self._tail, self._tail_off = b"", 0
+        super().close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Reopen lazily in the unpickling process, pinned to the same version.
+        state = {
+            "chunk_size": self.chunk_size,
+            "max_resume": self.max_resume,
+            "version_id": self.version_id,
+            "verify": self.verify,
+            "etag": self.etag,
+            "size": self._size,
+        }
+        return (_restore, (self._client, self.bucket, self.key, state, self._pos, self.closed))
+
+    # -- size, position ----------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """The object's size in bytes (asks the server with HEAD if not known yet)."""
+        if self._size is None:
+            self._check_open()
+            self.stats.requests += 1
+            info = self._client.head_object(self.bucket, self.key, version_id=self.version_id)
+            if self.etag is not None and info.etag != self.etag:
+                raise self._changed(f"ETag {self.etag} is now {info.etag}", self._pos)
+            self.etag = info.etag
+            self.version_id = self.version_id or info.version_id
+            self._size = info.size or 0
+        return self._size
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check_open()
+        if whence == io.SEEK_SET:
+            target = offset
+        elif whence == io.SEEK_CUR:
+            target = self._pos + offset
+        elif whence == io.SEEK_END:
+            target = self.size + offset
+        else:
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+        if target < 0:
+            raise ValueError(f"negative seek position {target}")
+        delta = target - self._pos
+        if 0 <= delta <= len(self._tail) - self._tail_off:
+            self._tail_off += delta  # free: already received
+        else:
+            self._tail, self._tail_off = b"", 0
+            self._recv_pos = target
+            stream = self._stream
+            if not (stream and 0 <= target - stream.pos <= SKIP_THRESHOLD):
+                self._drop_stream()  # far or backward: reopen lazily at the new offset
+            # else the next network read skips forward on the open stream
+        self._pos = target
+        return target
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._check_open()
+        if size is None or size < 0:
+            return self._read_all()
+        chunks: list[bytes | memoryview] = []
+        got = self._take_tail(size, chunks)
+        while got < size:
+            need = size - got
+            if need >= self.chunk_size:
+                # Big reads go straight from the socket into the chunk we return.
+                data = self._net(methodcaller("read", need), b"")
+                if not data:
+                    break
+                chunks.append(data)
+                got += len(data)
+            elif self._fill_tail():
+                got += self._take_tail(need, chunks)
+            else:
+                break
+        return self._deliver(chunks, got)
+
+    def read1(self, size: int = -1) -> bytes:
+        self._check_open()
+        limit = size if size >= 0 else self.chunk_size
+        chunks: list[bytes | memoryview] = []
+        got = self._take_tail(limit, chunks)
+        if not got and limit:
+            if limit >= self.chunk_size:
+                data = self._net(methodcaller("read1", limit), b"")
+                chunks.append(data)
+                got = len(data)
+            elif self._fill_tail():
+                got = self._take_tail(limit, chunks)
+        return self._deliver(chunks, got)
+
+    def readinto(self, b: Buffer) -> int:
+        return self._readinto(b, one=False)
+
+    def readinto1(self, b: Buffer) -> int:
+        return self._readinto(b, one=True)
+
+    def _readinto(self, b: Buffer, *, one: bool) -> int:
+        self._check_open()
+        with memoryview(b) as outer, outer.cast("B") as view:
+            n = min(len(view), len(self._tail) - self._tail_off)
+            if n:
+                view[:n] = memoryview(self._tail)[self._tail_off : self._tail_off + n]
+                self._tail_off += n
+            while n < len(view) and not (one and n):
+                # Received straight into the caller's memory: no intermediate object.
+                k = self._net(methodcaller("readinto", view[n:]), 0)
+                if k == 0:
+                    break
+                n += k
+            self._pos += n
+            self.stats.bytes_delivered += n
+            return n
+
+    def peek(self, size: int = 0) -> bytes:
+        """Buffered bytes at the current position, without consuming them."""
+        self._check_open()
+        if self._tail_off >= len(self._tail):
+            self._fill_tail()
+        return self._tail[self._tail_off :]
+
+    def readline(self, size: int | None = -1) -> bytes:
+        self._check_open()
+        limit = size if size is not None and size >= 0 else None
+        chunks: list[bytes | memoryview] = []
+        got = 0
+        while limit is None or got < limit:
+            if self._tail_off >= len(self._tail) and not self._fill_tail():
+                break
+            end = len(self._tail)
+            if limit is not None:
+                end = min(end, self._tail_off + limit - got)
+            newline = self._tail.find(b"\n", self._tail_off, end)
+            stop = end if newline < 0 else newline + 1
+            got += self._take_tail(stop - self._tail_off, chunks)
+            if newline >= 0:
+                break
+        return self._deliver(chunks, got)
+
+    def _read_all(self) -> bytes:
+        chunks: list[bytes | memoryview] = []
+        got = self._take_tail(len(self._tail), chunks)
+        while data := self._net(methodcaller("read", self.chunk_size), b""):
+            chunks.append(data)
+            got += len(data)
+        return self._deliver(chunks, got)
+
+    # -- buffer bookkeeping ------------------------------------------------------------
+
+    def _take_tail(self, limit: int, chunks: list[bytes | memoryview]) -> int:
+        """Move up to ``limit`` buffered bytes into ``chunks`` as a view (no copy)."""
+        n = min(limit, len(self._tail) - self._tail_off)
+        if n <= 0:
+            return 0
+        if self._tail_off == 0 and n == len(self._tail):
+            chunks.append(self._tail)
+        else:
+            chunks.append(memoryview(self._tail)[self._tail_off : self._tail_off + n])
+        self._tail_off += n
+        return n
+
+    def _fill_tail(self) -> bool:
+        """Receive one network chunk into the (consumed) tail; False at end of object."""
+        data = self._net(methodcaller("read", self.chunk_size), b"")
+        self._tail, self._tail_off = data, 0
+        return bool(data)
+
+    def _deliver(self, chunks: list[bytes | memoryview], got: int) -> bytes:
+        self._pos += got
+        self.stats.bytes_delivered += got
+        if len(chunks) == 1 and isinstance(chunks[0], bytes):
+            return chunks[0]  # a single network chunk is handed over as received
+        return b"".join(chunks)  # the one copy
+
+    # -- the network, with resume ------------------------------------------------------
+
+    def _net(self, op: Callable[[_Stream], T], empty: T) -> T:
+        """Run one body read at ``_recv_pos``, resuming on breaks; ``empty`` at the end."""
+        while True:
+            try:
+                stream = self._stream_at(self._recv_pos)
+                if stream is None:
+                    return empty
+                start = stream.pos
+                result = op(stream)
+            except _Broken as e:
+                self._on_break(e)
+                continue
+            if stream.pos > start:
+                self._recv_pos = stream.pos
+                self._retry = self._policy  # progress forgives earlier failures
+            if stream.done:
+                self._drop_stream()
+            return result
+
+    def _stream_at(self, want: int) -> _Stream | None:
+        """The stream positioned at ``want`` (opened if needed); None at end of object."""
+        stream = self._stream
+        if stream is not None and stream.pos < want:
+            skip = want - stream.pos
+            stream.discard(skip)  # raises _Broken on failure: then we resume at want
+            self.stats.bytes_discarded += skip
+        if stream is not None and stream.pos == want:
+            return stream
+        self._drop_stream()
+        if self._size is not None and want >= self._size:
+            return None
+        return self._open(want)
+
+    def _open(self, want: int) -> _Stream | None:
+        headers = {"Accept-Encoding": "identity"}  # offsets must be stored bytes
+        if want:
+            headers["Range"] = format_range(want)
+        if self.etag:
+            headers["If-Match"] = self.etag
+        if want == 0 and self.verify:
+            # S3 returns stored checksums only when asked (GetObject, ChecksumMode).
+            headers["x-amz-checksum-mode"] = "ENABLED"
+        params = [("versionId", self.version_id)] if self.version_id else []
+        self.stats.requests += 1
+        try:
+            resp = self._client._transport.request(
+                "GET",
+                operation="read",
+                bucket=self.bucket,
+                key=self.key,
+                params=params,
+                headers=headers,
+                stream=True,
+                ok=(200, 206, 412, 416),
+            )
+        except errors.NoSuchKey as e:
+            if not self._opened_once:
+                raise
+            raise self._changed("it was deleted", want) from e
+        except errors.TransportError as e:
+            raise _Broken(e) from e
+        except errors.S3Error as e:
+            if e.status >= 500:  # still failing after the transport's own retries
+                raise _Broken(e) from e
+            raise
+        try:
+            cont = check_response(
+                resp.status_code, resp.headers, want=want, etag=self.etag, size=self._size
+            )
+        except Changed as e:
+            resp.close()
+            raise self._changed(str(e), want) from None
+        except BadResponse as e:
+            resp.close()
+            raise _Broken(str(e)) from None
+        self._adopt(cont, resp)
+        if cont.eof:
+            resp.close()
+            return None
+        stream = _Stream(resp, cont.start, cont.size, self._observe if self._checksum else None)
+        self._stream = stream
+        if cont.discard:
+            stream.discard(cont.discard)
+            self.stats.bytes_discarded += cont.discard
+        return stream
+
+    def _adopt(self, cont: Continuation, resp: requests.Response) -> None:
+        """Pin what a good answer says about the object: ETag, size, version, checksum."""
+        self._opened_once = True
+        self.etag = self.etag or cont.etag
+        if self._size is None:
+            self._size = cont.size
+        self.version_id = self.version_id or resp.headers.get("x-amz-version-id")
+        if cont.start == 0 and not cont.eof and self.verify:
+            self._checksum = checksum_from_headers(resp.headers)
+            self._hashed = 0
+
+    def _on_break(self, e: _Broken) -> None:
+        self._drop_stream()
+        cause = e.cause
+        try:
+            self._retry = self._retry.increment(method="GET", error=cause)
+        except MaxRetryError:
+            raise errors.ResumeLimitError(
+                f"stream broke {self.max_resume + 1} times in a row without progress "
+                f"(last: {_describe(cause)})",
+                bucket=self.bucket,
+                key=self.key,
+                offset=self._recv_pos,
+            ) from cause
+        self.stats.resumes += 1
+        log.warning(
+            "resuming read of bucket %r key %r at offset %d after %s",
+            self.bucket,
+            self.key,
+            self._recv_pos,
+            _describe(cause),
+        )
+        self._retry.sleep()
+
+    def _drop_stream(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            stream.close()
+
+    def _changed(self, why: str, offset: int) -> errors.ObjectChangedError:
+        self._drop_stream()
+        return errors.ObjectChangedError(
+            f"object changed while being read: {why}",
+            bucket=self.bucket,
+            key=self.key,
+            offset=offset,
+        )
+
+    # -- integrity ---------------------------------------------------------------------
+
+    def _observe(self, offset: int, data: bytes | memoryview) -> None:
+        """Hash received bytes in object order; verify when the last one arrives."""
+        checksum = self._checksum
+        if checksum is None:
+            return
+        if offset != self._hashed:
+            self._checksum = None  # a gap (seek, skip): this pass cannot be verified
+            return
+        checksum.update(data)
+        self._hashed += len(data)
+        if self._size is not None and self._hashed >= self._size:
+            self._checksum = None
+            if not checksum.matches():
+                self._drop_stream()
+                raise errors.IntegrityError(
+                    f"{checksum.algorithm} mismatch: stored {checksum.expected}, "
+                    f"received bytes hash to {checksum.actual()}",
+                    bucket=self.bucket,
+                    key=self.key,
+                    offset=self._hashed,
+                )
+
+
+def _describe(cause: BaseException) -> str:
+    text = str(cause).split("\n")[0][:200]
+    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
+
+
+def _restore(
+    client: Client, bucket: str, key: str, state: dict[str, Any], pos: int, closed: bool
+) -> ObjectFile:
+    f = ObjectFile(client, bucket, key, **state)
+    f._pos = f._recv_pos = pos
+    if closed:
+        f.close()
+    return f

@@ -1,0 +1,114 @@
+"""Deciding whether a (re)opened GET continues the same byte stream (pure).
+
+When a read resumes at offset ``want`` it sends ``Range: bytes=<want>-`` and
+``If-Match: <etag>``. The answer is trusted only if it provably carries the same
+object's bytes from ``want`` on (RFC 9110 §13.1.1 If-Match, §14.4 Content-Range,
+§15.3.7 206). Everything here is a function of status and headers, so it is tested
+without a network; :mod:`objsdk.objectfile` acts on the verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .ranges import parse_content_range
+
+__all__ = ["BadResponse", "Changed", "Continuation", "check_response"]
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """The response continues the stream.
+
+    ``start`` is the object offset of the body's first byte; ``discard`` bytes must be
+    dropped from the body to reach ``want`` (a server that ignored Range and sent 200);
+    ``size`` is the object's total size; ``eof`` means ``want`` is at or past the end
+    and there is nothing to read.
+    """
+
+    start: int
+    size: int | None
+    etag: str | None
+    discard: int = 0
+    eof: bool = False
+
+
+class Changed(Exception):
+    """The response belongs to another version of the object (or none)."""
+
+
+class BadResponse(Exception):
+    """The response is malformed or does not start where it must; worth another try."""
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def check_response(
+    status: int,
+    headers: Mapping[str, str],
+    *,
+    want: int,
+    etag: str | None,
+    size: int | None,
+) -> Continuation:
+    """Validate a GET answer for offset ``want`` of the object pinned to ``etag``/``size``.
+
+    Raises :class:`Changed` if it belongs to another version, :class:`BadResponse` if it
+    cannot be trusted to hold the right bytes.
+    """
+    if status == 412:
+        raise Changed("If-Match failed: the object's ETag is no longer " + str(etag))
+    got_etag = headers.get("ETag")
+    if etag is not None and got_etag is not None and got_etag != etag:
+        # Servers that ignore If-Match still reveal the change through the ETag.
+        raise Changed(f"ETag changed from {etag} to {got_etag}")
+
+    if status == 416:
+        # "bytes */<size>": the range starts at or past the end (RFC 9110 §15.5.17).
+        total = _int((headers.get("Content-Range") or "").rpartition("/")[2])
+        if total is None:
+            raise BadResponse("416 without the object size in Content-Range")
+        if size is not None and total != size:
+            raise Changed(f"object size changed from {size} to {total}")
+        if want < total:
+            raise BadResponse(f"416 for offset {want} of a {total}-byte object")
+        return Continuation(start=want, size=total, etag=got_etag or etag, eof=True)
+
+    if status == 200:
+        # A full body: the server ignored or was not sent a Range.
+        total = _int(headers.get("Content-Length"))
+        if size is not None and total is not None and total != size:
+            raise Changed(f"object size changed from {size} to {total}")
+        total = total if total is not None else size
+        eof = total is not None and want >= total
+        return Continuation(
+            start=0,
+            size=total,
+            etag=got_etag or etag,
+            discard=0 if eof else want,
+            eof=eof,
+        )
+
+    if status == 206:
+        cr = parse_content_range(headers.get("Content-Range"))
+        if cr is None:
+            raise BadResponse(f"206 with unusable Content-Range {headers.get('Content-Range')!r}")
+        if cr.total is not None and size is not None and cr.total != size:
+            raise Changed(f"object size changed from {size} to {cr.total}")
+        if cr.first != want:
+            raise BadResponse(f"asked for bytes from {want}, got Content-Range from {cr.first}")
+        total = cr.total if cr.total is not None else size
+        if total is not None and cr.last != total - 1:
+            raise BadResponse(f"Content-Range ends at {cr.last}, before the end ({total})")
+        length = _int(headers.get("Content-Length"))
+        if length is not None and length != cr.length:
+            raise BadResponse(f"Content-Length {length} disagrees with Content-Range")
+        return Continuation(start=want, size=total, etag=got_etag or etag)
+
+    raise BadResponse(f"unexpected HTTP {status}")
