@@ -29,7 +29,9 @@ NO_SUCH_KEY = (
     b"<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"
     b"<Key>k</Key><BucketName>b</BucketName><RequestId>REQ1</RequestId></Error>"
 )
-SLOW_DOWN = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+SLOW_DOWN = (
+    b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+)
 
 
 @pytest.fixture
@@ -257,9 +259,7 @@ def test_copy_object_sends_encoded_copy_source(client, rsps):
     rsps.put(
         f"{EP}/dst/new",
         body=b'<CopyObjectResult><ETag>"e"</ETag></CopyObjectResult>',
-        match=[
-            matchers.header_matcher({"x-amz-copy-source": "/src/a%20b%2B"}, strict_match=False)
-        ],
+        match=[matchers.header_matcher({"x-amz-copy-source": "/src/a%20b%2B"}, strict_match=False)],
     )
     info = client.copy_object("src", "a b+", "dst", "new")
     assert info.etag == '"e"'

@@ -68,7 +68,7 @@ def test_list_objects_page_with_url_encoded_keys_is_decoded():
     body = (
         f"<ListBucketResult {NS}><Name>b</Name><EncodingType>url</EncodingType>"
         "<IsTruncated>true</IsTruncated><NextContinuationToken>tok==</NextContinuationToken>"
-        "<Contents><Key>a+b%2Bc%25d%0A</Key><Size>3</Size><ETag>\"e\"</ETag>"
+        '<Contents><Key>a+b%2Bc%25d%0A</Key><Size>3</Size><ETag>"e"</ETag>'
         "<LastModified>2024-01-02T03:04:05.000Z</LastModified></Contents>"
         "<CommonPrefixes><Prefix>dir%20x/</Prefix></CommonPrefixes>"
         "</ListBucketResult>"
@@ -83,12 +83,16 @@ def test_list_objects_page_with_url_encoded_keys_is_decoded():
 
 
 def test_list_objects_keys_are_verbatim_without_encoding_type():
-    body = b"<ListBucketResult><Contents><Key>a+b%20</Key><Size>0</Size></Contents></ListBucketResult>"
+    body = (
+        b"<ListBucketResult><Contents><Key>a+b%20</Key><Size>0</Size></Contents></ListBucketResult>"
+    )
     assert parse_list_objects_v2(body).objects[0].key == "a+b%20"
 
 
 def test_list_objects_last_page_is_not_truncated():
-    page = parse_list_objects_v2(b"<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>")
+    page = parse_list_objects_v2(
+        b"<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>"
+    )
     assert not page.is_truncated
     assert page.objects == []
 

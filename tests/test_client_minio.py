@@ -1,0 +1,296 @@
+"""Every Client operation against a real MinIO server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+import objsdk
+from objsdk import Client, ObjectSummary, Prefix
+
+pytestmark = pytest.mark.integration
+
+# Keys that break naive URL building, signing or XML handling. Each must round-trip.
+AWKWARD_KEYS = [
+    "plain",
+    "with space",
+    "plus+sign",
+    "percent%20literal",
+    "percent%",
+    "question?mark",
+    "hash#tag",
+    "semi;colon",
+    "equals=sign",
+    "amp&ersand",
+    "tilde~",
+    "star*",
+    "single'quote",
+    'double"quote',
+    "back\\slash",
+    "unicode/räksmörgås",
+    "cjk/漢字かな",
+    "emoji/🦄🚀",
+    "nested/a/b/c/d.txt",
+    "trailing space ",
+    " leading space",
+    "comma,and:colon",
+    "brackets[]{}()",
+    "caret^pipe|",
+    "at@dollar$bang!",
+    "angle<>",
+    "tab\there",
+    "a" * 200,
+    "deep/" + "/".join(["seg"] * 40),
+    "x" * 250 + "/" + "/".join(["é" * 127] * 3),  # 1015 bytes, segments under 255
+]
+
+
+def test_awkward_key_list_is_thirty_long():
+    assert len(AWKWARD_KEYS) == 30
+    assert all(len(k.encode()) <= 1024 for k in AWKWARD_KEYS)
+
+
+def test_bucket_lifecycle(client: Client, fresh_bucket_name: str) -> None:
+    assert not client.bucket_exists(fresh_bucket_name)
+    client.create_bucket(fresh_bucket_name)
+    assert client.bucket_exists(fresh_bucket_name)
+    assert fresh_bucket_name in [b.name for b in client.list_buckets()]
+    client.delete_bucket(fresh_bucket_name)
+    assert not client.bucket_exists(fresh_bucket_name)
+
+
+def test_creating_an_existing_bucket_raises_bucket_already_exists(client, bucket):
+    with pytest.raises(objsdk.BucketAlreadyExists, match=bucket):
+        client.create_bucket(bucket)
+
+
+def test_deleting_a_non_empty_bucket_raises_bucket_not_empty(client, bucket):
+    client.put_object(bucket, "k", b"x")
+    with pytest.raises(objsdk.BucketNotEmpty, match=bucket):
+        client.delete_bucket(bucket)
+
+
+def test_missing_bucket_raises_no_such_bucket_naming_it(client):
+    with pytest.raises(objsdk.NoSuchBucket, match="no-such-bucket-here"):
+        client.get_object("no-such-bucket-here", "k")
+
+
+def test_missing_key_raises_no_such_key_naming_bucket_and_key(client, bucket):
+    with pytest.raises(objsdk.NoSuchKey) as info:
+        client.get_object(bucket, "missing/key.bin")
+    assert info.value.bucket == bucket
+    assert info.value.key == "missing/key.bin"
+    assert f"bucket {bucket!r}, key 'missing/key.bin'" in str(info.value)
+
+
+def test_head_of_missing_key_raises_no_such_key(client, bucket):
+    with pytest.raises(objsdk.NoSuchKey, match="nothing"):
+        client.head_object(bucket, "nothing")
+
+
+def test_zero_byte_object_round_trips(client, bucket):
+    info = client.put_object(bucket, "empty", b"")
+    assert info.size == 0
+    assert client.get_object(bucket, "empty") == b""
+    assert client.head_object(bucket, "empty").size == 0
+
+
+def test_put_get_head_with_metadata(client, bucket):
+    data = os.urandom(100_000)
+    put = client.put_object(
+        bucket, "m", data, content_type="application/x-test", metadata={"Origin": "tests"}
+    )
+    head = client.head_object(bucket, "m")
+    assert head.size == len(data)
+    assert head.etag == put.etag
+    assert head.content_type == "application/x-test"
+    assert head.metadata == {"origin": "tests"}
+    assert head.last_modified is not None
+    assert client.get_object(bucket, "m") == data
+
+
+def test_ranged_get_returns_exactly_the_range(client, bucket):
+    data = bytes(range(256)) * 10
+    client.put_object(bucket, "r", data)
+    assert client.get_object(bucket, "r", offset=100, length=50) == data[100:150]
+    assert client.get_object(bucket, "r", offset=2500) == data[2500:]
+    assert client.get_object(bucket, "r", offset=10, length=0) == b""
+
+
+def test_ranged_get_past_the_end_raises_invalid_range_naming_offset(client, bucket):
+    client.put_object(bucket, "short", b"abc")
+    with pytest.raises(objsdk.InvalidRange, match="offset=10"):
+        client.get_object(bucket, "short", offset=10)
+
+
+def test_put_from_bytearray_and_memoryview(client, bucket):
+    buf = bytearray(os.urandom(4096))
+    client.put_object(bucket, "ba", buf)
+    client.put_object(bucket, "mv", memoryview(buf)[100:200])
+    assert client.get_object(bucket, "ba") == bytes(buf)
+    assert client.get_object(bucket, "mv") == bytes(buf[100:200])
+
+
+def test_copy_object(client, bucket):
+    client.put_object(bucket, "src key+", b"copy me")
+    info = client.copy_object(bucket, "src key+", bucket, "dst/ключ")
+    assert info.etag
+    assert client.get_object(bucket, "dst/ключ") == b"copy me"
+
+
+def test_delete_object_then_get_raises_no_such_key(client, bucket):
+    client.put_object(bucket, "gone", b"x")
+    client.delete_object(bucket, "gone")
+    with pytest.raises(objsdk.NoSuchKey):
+        client.get_object(bucket, "gone")
+
+
+def test_delete_objects_removes_all_and_reports_nothing(client, bucket):
+    keys = [f"d/{i}" for i in range(1200)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: client.put_object(bucket, k, b""), keys))
+    assert client.delete_objects(bucket, keys) == []
+    assert list(client.list_objects(bucket, prefix="d/")) == []
+
+
+def test_awkward_keys_round_trip_through_put_get_list_copy_presign(client, bucket):
+    for i, key in enumerate(AWKWARD_KEYS):
+        client.put_object(bucket, key, f"value {i}".encode())
+    listed = [e.key for e in client.list_objects(bucket)]
+    assert sorted(listed) == sorted(AWKWARD_KEYS)
+    for i, key in enumerate(AWKWARD_KEYS):
+        expected = f"value {i}".encode()
+        assert client.get_object(bucket, key) == expected, key
+        assert client.head_object(bucket, key).size == len(expected)
+        client.copy_object(bucket, key, bucket, "copies/" + key[:900])
+        assert client.get_object(bucket, "copies/" + key[:900]) == expected, key
+        resp = requests.get(client.presign("GET", bucket, key), timeout=10)
+        assert resp.status_code == 200, key
+        assert resp.content == expected, key
+
+
+@pytest.mark.parametrize(
+    "key", ["a//b", "a/./b", "a/../b", "..", "seg/" + "x" * 256 + "/end"], ids=repr
+)
+def test_keys_minio_refuses_raise_a_clear_error_naming_the_key(client, bucket, key):
+    with pytest.raises(objsdk.S3Error) as info:
+        client.put_object(bucket, key, b"x")
+    assert info.value.key == key
+    assert repr(key)[:60] in str(info.value)
+
+
+def test_presigned_put_uploads(client, bucket):
+    url = client.presign("PUT", bucket, "via presign", expires=60)
+    resp = requests.put(url, data=b"presigned body", timeout=10)
+    assert resp.status_code == 200
+    assert client.get_object(bucket, "via presign") == b"presigned body"
+
+
+def test_wrong_secret_is_access_denied_without_the_secret(local_minio, bucket):
+    wrong = "not-the-secret-" + "z" * 20
+    with Client(local_minio.endpoint, local_minio.access_key, wrong, retries=0) as bad:
+        with pytest.raises(objsdk.AccessDenied) as info:
+            bad.get_object(bucket, "k")
+    text = str(info.value) + repr(info.value)
+    assert wrong not in text
+    assert local_minio.secret_key not in text
+    assert "Signature=" not in text
+
+
+def test_unknown_access_key_is_access_denied(local_minio, bucket):
+    with Client(local_minio.endpoint, "nobody", "whatever-secret", retries=0) as bad:
+        with pytest.raises(objsdk.AccessDenied):
+            bad.list_buckets()
+
+
+def test_unreachable_endpoint_is_a_connect_error(unused_port):
+    with Client(f"http://127.0.0.1:{unused_port}", "a", "b", retries=0) as c:
+        with pytest.raises(objsdk.ConnectError, match="cannot reach"):
+            c.list_buckets()
+
+
+@pytest.fixture(scope="module")
+def listing_bucket(client):
+    """A bucket with 2,500 keys: 2,000 under 'flat/' and 500 spread over 5 'dirs'."""
+    name = "listing-" + os.urandom(4).hex()
+    client.create_bucket(name)
+    keys = [f"flat/{i:05d}" for i in range(2000)] + [f"tree/d{i % 5}/f{i:04d}" for i in range(500)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: client.put_object(name, k, b""), keys))
+    yield name, keys
+    client.delete_objects(name, keys)
+    client.delete_bucket(name)
+
+
+def test_listing_2500_keys_pages_through_all_of_them(client, listing_bucket):
+    name, keys = listing_bucket
+    listed = list(client.list_objects(name, page_size=1000))
+    assert [e.key for e in listed] == sorted(keys)
+    assert all(isinstance(e, ObjectSummary) for e in listed)
+
+
+def test_listing_with_delimiter_yields_prefixes(client, listing_bucket):
+    name, _ = listing_bucket
+    top = list(client.list_objects(name, delimiter="/"))
+    assert top == [Prefix("flat/"), Prefix("tree/")]
+    dirs = list(client.list_objects(name, prefix="tree/", delimiter="/", page_size=2))
+    assert [e.key for e in dirs] == [f"tree/d{i}/" for i in range(5)]
+
+
+def test_listing_with_start_after(client, listing_bucket):
+    name, _ = listing_bucket
+    keys = [e.key for e in client.list_objects(name, prefix="flat/", start_after="flat/01997")]
+    assert keys == ["flat/01998", "flat/01999"]
+
+
+def test_100_mib_upload_streams_from_file_with_bounded_memory(local_minio, bucket, tmp_path):
+    path = tmp_path / "big.bin"
+    block = os.urandom(1 << 20)
+    digest = hashlib.sha256()
+    with path.open("wb") as f:
+        for i in range(100):
+            chunk = block[i:] + block[:i]
+            f.write(chunk)
+            digest.update(chunk)
+    script = textwrap.dedent(
+        f"""
+        import json, resource, sys
+        from objsdk import Client
+
+        def rss_kib():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+
+        client = Client.from_env()
+        client.list_buckets()  # warm up: imports, connection pool
+        base = rss_kib()
+        with open({str(path)!r}, "rb") as f:
+            info = client.put_object({bucket!r}, "big.bin", f)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps({{"base_kib": base, "peak_kib": peak, "size": info.size}}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, **local_minio.env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    assert result["size"] == 100 << 20
+    grown_mib = (result["peak_kib"] - result["base_kib"]) / 1024
+    assert grown_mib < 64, f"upload grew RSS by {grown_mib:.1f} MiB"
+    with local_minio.client() as c:
+        got = hashlib.sha256(c.get_object(bucket, "big.bin")).hexdigest()
+    assert got == digest.hexdigest()
