@@ -30,7 +30,7 @@ from . import errors
 from .addressing import check_bucket, check_key
 from .integrity import StreamChecksum, checksum_from_headers
 from .ranges import format_range
-from .resume import BadResponse, Changed, Continuation, check_response
+from .resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as Buffer
@@ -289,15 +289,16 @@ class ObjectFile(io.BufferedIOBase):
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
         if whence == io.SEEK_SET:
+            if offset < 0:
+                raise ValueError(f"negative seek position {offset}")
             target = offset
+        # Relative seeks before the start stop at 0, as io.BytesIO does.
         elif whence == io.SEEK_CUR:
-            target = self._pos + offset
+            target = max(0, self._pos + offset)
         elif whence == io.SEEK_END:
-            target = self.size + offset
+            target = max(0, self.size + offset)
         else:
             raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
-        if target < 0:
-            raise ValueError(f"negative seek position {target}")
         delta = target - self._pos
         if 0 <= delta <= len(self._tail) - self._tail_off:
             self._tail_off += delta  # free: already received
@@ -508,6 +509,11 @@ class ObjectFile(io.BufferedIOBase):
         except BadResponse as e:
             resp.close()
             raise _Broken(str(e)) from None
+        except SizeUnknown:
+            resp.close()
+            if want >= self.size:  # HEAD, pinned to our ETag
+                return None
+            raise _Broken(f"416 for offset {want} of a {self.size}-byte object") from None
         self._adopt(cont, resp)
         if cont.eof:
             resp.close()

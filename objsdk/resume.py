@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .ranges import parse_content_range
 
-__all__ = ["BadResponse", "Changed", "Continuation", "check_response"]
+__all__ = ["BadResponse", "Changed", "Continuation", "SizeUnknown", "check_response"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class Continuation:
 
 class Changed(Exception):
     """The response belongs to another version of the object (or none)."""
+
+
+class SizeUnknown(Exception):
+    """A 416 that does not say how big the object is (MinIO sends no Content-Range):
+    the caller must learn the size (HEAD) to tell end-of-object from an error."""
 
 
 class BadResponse(Exception):
@@ -73,7 +78,9 @@ def check_response(
         # "bytes */<size>": the range starts at or past the end (RFC 9110 §15.5.17).
         total = _int((headers.get("Content-Range") or "").rpartition("/")[2])
         if total is None:
-            raise BadResponse("416 without the object size in Content-Range")
+            total = size
+        if total is None:
+            raise SizeUnknown(f"416 for offset {want} without the object size")
         if size is not None and total != size:
             raise Changed(f"object size changed from {size} to {total}")
         if want < total:

@@ -1,0 +1,362 @@
+"""ObjectFile against a real MinIO: file semantics, laziness, pinning, tarfile, pickling."""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import io
+import mmap
+import multiprocessing
+import os
+import pickle
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import objsdk
+from objsdk import Client
+
+pytestmark = pytest.mark.integration
+
+SIZES = [0, 1, 100, 4095, 65_543, (1 << 20) + 3, (3 << 20) + 1]
+
+
+class Sources(dict[int, bytes]):
+    """Source bytes by size; short repr so failing examples stay readable."""
+
+    def __repr__(self) -> str:
+        return f"<sources of sizes {sorted(self)}>"
+
+
+@pytest.fixture(scope="module")
+def objects(client: Client) -> dict[int, bytes]:
+    """Objects of several sizes under 'obj/<size>' in one module-wide bucket."""
+    client.create_bucket("objectfile")
+    data = Sources()
+    for size in SIZES:
+        data[size] = os.urandom(size)
+        client.put_object("objectfile", f"obj/{size}", data[size])
+    yield data
+    client.delete_objects("objectfile", [e.key for e in client.list_objects("objectfile")])
+    client.delete_bucket("objectfile")
+
+
+BIG = SIZES[-1]
+
+# One operation of the model test: (name, argument).
+ops = st.one_of(
+    st.tuples(st.just("read"), st.one_of(st.just(-1), st.integers(0, 2 << 20))),
+    st.tuples(st.just("read1"), st.one_of(st.just(-1), st.integers(0, 2 << 20))),
+    st.tuples(st.just("readinto"), st.integers(0, 2 << 20)),
+    st.tuples(st.just("readinto1"), st.integers(0, 70_000)),
+    st.tuples(st.just("readline"), st.one_of(st.just(-1), st.integers(0, 5000))),
+    st.tuples(st.just("seek0"), st.integers(0, 4 << 20)),
+    st.tuples(st.just("seek1"), st.integers(-(2 << 20), 2 << 20)),
+    st.tuples(st.just("seek2"), st.integers(-(4 << 20), 1000)),
+    st.tuples(st.just("tell"), st.just(0)),
+)
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    size=st.sampled_from(SIZES),
+    chunk_size=st.sampled_from([1, 7, 4096, 1 << 20]),
+    program=st.lists(ops, max_size=12),
+)
+def test_any_sequence_of_operations_matches_bytesio(client, objects, size, chunk_size, program):
+    data = objects[size]
+    model = io.BytesIO(data)
+    if chunk_size == 1:
+        program = [(op, arg if op.startswith("seek") else min(arg, 3000)) for op, arg in program]
+    with client.open("objectfile", f"obj/{size}", chunk_size=chunk_size) as f:
+        for op, arg in program:
+            if op in ("read", "readline"):
+                assert getattr(f, op)(arg) == getattr(model, op)(arg), (op, arg)
+            elif op == "readinto":
+                mine, theirs = bytearray(arg), bytearray(arg)
+                assert f.readinto(mine) == model.readinto(theirs)
+                assert mine == theirs
+            elif op in ("read1", "readinto1"):
+                # May return less than asked, never more, and never skip bytes.
+                start = model.tell()
+                if op == "read1":
+                    got = f.read1(arg)
+                else:
+                    buf = bytearray(arg)
+                    got = bytes(buf[: f.readinto1(buf)])
+                limit = len(data) - start if arg < 0 or (op == "readinto1" and False) else arg
+                if arg >= 0:
+                    assert len(got) <= limit
+                assert got == data[start : start + len(got)]
+                if start < len(data) and arg != 0:
+                    assert got, "read1/readinto1 returned nothing before the end"
+                model.seek(start + len(got))
+            elif op.startswith("seek"):
+                whence = int(op[-1])
+                try:
+                    expected = model.seek(arg, whence)
+                except ValueError:
+                    with pytest.raises(ValueError, match="negative seek"):
+                        f.seek(arg, whence)
+                    continue
+                assert f.seek(arg, whence) == expected
+            assert f.tell() == model.tell()
+        assert f.read() == model.read()
+
+
+def test_opening_sends_nothing(client, objects):
+    with client.open("objectfile", "obj/100") as f:
+        assert f.stats.requests == 0
+
+
+def test_a_missing_key_fails_on_first_read_naming_it(client, objects):
+    f = client.open("objectfile", "nope/missing")
+    with pytest.raises(objsdk.NoSuchKey, match="nope/missing"):
+        f.read(1)
+    f.close()
+
+
+def test_a_sequential_pass_is_one_request(client, objects):
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        out = bytearray()
+        while chunk := f.read(4096):
+            out += chunk
+        assert bytes(out) == objects[BIG]
+        assert f.stats.requests == 1
+        assert f.stats.bytes_delivered == BIG
+        assert f.stats.resumes == 0
+
+
+def test_attributes_describe_the_object(client, objects):
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        f.read(1)
+        head = client.head_object("objectfile", f"obj/{BIG}")
+        assert f.size == BIG
+        assert f.etag == head.etag
+        assert f.readable()
+        assert f.seekable()
+        assert not f.writable()
+
+
+def test_size_before_reading_asks_with_head(client, objects):
+    with client.open("objectfile", "obj/4095") as f:
+        assert f.size == 4095
+        assert f.stats.requests == 1
+        assert f.read() == objects[4095]
+
+
+def test_forward_seek_within_the_buffer_is_free(client, objects):
+    with client.open("objectfile", f"obj/{BIG}", chunk_size=64 * 1024) as f:
+        f.read(10)
+        f.seek(30_000, io.SEEK_CUR)
+        assert f.read(10) == objects[BIG][30_010:30_020]
+        assert f.stats.requests == 1
+        assert f.stats.bytes_discarded == 0
+
+
+def test_short_forward_seek_past_the_buffer_reads_through(client, objects):
+    with client.open("objectfile", f"obj/{BIG}", chunk_size=4096) as f:
+        f.read(10)
+        f.seek(100_000)
+        assert f.read(10) == objects[BIG][100_000:100_010]
+        assert f.stats.requests == 1
+        assert f.stats.bytes_discarded == 100_000 - 4096
+
+
+def test_backward_seek_reopens_at_the_offset(client, objects):
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        f.read(2 << 20)
+        f.seek(5)
+        assert f.read(5) == objects[BIG][5:10]
+        assert f.stats.requests == 2
+        assert f.stats.bytes_discarded == 0
+
+
+def test_seek_past_the_end_reads_nothing(client, objects):
+    with client.open("objectfile", "obj/100") as f:
+        assert f.seek(1000) == 1000
+        assert f.read() == b""
+        assert f.read(10) == b""
+        assert f.tell() == 1000
+
+
+def test_negative_absolute_seek_is_a_value_error(client, objects):
+    with client.open("objectfile", "obj/100") as f, pytest.raises(ValueError, match="negative"):
+        f.seek(-1)
+
+
+def test_seek_from_the_end(client, objects):
+    with client.open("objectfile", "obj/4095") as f:
+        assert f.seek(-95, io.SEEK_END) == 4000
+        assert f.read() == objects[4095][4000:]
+
+
+def test_empty_object_reads_empty(client, objects):
+    with client.open("objectfile", "obj/0") as f:
+        assert f.read() == b""
+        assert f.read(10) == b""
+        assert f.readinto(bytearray(10)) == 0
+        assert f.readline() == b""
+
+
+def test_closed_file_raises_value_error(client, objects):
+    f = client.open("objectfile", "obj/100")
+    f.read(1)
+    f.close()
+    assert f.closed
+    for call in (f.read, f.tell, f.readline, lambda: f.seek(0), lambda: f.readinto(bytearray(1))):
+        with pytest.raises(ValueError, match="closed file"):
+            call()
+
+
+def test_readinto_fills_mmap_and_array_buffers(client, objects):
+    data = objects[BIG]
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        with mmap.mmap(-1, 1 << 20) as m:
+            assert f.readinto(m) == 1 << 20
+            assert m[:] == data[: 1 << 20]
+        arr = array.array("I", bytes(16384))  # 4096 items of 4 bytes
+        assert f.readinto(arr) == 16384
+        assert arr.tobytes() == data[1 << 20 : (1 << 20) + 16384]
+
+
+def test_readinto_on_a_large_buffer_does_not_allocate_a_copy(client, objects):
+    import tracemalloc
+
+    buf = bytearray(BIG)
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        f.read(1)  # open the stream first
+        f.seek(0)
+        tracemalloc.start()
+        try:
+            n = f.readinto(buf)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert n == BIG
+    assert buf == objects[BIG]
+    assert peak < 256 * 1024, f"readinto allocated {peak} bytes"
+
+
+def test_lines_iterate_like_a_file(client, bucket):
+    text = b"".join(f"line {i}\n".encode() for i in range(10_000)) + b"no newline at end"
+    client.put_object(bucket, "lines.txt", text)
+    with client.open(bucket, "lines.txt", chunk_size=1000) as f:
+        assert list(f) == io.BytesIO(text).readlines()
+
+
+def test_peek_does_not_consume(client, objects):
+    with client.open("objectfile", "obj/4095") as f:
+        assert objects[4095].startswith(f.peek(10))
+        assert f.tell() == 0
+        assert f.read(4) == objects[4095][:4]
+
+
+def test_overwritten_object_is_detected_on_reopen(client, bucket):
+    old, new = os.urandom(3 << 20), os.urandom(3 << 20)
+    client.put_object(bucket, "changing", old)
+    with client.open(bucket, "changing") as f:
+        first = f.read(1 << 20)
+        client.put_object(bucket, "changing", new)
+        f.seek(2 << 20)  # forces a new request, pinned with If-Match
+        with pytest.raises(objsdk.ObjectChangedError, match="changing") as info:
+            f.read(10)
+    assert first == old[: 1 << 20]
+    assert info.value.offset == 2 << 20
+
+
+def test_deleted_object_is_detected_on_reopen(client, bucket):
+    client.put_object(bucket, "vanishing", os.urandom(3 << 20))
+    with client.open(bucket, "vanishing") as f:
+        f.read(10)
+        client.delete_object(bucket, "vanishing")
+        f.seek(2 << 20)
+        with pytest.raises(objsdk.ObjectChangedError, match="deleted"):
+            f.read(10)
+
+
+def test_a_stored_checksum_is_verified_on_a_full_pass(client, objects):
+    head = client.head_object("objectfile", f"obj/{BIG}")
+    assert "crc32c" in head.checksums
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        f.read(10)
+        assert f._checksum is not None  # verification is under way
+        assert hashlib.sha256(f.read()).digest() == hashlib.sha256(objects[BIG][10:]).digest()
+        assert f._checksum is None  # and completed without an IntegrityError
+
+
+def test_pickled_file_resumes_at_the_same_position(client, objects):
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        f.read(12345)
+        clone = pickle.loads(pickle.dumps(f))
+    with clone:
+        assert clone.tell() == 12345
+        assert clone.stats.requests == 0  # lazy: reopens on first read
+        assert clone.read(100) == objects[BIG][12345:12445]
+        assert clone.etag == client.head_object("objectfile", f"obj/{BIG}").etag
+
+
+def test_pickled_file_refuses_a_replaced_object(client, bucket):
+    client.put_object(bucket, "pinned", b"version one")
+    with client.open(bucket, "pinned") as f:
+        f.read(3)
+        blob = pickle.dumps(f)
+    client.put_object(bucket, "pinned", b"version two")
+    with pickle.loads(blob) as clone, pytest.raises(objsdk.ObjectChangedError):
+        clone.read()
+
+
+def _read_rest_in_child(blob: bytes) -> str:
+    with pickle.loads(blob) as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_pickled_file_is_read_in_another_process(client, objects):
+    with client.open("objectfile", f"obj/{BIG}") as f:
+        f.read(1000)
+        blob = pickle.dumps(f)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        digest = pool.apply(_read_rest_in_child, (blob,))
+    assert digest == hashlib.sha256(objects[BIG][1000:]).hexdigest()
+
+
+def make_tar(root: Path) -> bytes:
+    """A tar with members of awkward sizes, a directory and unicode names."""
+    sizes = [0, 1, 511, 512, 513, 10_000, 1 << 20, (2 << 20) + 5]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("dir/")
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        for i, size in enumerate(sizes):
+            member = tarfile.TarInfo(f"dir/fïle-{i}-{size}.bin")
+            member.size = size
+            tar.addfile(member, io.BytesIO(os.urandom(size)))
+    return buf.getvalue()
+
+
+def extracted(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("mode", ["r|*", "r:"])
+def test_tarfile_extracts_identically(client, bucket, tmp_path, mode):
+    blob = make_tar(tmp_path)
+    client.put_object(bucket, "archive.tar", blob)
+    expected_dir, got_dir = tmp_path / "expected", tmp_path / "got"
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        tar.extractall(expected_dir, filter="data")
+    with client.open(bucket, "archive.tar") as f, tarfile.open(fileobj=f, mode=mode) as tar:
+        tar.extractall(got_dir, filter="data")
+    assert extracted(got_dir) == extracted(expected_dir)
+    assert len(extracted(got_dir)) == 8

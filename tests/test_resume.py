@@ -1,0 +1,118 @@
+"""Whether a (re)opened GET continues the same byte stream: pure decisions."""
+
+import pytest
+
+from objsdk.objectfile import resume_policy
+from objsdk.resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
+
+ETAG = '"v1"'
+
+
+def h(**headers: str) -> dict[str, str]:
+    return {k.replace("_", "-"): v for k, v in headers.items()}
+
+
+def test_first_200_pins_etag_and_size():
+    cont = check_response(200, h(ETag=ETAG, Content_Length="100"), want=0, etag=None, size=None)
+    assert cont == Continuation(start=0, size=100, etag=ETAG)
+
+
+def test_206_from_exactly_the_next_byte_continues():
+    headers = h(ETag=ETAG, Content_Range="bytes 40-99/100", Content_Length="60")
+    cont = check_response(206, headers, want=40, etag=ETAG, size=100)
+    assert cont == Continuation(start=40, size=100, etag=ETAG)
+
+
+def test_206_starting_elsewhere_is_refused():
+    headers = h(ETag=ETAG, Content_Range="bytes 39-99/100")
+    with pytest.raises(BadResponse, match="from 40, got Content-Range from 39"):
+        check_response(206, headers, want=40, etag=ETAG, size=100)
+
+
+def test_206_ending_early_is_refused():
+    with pytest.raises(BadResponse, match="before the end"):
+        check_response(206, h(Content_Range="bytes 40-49/100"), want=40, etag=ETAG, size=100)
+
+
+def test_206_without_content_range_is_refused():
+    with pytest.raises(BadResponse, match="Content-Range"):
+        check_response(206, h(ETag=ETAG), want=40, etag=ETAG, size=100)
+
+
+def test_206_whose_length_disagrees_with_content_range_is_refused():
+    headers = h(Content_Range="bytes 40-99/100", Content_Length="10")
+    with pytest.raises(BadResponse, match="Content-Length"):
+        check_response(206, headers, want=40, etag=ETAG, size=100)
+
+
+def test_206_with_another_total_means_the_object_changed():
+    with pytest.raises(Changed, match="size changed from 100 to 120"):
+        check_response(206, h(Content_Range="bytes 40-119/120"), want=40, etag=ETAG, size=100)
+
+
+def test_200_instead_of_206_discards_up_to_the_next_byte():
+    cont = check_response(200, h(ETag=ETAG, Content_Length="100"), want=40, etag=ETAG, size=100)
+    assert cont.start == 0
+    assert cont.discard == 40
+
+
+def test_200_of_another_size_means_the_object_changed():
+    with pytest.raises(Changed):
+        check_response(200, h(Content_Length="99"), want=40, etag=ETAG, size=100)
+
+
+def test_412_means_the_object_changed():
+    with pytest.raises(Changed, match="If-Match"):
+        check_response(412, {}, want=40, etag=ETAG, size=100)
+
+
+def test_a_different_etag_means_the_object_changed_even_with_206():
+    headers = h(ETag='"v2"', Content_Range="bytes 40-99/100")
+    with pytest.raises(Changed, match='"v1" to "v2"'):
+        check_response(206, headers, want=40, etag=ETAG, size=100)
+
+
+def test_416_at_the_end_is_eof():
+    cont = check_response(416, h(Content_Range="bytes */100"), want=100, etag=None, size=None)
+    assert cont.eof
+    assert cont.size == 100
+
+
+def test_416_without_any_size_asks_the_caller_to_find_out():
+    with pytest.raises(SizeUnknown):
+        check_response(416, {}, want=10, etag=None, size=None)
+
+
+def test_416_without_content_range_uses_the_pinned_size():
+    assert check_response(416, {}, want=100, etag=ETAG, size=100).eof
+
+
+def test_416_before_the_end_is_refused():
+    with pytest.raises(BadResponse, match="416 for offset 50"):
+        check_response(416, h(Content_Range="bytes */100"), want=50, etag=ETAG, size=100)
+
+
+def test_unexpected_status_is_refused():
+    with pytest.raises(BadResponse, match="HTTP 302"):
+        check_response(302, {}, want=0, etag=None, size=None)
+
+
+def test_resume_backoff_starts_at_once_then_doubles_up_to_the_cap():
+    policy = resume_policy(10).new(backoff_jitter=0.0)
+    delays = []
+    for _ in range(8):
+        policy = policy.increment(method="GET", error=ConnectionResetError())
+        delays.append(policy.get_backoff_time())
+    assert delays[0] == 0
+    assert delays[1:5] == [0.4, 0.8, 1.6, 3.2]
+    assert max(delays) == 5.0
+
+
+def test_resume_policy_is_exhausted_after_max_resume_plus_one_failures():
+    from urllib3.exceptions import MaxRetryError
+
+    policy = resume_policy(2)
+    policy = policy.increment(method="GET", error=ConnectionResetError())
+    policy = policy.increment(method="GET", error=ConnectionResetError())
+    with pytest.raises(MaxRetryError):
+        policy.increment(method="GET", error=ConnectionResetError())
