@@ -314,8 +314,25 @@ class ObjectFile(io.BufferedIOBase):
 
     # -- reading -----------------------------------------------------------------------
 
+    def _resync(self) -> None:
+        """After a read raised: forget what it had received but not delivered.
+
+        The caller's position is the truth; the next read starts again from it (the ETag
+        pin makes re-fetching those bytes safe), so nothing is skipped or repeated.
+        """
+        self._drop_stream()
+        self._tail, self._tail_off = b"", 0
+        self._recv_pos = self._pos
+
     def read(self, size: int | None = -1) -> bytes:
         self._check_open()
+        try:
+            return self._read(size)
+        except BaseException:
+            self._resync()
+            raise
+
+    def _read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             return self._read_all()
         chunks: list[bytes | memoryview] = []
@@ -337,6 +354,13 @@ class ObjectFile(io.BufferedIOBase):
 
     def read1(self, size: int = -1) -> bytes:
         self._check_open()
+        try:
+            return self._read1(size)
+        except BaseException:
+            self._resync()
+            raise
+
+    def _read1(self, size: int = -1) -> bytes:
         limit = size if size >= 0 else self.chunk_size
         chunks: list[bytes | memoryview] = []
         got = self._take_tail(limit, chunks)
@@ -357,6 +381,13 @@ class ObjectFile(io.BufferedIOBase):
 
     def _readinto(self, b: Buffer, *, one: bool) -> int:
         self._check_open()
+        try:
+            return self._readinto_view(b, one=one)
+        except BaseException:
+            self._resync()
+            raise
+
+    def _readinto_view(self, b: Buffer, *, one: bool) -> int:
         with memoryview(b) as outer, outer.cast("B") as view:
             n = min(len(view), len(self._tail) - self._tail_off)
             if n:
@@ -381,6 +412,13 @@ class ObjectFile(io.BufferedIOBase):
 
     def readline(self, size: int | None = -1) -> bytes:
         self._check_open()
+        try:
+            return self._readline(size)
+        except BaseException:
+            self._resync()
+            raise
+
+    def _readline(self, size: int | None = -1) -> bytes:
         limit = size if size is not None and size >= 0 else None
         chunks: list[bytes | memoryview] = []
         got = 0
@@ -514,7 +552,7 @@ class ObjectFile(io.BufferedIOBase):
             if want >= self.size:  # HEAD, pinned to our ETag
                 return None
             raise _Broken(f"416 for offset {want} of a {self.size}-byte object") from None
-        self._adopt(cont, resp)
+        self._adopt(cont, resp, want)
         if cont.eof:
             resp.close()
             return None
@@ -525,14 +563,15 @@ class ObjectFile(io.BufferedIOBase):
             self.stats.bytes_discarded += cont.discard
         return stream
 
-    def _adopt(self, cont: Continuation, resp: requests.Response) -> None:
+    def _adopt(self, cont: Continuation, resp: requests.Response, want: int) -> None:
         """Pin what a good answer says about the object: ETag, size, version, checksum."""
         self._opened_once = True
         self.etag = self.etag or cont.etag
         if self._size is None:
             self._size = cont.size
         self.version_id = self.version_id or resp.headers.get("x-amz-version-id")
-        if cont.start == 0 and not cont.eof and self.verify:
+        if want == 0 and not cont.eof and self.verify:
+            # A pass from byte 0 starts verification; a resume keeps the pinned checksum.
             self._checksum = checksum_from_headers(resp.headers)
             self._hashed = 0
 
@@ -580,11 +619,14 @@ class ObjectFile(io.BufferedIOBase):
         checksum = self._checksum
         if checksum is None:
             return
-        if offset != self._hashed:
-            self._checksum = None  # a gap (seek, skip): this pass cannot be verified
+        end = offset + len(data)
+        if end <= self._hashed:
+            return  # received again (a 200 answer to a resume): hashed already
+        if offset > self._hashed:
+            self._checksum = None  # a gap (far seek): this pass cannot be verified
             return
-        checksum.update(data)
-        self._hashed += len(data)
+        checksum.update(data[self._hashed - offset :] if offset < self._hashed else data)
+        self._hashed = end
         if self._size is not None and self._hashed >= self._size:
             self._checksum = None
             if not checksum.matches():

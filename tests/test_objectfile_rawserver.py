@@ -375,11 +375,6 @@ def test_resume_limit_error_chains_the_last_failure_and_names_bucket_key_offset(
     assert len(server.requests) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="objsdk bug: a read that raises drops the bytes it had already taken from the "
-    "tail/network (_tail_off and _recv_pos advanced, _pos not), so a later read skips them",
-)
 @pytest.mark.parametrize("method", ["read", "readinto"])
 def test_reading_again_after_resume_limit_error_continues_at_tell_without_losing_bytes(
     serve, method
@@ -455,11 +450,6 @@ def test_checksum_verification_spans_a_206_resume(serve, stored):
         assert f.stats.resumes == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="objsdk bug: ObjectFile._adopt replaces the pinned checksum with the (absent) one "
-    "of a 200 answer to a ranged resume, silently turning verification off",
-)
 def test_checksum_verification_spans_a_resume_answered_with_a_full_200(serve):
     # The resume asks for a range, so it does not ask for the checksum (S3 sends it only
     # with x-amz-checksum-mode); a server that ignores Range answers 200 without it. The
