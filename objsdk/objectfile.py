@@ -325,6 +325,17 @@ class ObjectFile(io.BufferedIOBase):
         self._recv_pos = self._pos
 
     def read(self, size: int | None = -1) -> bytes:
+        # Fast path: small reads (tarfile asks for 10 KiB at a time) served from the
+        # buffered network chunk with one slice, the one copy. A closed file has an
+        # empty buffer, so it always takes the checked path below.
+        if size is not None and size > 0:
+            start = self._tail_off
+            end = start + size
+            if end <= len(self._tail):
+                self._tail_off = end
+                self._pos += size
+                self.stats.bytes_delivered += size
+                return self._tail[start:end]
         self._check_open()
         try:
             return self._read(size)

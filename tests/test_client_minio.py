@@ -196,9 +196,11 @@ def test_presigned_put_uploads(client, bucket):
 
 def test_wrong_secret_is_access_denied_without_the_secret(local_minio, bucket):
     wrong = "not-the-secret-" + "z" * 20
-    with Client(local_minio.endpoint, local_minio.access_key, wrong, retries=0) as bad:
-        with pytest.raises(objsdk.AccessDenied) as info:
-            bad.get_object(bucket, "k")
+    with (
+        Client(local_minio.endpoint, local_minio.access_key, wrong, retries=0) as bad,
+        pytest.raises(objsdk.AccessDenied) as info,
+    ):
+        bad.get_object(bucket, "k")
     text = str(info.value) + repr(info.value)
     assert wrong not in text
     assert local_minio.secret_key not in text
@@ -206,15 +208,19 @@ def test_wrong_secret_is_access_denied_without_the_secret(local_minio, bucket):
 
 
 def test_unknown_access_key_is_access_denied(local_minio, bucket):
-    with Client(local_minio.endpoint, "nobody", "whatever-secret", retries=0) as bad:
-        with pytest.raises(objsdk.AccessDenied):
-            bad.list_buckets()
+    with (
+        Client(local_minio.endpoint, "nobody", "whatever-secret", retries=0) as bad,
+        pytest.raises(objsdk.AccessDenied),
+    ):
+        bad.list_buckets()
 
 
 def test_unreachable_endpoint_is_a_connect_error(unused_port):
-    with Client(f"http://127.0.0.1:{unused_port}", "a", "b", retries=0) as c:
-        with pytest.raises(objsdk.ConnectError, match="cannot reach"):
-            c.list_buckets()
+    with (
+        Client(f"http://127.0.0.1:{unused_port}", "a", "b", retries=0) as c,
+        pytest.raises(objsdk.ConnectError, match="cannot reach"),
+    ):
+        c.list_buckets()
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def test_put_object_refuses_unseekable_streams_naming_the_key(client):
         def seekable(self):
             return False
 
-    with pytest.raises(objsdk.InvalidArgument, match="seekable.*'b'.*'k'"):
+    with pytest.raises(objsdk.InvalidArgument, match=r"seekable.*'b'.*'k'"):
         client.put_object("b", "k", Pipe())  # type: ignore[arg-type]
 
 
@@ -119,7 +119,7 @@ def test_metadata_and_content_type_become_headers(client, rsps):
 
 
 def test_non_ascii_metadata_is_refused_naming_the_key(client):
-    with pytest.raises(objsdk.InvalidArgument, match="'note'.*bucket 'b', key 'k'"):
+    with pytest.raises(objsdk.InvalidArgument, match=r"'note'.*bucket 'b', key 'k'"):
         client.put_object("b", "k", b"x", metadata={"note": "naïve"})
 
 
@@ -152,7 +152,7 @@ def test_get_object_slices_when_the_server_ignores_range(client, rsps):
 
 
 def test_get_object_rejects_negative_offset_naming_key(client):
-    with pytest.raises(objsdk.InvalidArgument, match="offset.*-1.*'k'"):
+    with pytest.raises(objsdk.InvalidArgument, match=r"offset.*-1.*'k'"):
         client.get_object("b", "k", offset=-1)
 
 
@@ -238,7 +238,7 @@ def test_post_is_not_resent_on_503(client, rsps):
 
 def test_connection_refused_is_a_connect_error_from_the_original(client, rsps):
     rsps.get(f"{EP}/b/k", body=requests.exceptions.ConnectionError("refused"))
-    with pytest.raises(objsdk.ConnectError, match="get_object.*'k'") as info:
+    with pytest.raises(objsdk.ConnectError, match=r"get_object.*'k'") as info:
         client.get_object("b", "k")
     assert isinstance(info.value.__cause__, requests.exceptions.ConnectionError)
 
