@@ -1,0 +1,184 @@
+"""Shared benchmark machinery: a server to measure against, interleaved runs, ratios.
+
+Every benchmark runs each variant ``--runs`` times, interleaved (A B C, B C A, C A B,
+...) so slow drift of the machine hits all variants alike, and reports the median
+throughput of each and its ratio to the baseline measured in the same run.
+
+Server: the local MinIO objsdk builds and starts (default), or your own S3 endpoint
+when ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` are set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from objsdk import Client, LocalMinio
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+@dataclass
+class Server:
+    """Where the benchmark talks to: endpoint and credentials, plus a client."""
+
+    endpoint: str
+    access_key: str
+    secret_key: str
+    minio: LocalMinio | None = None
+    client: Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = Client(self.endpoint, self.access_key, self.secret_key)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+        }
+
+
+@contextlib.contextmanager
+def server() -> Iterator[Server]:
+    """Your endpoint from AWS_* variables, else a local MinIO for the duration."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        yield Server(endpoint, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
+        return
+    with LocalMinio() as minio:
+        yield Server(minio.endpoint, minio.access_key, minio.secret_key, minio)
+
+
+def ensure_bucket(client: Client, bucket: str) -> None:
+    if not client.bucket_exists(bucket):
+        client.create_bucket(bucket)
+
+
+def random_file(size: int, directory: str | None = None) -> Path:
+    """A temp file of ``size`` incompressible bytes (the caller deletes it)."""
+    fd, name = tempfile.mkstemp(prefix="objsdk-perf-", dir=directory)
+    block = os.urandom(8 * MiB)
+    with os.fdopen(fd, "wb") as f:
+        left = size
+        while left:
+            n = min(left, len(block))
+            f.write(block[:n])
+            left -= n
+            block = block[1:] + block[:1]  # no two blocks alike
+    return Path(name)
+
+
+def upload_random(client: Client, bucket: str, key: str, size: int) -> None:
+    """Upload ``size`` random bytes under ``key`` unless an object of that size is there."""
+    with contextlib.suppress(Exception):
+        if client.head_object(bucket, key).size == size:
+            return
+    path = random_file(size)
+    try:
+        with path.open("rb") as f:
+            client.put_object(bucket, key, f)
+    finally:
+        path.unlink()
+
+
+@dataclass
+class Result:
+    name: str
+    seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # this process's user+sys seconds
+    nbytes: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.nbytes / self.median / 1e6
+
+
+def interleave(
+    variants: dict[str, Callable[[], int]], runs: int, *, warmup: bool = True
+) -> dict[str, Result]:
+    """Time each variant ``runs`` times in rotating order; each returns bytes moved."""
+    names = list(variants)
+    results = {n: Result(n) for n in names}
+    if warmup:
+        for n in names:
+            variants[n]()
+    for r in range(runs):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for n in order:
+            c0, t0 = time.process_time(), time.perf_counter()
+            results[n].nbytes = variants[n]()
+            results[n].seconds.append(time.perf_counter() - t0)
+            results[n].cpu.append(time.process_time() - c0)
+    return results
+
+
+def report(
+    title: str,
+    results: dict[str, Result],
+    baseline: str,
+    targets: dict[str, tuple[str, float]] | None = None,
+) -> dict[str, object]:
+    """Print a table of medians and ratios; return it as a dict (for --json)."""
+    base = results[baseline].median
+    print(f"\n## {title}")
+    print(
+        f"{'variant':<32} {'median s':>9} {'MB/s':>7} {'client cpu s':>13} {'vs ' + baseline:>26}"
+    )
+    rows = []
+    for r in results.values():
+        ratio = base / r.median
+        print(
+            f"{r.name:<32} {r.median:>9.3f} {r.mb_per_s:>7.0f} {r.cpu_median:>13.3f} "
+            f"{ratio:>25.2f}x"
+        )
+        rows.append(
+            {
+                "variant": r.name,
+                "median_s": round(r.median, 4),
+                "mb_per_s": round(r.mb_per_s, 1),
+                "ratio": round(ratio, 3),
+                "client_cpu_s": round(r.cpu_median, 4),
+                "runs_s": [round(s, 4) for s in r.seconds],
+            }
+        )
+    verdicts = []
+    for name, (against, minimum) in (targets or {}).items():
+        ratio = results[against].median / results[name].median
+        ok = ratio >= minimum
+        verdicts.append(
+            {"variant": name, "against": against, "ratio": round(ratio, 3), "target": minimum}
+        )
+        print(f"target: {name} >= {minimum}x {against}: {ratio:.2f}x {'PASS' if ok else 'MISS'}")
+    return {"title": title, "rows": rows, "targets": verdicts}
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--runs", type=int, default=5, help="timed runs per variant (default 5)")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    return p
+
+
+def write_json(path: Path | None, sections: list[dict[str, object]]) -> None:
+    if path is not None:
+        path.write_text(json.dumps({"argv": sys.argv, "sections": sections}, indent=2))
