@@ -23,5 +23,10 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
+perf: $(STAMP)
+	cd perf && ../$(BIN)/python bench_read.py --runs 9
+	cd perf && ../$(BIN)/python bench_tar.py --runs 9
+	cd perf && ../$(BIN)/python bench_faults.py --runs 7
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
