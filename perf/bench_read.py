@@ -4,6 +4,8 @@ Variants (each reads the whole object):
   requests raw.read(1 MiB)       the baseline: ``requests.get(stream=True).raw.read``
   ObjectFile.read(1 MiB)         ``client.open(...).read(1 MiB)`` in a loop
   ObjectFile.readinto(1 MiB buf) one reused 1 MiB bytearray
+  read, CRC32C verified          read(1 MiB) of a copy stored with a CRC32C, verified
+  read, verify=False             the same copy, verification off
 Then the peak RSS of streaming the object with read(1 MiB), in a fresh process.
 
     python perf/bench_read.py [--size-mib 1024] [--runs 5] [--json out.json]
@@ -32,6 +34,10 @@ def main() -> None:
         client = srv.client
         ensure_bucket(client, BUCKET)
         upload_random(client, BUCKET, key, size)
+        checked = f"{key}-crc32c"
+        if checked not in {e.key for e in client.list_objects(BUCKET, prefix=checked)}:
+            # put_object of bytes stores a CRC32C with the object.
+            client.put_object(BUCKET, checked, client.get_object(BUCKET, key))
         session = requests.Session()
 
         def raw_read() -> int:
@@ -59,11 +65,22 @@ def main() -> None:
                     n += k
             return n
 
+        def read_checked(verify: bool) -> int:
+            n = 0
+            with client.open(BUCKET, checked, verify=verify) as f:
+                while chunk := f.read(MiB):
+                    n += len(chunk)
+                if verify:
+                    assert f._hashed == size, "the stored checksum was not verified"
+            return n
+
         results = interleave(
             {
                 "requests raw.read(1 MiB)": raw_read,
                 "ObjectFile.read(1 MiB)": objectfile_read,
                 "ObjectFile.readinto(1 MiB buf)": objectfile_readinto,
+                "read, CRC32C verified": lambda: read_checked(True),
+                "read, verify=False": lambda: read_checked(False),
             },
             args.runs,
         )
@@ -76,6 +93,7 @@ def main() -> None:
             targets={
                 "ObjectFile.read(1 MiB)": ("requests raw.read(1 MiB)", 0.95),
                 "ObjectFile.readinto(1 MiB buf)": ("requests raw.read(1 MiB)", 1.0),
+                "read, CRC32C verified": ("read, verify=False", 0.9),
             },
         )
         rss = peak_rss(srv.env(), key)
