@@ -126,7 +126,12 @@ class _Stream:
             self.observer(self.pos, data)
         self.pos += n
 
+    def _cap(self, n: int) -> int:
+        # Never read past `end`: a window answered with a whole 200 body goes on beyond it.
+        return n if self.end is None else min(n, self.end - self.pos)
+
     def read(self, n: int) -> bytes:
+        n = self._cap(n)
         try:
             data = self._fp.read(n) if self._fp else self.resp.raw.read(n)
         except _BROKEN as e:
@@ -135,6 +140,7 @@ class _Stream:
         return data
 
     def read1(self, n: int) -> bytes:
+        n = self._cap(n)
         try:
             data = self._fp.read1(n) if self._fp else self.resp.raw.read1(n)
         except _BROKEN as e:
@@ -143,6 +149,7 @@ class _Stream:
         return data
 
     def readinto(self, view: memoryview) -> int:
+        view = view[: self._cap(len(view))]
         try:
             n = self._fp.readinto(view) if self._fp else self.resp.raw.readinto(view)
         except _BROKEN as e:
@@ -195,6 +202,7 @@ class ObjectFile(io.BufferedIOBase):
         verify: bool = True,
         etag: str | None = None,
         size: int | None = None,
+        end: int | None = None,
     ) -> None:
         super().__init__()
         check_bucket(bucket)
@@ -203,6 +211,8 @@ class ObjectFile(io.BufferedIOBase):
             raise errors.InvalidArgument(f"chunk_size must be positive, got {chunk_size}")
         if max_resume < 0:
             raise errors.InvalidArgument(f"max_resume must be >= 0, got {max_resume}")
+        if end is not None and end < 0:
+            raise errors.InvalidArgument(f"end must be >= 0, got {end}")
         self._client = client
         self.bucket = bucket
         self.key = key
@@ -212,6 +222,9 @@ class ObjectFile(io.BufferedIOBase):
         self.version_id = version_id
         self.etag = etag
         self._size = size
+        # A window: only bytes before `end` are read (closed Range requests), as if the
+        # object ended there. Parallel parts and downloads are windows.
+        self._end = end
         self.stats = ReadStats()
         # _pos: the caller's position. Received but undelivered bytes sit in
         # _tail[_tail_off:] at _pos; _recv_pos is the next byte to take from the network
@@ -263,6 +276,7 @@ class ObjectFile(io.BufferedIOBase):
             "verify": self.verify,
             "etag": self.etag,
             "size": self._size,
+            "end": self._end,
         }
         return (_restore, (self._client, self.bucket, self.key, state, self._pos, self.closed))
 
@@ -512,13 +526,16 @@ class ObjectFile(io.BufferedIOBase):
         if stream is not None and stream.pos == want:
             return stream
         self._drop_stream()
-        if self._size is not None and want >= self._size:
+        limit = self._size if self._end is None else min(self._end, self._size or self._end)
+        if limit is not None and want >= limit:
             return None
         return self._open(want)
 
     def _open(self, want: int) -> _Stream | None:
         headers = {"Accept-Encoding": "identity"}  # offsets must be stored bytes
-        if want:
+        if self._end is not None:
+            headers["Range"] = format_range(want, self._end - 1)
+        elif want:
             headers["Range"] = format_range(want)
         if self.etag:
             headers["If-Match"] = self.etag
@@ -550,7 +567,12 @@ class ObjectFile(io.BufferedIOBase):
             raise
         try:
             cont = check_response(
-                resp.status_code, resp.headers, want=want, etag=self.etag, size=self._size
+                resp.status_code,
+                resp.headers,
+                want=want,
+                etag=self.etag,
+                size=self._size,
+                end=self._end,
             )
         except Changed as e:
             resp.close()
@@ -567,7 +589,8 @@ class ObjectFile(io.BufferedIOBase):
         if cont.eof:
             resp.close()
             return None
-        stream = _Stream(resp, cont.start, cont.size, self._observe if self._checksum else None)
+        stop = cont.size if self._end is None or cont.size is None else min(cont.size, self._end)
+        stream = _Stream(resp, cont.start, stop, self._observe if self._checksum else None)
         self._stream = stream
         if cont.discard:
             stream.discard(cont.discard)

@@ -61,8 +61,12 @@ def check_response(
     want: int,
     etag: str | None,
     size: int | None,
+    end: int | None = None,
 ) -> Continuation:
     """Validate a GET answer for offset ``want`` of the object pinned to ``etag``/``size``.
+
+    ``end`` (exclusive) is the end of the requested window when the request asked for
+    ``bytes=<want>-<end - 1>``; the 206 must then stop there (or at the object's end).
 
     Raises :class:`Changed` if it belongs to another version, :class:`BadResponse` if it
     cannot be trusted to hold the right bytes.
@@ -111,8 +115,9 @@ def check_response(
         if cr.first != want:
             raise BadResponse(f"asked for bytes from {want}, got Content-Range from {cr.first}")
         total = cr.total if cr.total is not None else size
-        if total is not None and cr.last != total - 1:
-            raise BadResponse(f"Content-Range ends at {cr.last}, before the end ({total})")
+        stop = total if end is None or total is None else min(end, total)
+        if stop is not None and cr.last != stop - 1:
+            raise BadResponse(f"Content-Range ends at {cr.last}, not at {stop - 1}")
         length = _int(headers.get("Content-Length"))
         if length is not None and length != cr.length:
             raise BadResponse(f"Content-Length {length} disagrees with Content-Range")

@@ -360,3 +360,17 @@ def test_tarfile_extracts_identically(client, bucket, tmp_path, mode):
         tar.extractall(got_dir, filter="data")
     assert extracted(got_dir) == extracted(expected_dir)
     assert len(extracted(got_dir)) == 8
+
+
+def test_a_window_reads_only_up_to_its_end(client, objects):
+    data = objects[BIG]
+    with ObjectFile(client, "objectfile", f"obj/{BIG}", end=300_000) as f:
+        f.seek(100_000)
+        assert f.read() == data[100_000:300_000]
+        assert f.read(10) == b""
+        assert f.stats.requests == 1
+
+
+def test_a_window_past_the_object_end_stops_at_the_end(client, objects):
+    with ObjectFile(client, "objectfile", "obj/4095", end=10_000) as f:
+        assert f.read() == objects[4095]

@@ -116,3 +116,13 @@ def test_resume_policy_is_exhausted_after_max_resume_plus_one_failures():
     policy = policy.increment(method="GET", error=ConnectionResetError())
     with pytest.raises(MaxRetryError):
         policy.increment(method="GET", error=ConnectionResetError())
+
+
+def test_a_window_206_must_stop_at_the_window_end():
+    headers = h(Content_Range="bytes 40-59/100", Content_Length="20")
+    cont = check_response(206, headers, want=40, etag=ETAG, size=100, end=60)
+    assert cont.start == 40
+    with pytest.raises(BadResponse, match="not at 59"):
+        check_response(
+            206, h(Content_Range="bytes 40-99/100"), want=40, etag=ETAG, size=100, end=60
+        )
