@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import objsdk
-from objsdk import Client
+from objsdk import Client, ObjectFile
 
 pytestmark = pytest.mark.integration
 
