@@ -1,0 +1,306 @@
+"""A single PUT whose body goes from a file to the socket inside the kernel.
+
+``requests`` sends a file body by reading it into 16 KiB Python buffers and writing
+each one: a copy per block and a trip through the interpreter. Here the request line
+and the SigV4-signed headers are written on a connection borrowed from the client's
+urllib3 pool, then the body follows with ``socket.sendfile`` (sendfile(2): page cache
+to socket, no user-space copy). Plain http only: TLS has to see the bytes.
+
+The response is read by the connection itself (``http.client``), S3 errors become
+:mod:`objsdk.errors` exactly as in :class:`~objsdk.transport.Transport`, and failures
+are retried under the client's urllib3 ``Retry`` policy, re-sending from the file
+offset (sendfile takes an explicit offset, so nothing needs rewinding).
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
+from urllib.parse import urlsplit
+
+import requests
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection
+from urllib3.connectionpool import HTTPConnectionPool
+from urllib3.response import HTTPResponse
+from urllib3.util.retry import Retry
+
+from . import errors
+from .signing import UNSIGNED_PAYLOAD, sign_request
+from .transport import USER_AGENT, translate_errors
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["SourceChangedError", "put_file"]
+
+log = logging.getLogger("objsdk")
+
+# One sendfile call per this many bytes, so progress is reported while the body goes out.
+SEND_CHUNK = 16 << 20
+
+# What a broken or timed-out connection raises, at each step of one attempt.
+_NETWORK_ERRORS = (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)
+
+
+class SourceChangedError(errors.ObjsdkError):
+    """The file being uploaded got shorter while it was being sent."""
+
+
+class _Broken(Exception):
+    """One attempt failed on the network; ``error`` is it as urllib3's ``Retry`` sorts it."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class _CallbackError(BaseException):
+    """Carries an exception raised by the caller's progress callback past the network
+    error handling (which must not retry it or rename it) to be re-raised as it was."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def put_file(
+    client: Client,
+    bucket: str,
+    key: str,
+    file: BinaryIO,
+    *,
+    offset: int,
+    count: int,
+    headers: Mapping[str, str],
+    progress: Callable[[int], None] | None = None,
+    operation: str = "upload",
+) -> Mapping[str, str]:
+    """PUT ``count`` bytes of ``file`` from ``offset`` as ``bucket/key``; return the
+    response headers (case-insensitive).
+
+    ``file`` must be a regular file (it needs a ``fileno()``) and the endpoint plain
+    http. ``headers`` (content type, metadata, ``x-amz-checksum-crc32c``) are signed and
+    sent as given. ``progress(sent)`` is called with the body bytes sent so far in the
+    current attempt. Arguments are not checked here: :func:`objsdk.upload.upload` does.
+    """
+    try:
+        return _put_file(client, bucket, key, file, offset, count, headers, progress, operation)
+    except _CallbackError as e:
+        error = e.error
+    raise error  # outside the handler, so it keeps its own cause and context
+
+
+def _put_file(
+    client: Client,
+    bucket: str,
+    key: str,
+    file: BinaryIO,
+    offset: int,
+    count: int,
+    headers: Mapping[str, str],
+    progress: Callable[[int], None] | None,
+    operation: str,
+) -> Mapping[str, str]:
+    transport = client._transport
+    url = client.endpoint.build_url(bucket, key)
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        raise errors.InvalidArgument(f"sendfile needs a plain http endpoint, not {parts.scheme}")
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    # A PreparedRequest for requests' own pool lookup, and for Transport._error, which
+    # reads the failed response as a requests.Response.
+    prepared = requests.Request("PUT", client.endpoint.url).prepare()
+    prepared.url = url
+    adapter = transport.session.get_adapter(url)
+    if not isinstance(adapter, HTTPAdapter):
+        raise TypeError(f"unexpected adapter {type(adapter).__name__} for {parts.scheme}")
+    pool = adapter.get_connection_with_tls_context(
+        prepared, verify=transport.session.verify, cert=transport.session.cert
+    )
+    if not isinstance(pool, HTTPConnectionPool):  # pragma: no cover - a custom adapter
+        raise TypeError(f"unexpected connection pool {type(pool).__name__}")
+    base = {
+        # Signed as sent, so the signature covers exactly these bytes (and no proxy or
+        # http.client default can add a Host or Accept-Encoding behind its back).
+        "Host": parts.netloc,
+        "User-Agent": USER_AGENT,
+        "Accept-Encoding": "identity",
+        "Content-Length": str(count),
+        **headers,
+    }
+    retry = transport.retry
+    with translate_errors(operation, bucket, key):
+        while True:
+            hdrs = dict(base)
+            if transport.credentials is not None:
+                # Signed per attempt: a retry after a long backoff gets a fresh date.
+                hdrs.update(
+                    sign_request(
+                        "PUT",
+                        url,
+                        hdrs,
+                        credentials=transport.credentials,
+                        region=transport.region,
+                        now=datetime.now(timezone.utc),
+                        payload_hash=UNSIGNED_PAYLOAD,
+                    )
+                )
+            conn = _checkout(pool)
+            resp: HTTPResponse | None = None
+            reusable = False
+            try:
+                try:
+                    resp = _send(
+                        conn, target, hdrs, file, offset, count, transport.timeout, progress
+                    )
+                    if 200 <= resp.status < 300:
+                        _read(resp)
+                        reusable = True
+                        return resp.headers
+                except _Broken as broken:
+                    retry = _next_attempt(retry, url, pool, broken.error)
+                    log.warning(
+                        "%s: retrying after %s (bucket %r, key %r)",
+                        operation,
+                        type(broken.error.__cause__ or broken.error).__name__,
+                        bucket,
+                        key,
+                    )
+                    retry.sleep()
+                    continue
+                has_retry_after = bool(resp.headers.get("Retry-After"))
+                if retry.is_retry("PUT", resp.status, has_retry_after):
+                    try:
+                        retry = retry.increment("PUT", url, response=resp, _pool=pool)
+                    except urllib3.exceptions.MaxRetryError:
+                        pass  # out of retries: report this answer
+                    else:
+                        log.warning(
+                            "%s: retrying after HTTP %d (bucket %r, key %r)",
+                            operation,
+                            resp.status,
+                            bucket,
+                            key,
+                        )
+                        retry.sleep(resp)
+                        continue
+                raise transport._error(
+                    adapter.build_response(prepared, resp), operation, bucket, key
+                )
+            finally:
+                if resp is not None:
+                    resp.close()
+                if reusable:
+                    pool._put_conn(conn)
+                else:
+                    # The connection's state is unknown (body half sent, answer half
+                    # read): drop it, and give its slot back to the pool.
+                    conn.close()
+                    pool._put_conn(None)
+
+
+def _checkout(pool: HTTPConnectionPool) -> HTTPConnection:
+    conn = pool._get_conn()
+    if not isinstance(conn, HTTPConnection):  # pragma: no cover - urllib3 on emscripten
+        pool._put_conn(conn)
+        raise TypeError(f"unexpected connection type {type(conn).__name__}")
+    return conn
+
+
+def _send(
+    conn: HTTPConnection,
+    target: str,
+    headers: Mapping[str, str],
+    file: BinaryIO,
+    offset: int,
+    count: int,
+    timeout: tuple[float, float],
+    progress: Callable[[int], None] | None,
+) -> HTTPResponse:
+    """One attempt: connect if needed, send the head, sendfile the body, read the
+    status and headers. Network failures come out as :class:`_Broken`."""
+    connect_timeout, read_timeout = timeout
+    try:
+        if conn.sock is None:
+            conn.timeout = connect_timeout
+            conn.connect()
+        # A stalled send is as stuck as a stalled read: both wait read_timeout.
+        conn.timeout = read_timeout
+        conn.request(
+            "PUT", target, body=None, headers=headers, preload_content=False, decode_content=False
+        )
+    except _NETWORK_ERRORS as e:
+        raise _Broken(_classify(e)) from e
+    sock = conn.sock
+    assert sock is not None
+    sent = 0
+    cut: Exception | None = None
+    while sent < count:
+        try:
+            n = sock.sendfile(file, offset + sent, min(SEND_CHUNK, count - sent))
+        except (BrokenPipeError, ConnectionResetError) as e:
+            # The server may have answered and closed without reading the whole body
+            # (an auth error, say): read that answer, as urllib3 does.
+            cut = e
+            break
+        except _NETWORK_ERRORS as e:
+            raise _Broken(_classify(e)) from e
+        if n == 0:
+            raise SourceChangedError(
+                f"the file ended {count - sent} bytes early: it shrank while being uploaded"
+            )
+        sent += n
+        if progress is not None:
+            try:
+                progress(sent)
+            except BaseException as e:
+                raise _CallbackError(e) from e
+    try:
+        resp = conn.getresponse()
+    except _NETWORK_ERRORS as e:
+        raise _Broken(_classify(cut or e)) from (cut or e)
+    if cut is not None and resp.status < 300:
+        # Success without the whole body cannot be trusted; treat it as the break it was.
+        raise _Broken(_classify(cut)) from cut
+    return resp
+
+
+def _read(resp: HTTPResponse) -> None:
+    """Read the (empty) body to its end, so the connection can carry the next request."""
+    try:
+        resp.read()
+    except _NETWORK_ERRORS as e:
+        raise _Broken(_classify(e)) from e
+
+
+def _classify(e: BaseException) -> Exception:
+    """``e`` as the urllib3 error its ``Retry`` counts: connect, read, or timeout."""
+    if isinstance(e, urllib3.exceptions.HTTPError):
+        return e
+    if isinstance(e, TimeoutError):
+        err: Exception = urllib3.exceptions.ReadTimeoutError(None, None, "Read timed out.")  # type: ignore[arg-type]
+    else:
+        err = urllib3.exceptions.ProtocolError("Connection aborted.", e)
+    err.__cause__ = e
+    return err
+
+
+def _next_attempt(retry: Retry, url: str, pool: HTTPConnectionPool, error: Exception) -> Retry:
+    """The policy for the next attempt, or raise ``error`` if no retry is left."""
+    try:
+        return retry.increment("PUT", url, error=error, _pool=pool)
+    except urllib3.exceptions.HTTPError:  # MaxRetryError, or error itself if not retryable
+        _raise(error)
+
+
+def _raise(error: Exception) -> NoReturn:
+    # translate_errors maps urllib3's errors; a refused connection (NewConnectionError)
+    # would pass for a connect timeout there, so hand it over as requests does.
+    if isinstance(error, urllib3.exceptions.NewConnectionError):
+        raise requests.exceptions.ConnectionError(error) from error
+    raise error
