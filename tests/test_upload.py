@@ -1,0 +1,545 @@
+"""``objsdk.upload.upload`` against a fake S3 on `responses` (no server).
+
+Which route each kind of source takes, what goes on the wire (checksums, part bodies
+as views of the caller's memory or of an mmap), and that every failure aborts the
+multipart upload. Real-server round trips are in test_upload_minio.py; the raw-socket
+PUT itself in test_sendfile.py.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import re
+import socket
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import crc32c
+import pytest
+import responses
+from hypothesis import given
+from hypothesis import strategies as st
+
+import objsdk
+from objsdk import upload as upload_module
+from objsdk.integrity import crc32c_b64
+from objsdk.multipart import CompletedPart, Part
+from objsdk.upload import SourceChangedError, crc32c_combine, upload
+
+EP = "http://s3.test:9000"
+AK, SK = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+BUCKET, KEY = "bkt", "dir/obj"
+MiB = 1 << 20
+PART = 5 * MiB
+
+
+def pattern(n: int, seed: int = 0) -> bytes:
+    """``n`` reproducible bytes, different at every offset of a part."""
+    block = bytes((i * 7 + seed) % 251 for i in range(251))
+    return (block * (n // 251 + 1))[:n]
+
+
+class Pipe(io.RawIOBase):
+    """A non-seekable stream over ``data`` that returns short reads, like a pipe."""
+
+    def __init__(self, data: bytes, chunk: int = 1 << 18) -> None:
+        self._data = data
+        self._chunk = chunk
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        n = min(len(buf), self._chunk, len(self._data) - self.pos)
+        buf[:n] = self._data[self.pos : self.pos + n]
+        self.pos += n
+        return n
+
+
+# -- a fake S3 ----------------------------------------------------------------------------
+
+
+class FakeS3:
+    """PutObject and the multipart calls for one endpoint, checking checksums as S3 does.
+
+    ``objects`` holds what was stored, ``requests`` every request as (method, key,
+    query, headers, body). ``fault(method, query, attempt)`` may return a status to
+    answer instead (``attempt`` counts requests with the same method and query).
+    """
+
+    def __init__(self, rsps: responses.RequestsMock, endpoint: str = EP) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.uploads: dict[str, dict[int, bytes]] = {}
+        self.aborted: list[str] = []
+        self.requests: list[tuple[str, str, dict[str, str], dict[str, str], Any]] = []
+        self.fault: Callable[[str, dict[str, str], int], int | None] = lambda m, q, n: None
+        self._attempts: dict[tuple[str, str], int] = {}
+        url = re.compile(re.escape(endpoint) + r"/.*")
+        for method in (responses.PUT, responses.POST, responses.DELETE):
+            rsps.add_callback(method, url, callback=self._handle)
+
+    def calls(self, method: str, what: str | None = None) -> list[Any]:
+        """Requests of ``method`` whose query has ``what`` (or has no query if None)."""
+        return [r for r in self.requests if r[0] == method and (what in r[2] if what else not r[2])]
+
+    def _handle(self, request: Any) -> tuple[int, dict[str, str], bytes]:
+        parts = urlsplit(request.url)
+        key = unquote(parts.path.split("/", 2)[2])
+        query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.requests.append((request.method, key, query, headers, request.body))
+        attempt_key = (request.method, parts.query)
+        attempt = self._attempts[attempt_key] = self._attempts.get(attempt_key, 0) + 1
+        status = self.fault(request.method, query, attempt)
+        if status is not None:
+            return status, {}, error_xml("InternalError" if status >= 500 else "InvalidRequest")
+        body = bytes(request.body or b"")
+        if request.method == "PUT":
+            if headers.get("x-amz-checksum-crc32c", crc32c_b64(body)) != crc32c_b64(body):
+                return 400, {}, error_xml("BadDigest")
+            etag = f'"{len(body):x}-{crc32c.crc32c(body):x}"'
+            if "uploadId" in query:
+                self.uploads[query["uploadId"]][int(query["partNumber"])] = body
+            else:
+                self.objects[key] = body
+            return 200, {"ETag": etag, "x-amz-checksum-crc32c": crc32c_b64(body)}, b""
+        if request.method == "DELETE":
+            self.aborted.append(query["uploadId"])
+            self.uploads.pop(query["uploadId"], None)
+            return 204, {}, b""
+        if "uploads" in query:
+            upload_id = f"U{len(self.uploads) + len(self.aborted) + 1}"
+            self.uploads[upload_id] = {}
+            return 200, {}, f"<R><UploadId>{upload_id}</UploadId></R>".encode()
+        stored = self.uploads.pop(query["uploadId"])
+        numbers = [int(e.text or 0) for e in ET.fromstring(body).iter("PartNumber")]
+        data = b"".join(stored[n] for n in numbers)
+        if headers.get("x-amz-checksum-crc32c") != crc32c_b64(data):
+            return 400, {}, error_xml("XAmzContentChecksumMismatch")
+        self.objects[key] = data
+        return (
+            200,
+            {},
+            f'<R><ETag>"final-{len(numbers)}"</ETag><ChecksumCRC32C>{crc32c_b64(data)}'
+            "</ChecksumCRC32C><ChecksumType>FULL_OBJECT</ChecksumType></R>".encode(),
+        )
+
+
+def error_xml(code: str) -> bytes:
+    return f"<Error><Code>{code}</Code><Message>{code}</Message></Error>".encode()
+
+
+@pytest.fixture
+def rsps() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as r:
+        yield r
+
+
+@pytest.fixture
+def s3(rsps: responses.RequestsMock) -> FakeS3:
+    return FakeS3(rsps)
+
+
+@pytest.fixture
+def client() -> Iterator[objsdk.Client]:
+    with objsdk.Client(EP, AK, SK, retries=2) as c:
+        yield c
+
+
+@pytest.fixture
+def no_sendfile(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Records any ``socket.sendfile`` call (none is expected: responses has no socket)."""
+    calls: list[object] = []
+    monkeypatch.setattr(socket.socket, "sendfile", lambda *a, **k: calls.append(a))
+    return calls
+
+
+def write(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / "src.bin"
+    path.write_bytes(data)
+    return path
+
+
+# -- CRC32C combination ----------------------------------------------------------------------
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_combined_crc_of_two_pieces_is_the_crc_of_both(a, b):
+    assert crc32c_combine(crc32c.crc32c(a), crc32c.crc32c(b), len(b)) == crc32c.crc32c(a + b)
+
+
+def test_combined_crc_over_parts_of_a_large_buffer_is_its_crc():
+    data = pattern(3 * MiB + 17)
+    crc = 0
+    for i in range(0, len(data), MiB):
+        piece = data[i : i + MiB]
+        crc = crc32c_combine(crc, crc32c.crc32c(piece), len(piece))
+    assert crc == crc32c.crc32c(data)
+
+
+# -- argument checks -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"parallel": 0}, "parallel"),
+        ({"parallel": True}, "parallel"),
+        ({"multipart_threshold": -1}, "multipart_threshold"),
+        ({"part_size": MiB}, "part_size"),
+        ({"part_size": 6 << 30}, "part_size"),
+        ({"metadata": {"k": "é"}}, "metadata"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_is_sent(client, s3, kwargs, message):
+    with pytest.raises(objsdk.InvalidArgument, match=message):
+        upload(client, BUCKET, KEY, b"x", **kwargs)
+    assert s3.requests == []
+
+
+@pytest.mark.parametrize(
+    ("bucket", "key"), [("bad/bucket", KEY), (BUCKET, ""), (BUCKET, "é" * 600)]
+)
+def test_bad_bucket_or_key_is_refused_before_the_source_is_opened(client, s3, bucket, key):
+    with pytest.raises(objsdk.InvalidArgument):
+        upload(client, bucket, key, "/nonexistent/file")
+    assert s3.requests == []
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+
+def test_small_file_over_http_goes_to_sendfile_with_its_crc32c(client, tmp_path, monkeypatch):
+    data = pattern(1000)
+    seen: dict[str, Any] = {}
+
+    def fake_put_file(client, bucket, key, f, *, offset, count, headers, progress):
+        seen.update(offset=offset, count=count, headers=headers, name=f.name)
+        progress(count)
+        return {"ETag": '"e"', "x-amz-checksum-crc32c": headers["x-amz-checksum-crc32c"]}
+
+    monkeypatch.setattr(upload_module, "put_file", fake_put_file)
+    info = upload(client, BUCKET, KEY, write(tmp_path, data), content_type="text/plain")
+    assert (seen["offset"], seen["count"]) == (0, 1000)
+    assert seen["headers"]["x-amz-checksum-crc32c"] == crc32c_b64(data)
+    assert seen["headers"]["Content-Type"] == "text/plain"
+    assert (info.size, info.etag, info.checksum_type) == (1000, '"e"', "FULL_OBJECT")
+    assert info.checksums == {"crc32c": crc32c_b64(data)}
+
+
+def test_bytes_take_one_put_object_with_signed_payload_and_crc32c(client, s3, no_sendfile):
+    data = pattern(1000)
+    info = upload(client, BUCKET, KEY, data)
+    ((method, key, query, headers, _),) = s3.requests
+    assert (method, key, query) == ("PUT", KEY, {})
+    assert headers["x-amz-content-sha256"] != "UNSIGNED-PAYLOAD"
+    assert headers["x-amz-checksum-crc32c"] == crc32c_b64(data)
+    assert s3.objects[KEY] == data
+    assert info.checksums["crc32c"] == crc32c_b64(data)
+    assert no_sendfile == []
+
+
+def test_bytesio_is_sent_from_its_buffer_without_sendfile(client, s3, no_sendfile):
+    data = pattern(1000)
+    source = io.BytesIO(data)
+    source.seek(100)
+    upload(client, BUCKET, KEY, source)
+    assert s3.objects[KEY] == data[100:]
+    assert len(s3.requests) == 1
+    assert no_sendfile == []
+    assert source.tell() == len(data)
+
+
+def test_file_over_https_is_streamed_with_its_crc32c_and_unsigned_payload(rsps, tmp_path):
+    s3 = FakeS3(rsps, "https://s3.test")
+    data = pattern(3000)
+    with objsdk.Client("https://s3.test", AK, SK) as c, write(tmp_path, data).open("rb") as f:
+        f.seek(1000)
+        info = upload(c, BUCKET, KEY, f)
+        assert f.tell() == 3000
+    ((_, _, _, headers, _),) = s3.requests
+    assert headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
+    assert headers["content-length"] == "2000"
+    assert headers["x-amz-checksum-crc32c"] == crc32c_b64(data[1000:])
+    assert s3.objects[KEY] == data[1000:]
+    assert info.size == 2000
+
+
+def test_seekable_stream_that_is_not_a_file_is_checksummed_then_streamed(client, s3):
+    data = pattern(3000)
+    stream = io.BufferedReader(io.BytesIO(data))  # seekable, no fileno, no getbuffer
+    info = upload(client, BUCKET, KEY, stream)
+    ((_, _, _, headers, _),) = s3.requests
+    assert headers["x-amz-checksum-crc32c"] == crc32c_b64(data)
+    assert s3.objects[KEY] == data
+    assert info.checksums["crc32c"] == crc32c_b64(data)
+
+
+def test_stream_that_ends_within_one_part_takes_one_put(client, s3):
+    data = pattern(PART - 1)
+    upload(client, BUCKET, KEY, Pipe(data), part_size=PART)
+    assert [r[0] for r in s3.requests] == ["PUT"]
+    assert s3.objects[KEY] == data
+
+
+def test_empty_source_is_one_put_even_when_the_threshold_is_zero(client, s3):
+    upload(client, BUCKET, KEY, b"", multipart_threshold=0)
+    assert [(r[0], r[2]) for r in s3.requests] == [("PUT", {})]
+    assert s3.objects[KEY] == b""
+
+
+def test_source_over_5_gib_is_multipart_whatever_the_threshold(client, s3, monkeypatch):
+    monkeypatch.setattr(upload_module, "MAX_SINGLE_PUT", PART)
+    upload(client, BUCKET, KEY, pattern(PART + 1), multipart_threshold=1 << 40)
+    assert s3.calls("POST", "uploads")
+
+
+# -- multipart ---------------------------------------------------------------------------------
+
+
+def test_multipart_request_shapes(client, s3):
+    data = pattern(2 * PART + 123)
+    info = upload(
+        client,
+        BUCKET,
+        KEY,
+        data,
+        part_size=PART,
+        multipart_threshold=PART,
+        content_type="application/x-tar",
+        metadata={"Origin": "test"},
+    )
+    ((_, _, _, create, _),) = s3.calls("POST", "uploads")
+    assert create["x-amz-checksum-algorithm"] == "CRC32C"
+    assert create["x-amz-checksum-type"] == "FULL_OBJECT"
+    assert create["content-type"] == "application/x-tar"
+    assert create["x-amz-meta-origin"] == "test"
+    parts = sorted(s3.calls("PUT", "partNumber"), key=lambda r: int(r[2]["partNumber"]))
+    assert [int(p[2]["partNumber"]) for p in parts] == [1, 2, 3]
+    for (_, _, query, headers, _), start in zip(parts, range(0, len(data), PART), strict=True):
+        piece = data[start : start + PART]
+        assert query["uploadId"] == "U1"
+        assert headers["content-length"] == str(len(piece))
+        assert headers["x-amz-checksum-crc32c"] == crc32c_b64(piece)
+    ((_, _, _, complete, body),) = s3.calls("POST", "uploadId")
+    assert complete["x-amz-checksum-crc32c"] == crc32c_b64(data)
+    assert complete["x-amz-checksum-type"] == "FULL_OBJECT"
+    doc = ET.fromstring(bytes(body))
+    assert [e.text for e in doc.iter("PartNumber")] == ["1", "2", "3"]
+    assert len([e.text for e in doc.iter("ChecksumCRC32C") if e.text]) == 3
+    assert s3.objects[KEY] == data
+    assert (info.size, info.etag) == (len(data), '"final-3"')
+    assert (info.checksums["crc32c"], info.checksum_type) == (crc32c_b64(data), "FULL_OBJECT")
+
+
+def test_part_bodies_are_views_of_the_callers_buffer(client, s3):
+    data = bytearray(pattern(2 * PART))
+    upload(client, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
+    bodies = [r[4] for r in s3.calls("PUT", "partNumber")]
+    assert all(isinstance(b, memoryview) and b.obj is data for b in bodies)
+
+
+def test_part_bodies_of_a_file_are_views_of_an_mmap(client, s3, tmp_path):
+    data = pattern(2 * PART + 1)
+    upload(client, BUCKET, KEY, write(tmp_path, data), part_size=PART, multipart_threshold=0)
+    bodies = [r[4] for r in s3.calls("PUT", "partNumber")]
+    assert len(bodies) == 3
+    assert all(isinstance(b, memoryview) and isinstance(b.obj, mmap.mmap) for b in bodies)
+    assert s3.objects[KEY] == data
+
+
+def test_file_object_is_uploaded_from_its_position_at_an_unaligned_offset(client, s3, tmp_path):
+    data = pattern(2 * PART + 10)
+    with write(tmp_path, data).open("rb") as f:
+        f.seek(12345)
+        info = upload(client, BUCKET, KEY, f, part_size=PART, multipart_threshold=0)
+        assert f.tell() == len(data)
+    assert s3.objects[KEY] == data[12345:]
+    assert info.size == len(data) - 12345
+
+
+def test_stream_of_unknown_size_is_read_into_parts_in_order(client, s3):
+    data = pattern(3 * PART + 5)
+    info = upload(client, BUCKET, KEY, Pipe(data), part_size=PART, parallel=2)
+    assert s3.objects[KEY] == data
+    assert len(s3.calls("PUT", "partNumber")) == 4
+    assert info.size == len(data)
+
+
+def test_stream_of_exactly_one_part_is_a_one_part_upload(client, s3):
+    data = pattern(PART)
+    upload(client, BUCKET, KEY, Pipe(data), part_size=PART)
+    assert len(s3.calls("PUT", "partNumber")) == 1
+    assert s3.objects[KEY] == data
+
+
+def test_stream_is_read_no_further_ahead_than_the_parts_in_flight(client, s3):
+    data = pattern(4 * PART)
+    pipe = Pipe(data)
+    read_at_part: dict[int, int] = {}
+
+    def note_position(method: str, query: dict[str, str], attempt: int) -> None:
+        if "partNumber" in query:
+            read_at_part[int(query["partNumber"])] = pipe.pos
+
+    s3.fault = note_position
+    upload(client, BUCKET, KEY, pipe, part_size=PART, parallel=1)
+    assert read_at_part == {1: PART, 2: 2 * PART, 3: 3 * PART, 4: 4 * PART}
+
+
+def test_seekable_stream_over_the_threshold_is_read_into_planned_parts(client, s3):
+    data = pattern(2 * PART + 3)
+    upload(
+        client,
+        BUCKET,
+        KEY,
+        io.BufferedReader(io.BytesIO(data)),
+        part_size=PART,
+        multipart_threshold=0,
+    )
+    assert len(s3.calls("PUT", "partNumber")) == 3
+    assert s3.objects[KEY] == data
+
+
+def test_stream_longer_than_the_part_limit_is_refused_and_aborted(client, s3, monkeypatch):
+    monkeypatch.setattr(upload_module, "MAX_PARTS", 2)
+    with pytest.raises(objsdk.InvalidArgument, match="part_size"):
+        upload(client, BUCKET, KEY, Pipe(pattern(3 * PART)), part_size=PART)
+    assert s3.aborted == ["U1"]
+
+
+def test_part_answered_500_is_retried_by_the_transport(client, s3):
+    s3.fault = lambda method, query, n: 500 if query.get("partNumber") == "2" and n == 1 else None
+    data = pattern(3 * PART)
+    upload(client, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
+    assert s3.objects[KEY] == data
+    assert len(s3.calls("PUT", "partNumber")) == 4
+
+
+def test_progress_grows_per_part_and_ends_with_the_size(client, s3):
+    calls: list[tuple[int, int]] = []
+    data = pattern(3 * PART + 1)
+    upload(
+        client,
+        BUCKET,
+        KEY,
+        data,
+        part_size=PART,
+        multipart_threshold=0,
+        progress=lambda d, t: calls.append((d, t)),
+    )
+    assert [t for _, t in calls] == [len(data)] * 4
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert calls[-1] == (len(data), len(data))
+
+
+def test_progress_of_a_stream_has_total_minus_one_until_the_end(client, s3):
+    calls: list[tuple[int, int]] = []
+    data = pattern(2 * PART + 1)
+    upload(
+        client, BUCKET, KEY, Pipe(data), part_size=PART, progress=lambda d, t: calls.append((d, t))
+    )
+    assert all(t == -1 for _, t in calls[:-1])
+    assert calls[-1] == (len(data), len(data))
+
+
+def test_progress_of_an_empty_upload_is_called_once(client, s3):
+    calls: list[tuple[int, int]] = []
+    upload(client, BUCKET, KEY, b"", progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(0, 0)]
+
+
+# -- failures abort --------------------------------------------------------------------------
+
+
+def test_failed_part_aborts_the_upload_and_raises_its_error(client, s3):
+    s3.fault = lambda method, query, n: 400 if query.get("partNumber") == "2" else None
+    with pytest.raises(objsdk.S3Error, match="InvalidRequest"):
+        upload(client, BUCKET, KEY, pattern(3 * PART), part_size=PART, multipart_threshold=0)
+    assert s3.aborted == ["U1"]
+    assert s3.calls("POST", "uploadId") == []
+    assert s3.objects == {}
+
+
+def test_failed_complete_aborts_the_upload(client, s3):
+    s3.fault = lambda method, query, n: 400 if method == "POST" and "uploadId" in query else None
+    with pytest.raises(objsdk.S3Error):
+        upload(client, BUCKET, KEY, pattern(2 * PART), part_size=PART, multipart_threshold=0)
+    assert s3.aborted == ["U1"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("from progress"), KeyboardInterrupt()])
+def test_exception_from_progress_aborts_and_is_raised_unchanged(client, s3, error):
+    def progress(done: int, total: int) -> None:
+        raise error
+
+    with pytest.raises(type(error)) as info:
+        upload(
+            client,
+            BUCKET,
+            KEY,
+            pattern(3 * PART),
+            part_size=PART,
+            multipart_threshold=0,
+            progress=progress,
+        )
+    assert info.value is error
+    assert s3.aborted == ["U1"]
+    assert s3.objects == {}
+
+
+def test_no_part_is_sent_after_the_abort(client, s3):
+    def progress(done: int, total: int) -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        upload(
+            client,
+            BUCKET,
+            KEY,
+            pattern(8 * PART),
+            part_size=PART,
+            multipart_threshold=0,
+            parallel=2,
+            progress=progress,
+        )
+    abort_at = next(i for i, r in enumerate(s3.requests) if r[0] == "DELETE")
+    assert abort_at == len(s3.requests) - 1
+    assert len(s3.calls("PUT", "partNumber")) < 8
+
+
+def test_stream_that_ends_early_aborts_with_source_changed(client, s3):
+    class Shrinking(io.BufferedReader):
+        def seek(self, offset: int, whence: int = 0) -> int:
+            pos = super().seek(offset, whence)
+            return pos + 2 * PART if whence == os.SEEK_END else pos  # claims 2 parts more
+
+    with pytest.raises(SourceChangedError):
+        upload(
+            client,
+            BUCKET,
+            KEY,
+            Shrinking(io.BytesIO(pattern(PART))),
+            part_size=PART,
+            multipart_threshold=0,
+        )
+    assert s3.aborted == ["U1"]
+
+
+def test_parts_must_be_numbered_1_to_n_with_etags():
+    check = upload_module._check_parts
+    check(
+        [CompletedPart(1, '"a"'), CompletedPart(2, '"b"')], [Part(1, 0, 1), Part(2, 1, 1)], "b", "k"
+    )
+    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
+        check([CompletedPart(1, '"a"'), CompletedPart(3, '"c"')], None, "b", "k")
+    with pytest.raises(objsdk.ProtocolError):
+        check([CompletedPart(1, '"a"')], [Part(1, 0, 1), Part(2, 1, 1)], "b", "k")
+    with pytest.raises(objsdk.ProtocolError):
+        check([CompletedPart(1, "")], None, "b", "k")
