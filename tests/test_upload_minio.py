@@ -1,0 +1,311 @@
+"""``upload`` against a real MinIO: every route round-trips, byte for byte.
+
+Each object is read back through ``client.open`` (which verifies the stored CRC32C on
+a full pass) and compared by SHA-256; its stored checksum must be the CRC32C of the
+source, of type FULL_OBJECT. Faults come from Toxiproxy between the client and MinIO.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pytest
+
+import objsdk
+from objsdk import Client
+from objsdk.integrity import crc32c_b64
+from objsdk.multipart import list_multipart_uploads
+from objsdk.retry import S3Retry
+from objsdk.upload import upload
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+PART = 5 * MiB
+SIZES = [0, 1, PART - 1, PART, PART + 1, 4 * PART + 12345, 100 * MiB]
+# Single PUT (the threshold above the size) or multipart (5 MiB parts, 4 in flight).
+ROUTES = {"single": {"multipart_threshold": 1 << 40}, "multipart": {"multipart_threshold": 0}}
+
+
+def source_file(tmp_path: Path, size: int) -> tuple[Path, bytes]:
+    data = os.urandom(size)
+    path = tmp_path / f"src-{size}.bin"
+    path.write_bytes(data)
+    return path, data
+
+
+def read_back(client: Client, bucket: str, key: str) -> tuple[str, int]:
+    """SHA-256 of the object read through ObjectFile, and how many bytes it verified
+    against the stored checksum."""
+    digest = hashlib.sha256()
+    with client.open(bucket, key) as f:
+        while chunk := f.read(MiB):
+            digest.update(chunk)
+        return digest.hexdigest(), f._hashed
+
+
+def assert_stored(client: Client, bucket: str, key: str, data: bytes) -> None:
+    """The object is ``data``, with the CRC32C of ``data`` stored as FULL_OBJECT."""
+    sha, verified = read_back(client, bucket, key)
+    assert sha == hashlib.sha256(data).hexdigest()
+    assert verified == len(data)
+    head = client.head_object(bucket, key)
+    assert head.size == len(data)
+    assert head.checksums["crc32c"] == crc32c_b64(data)
+    assert head.checksum_type == "FULL_OBJECT"
+
+
+@contextlib.contextmanager
+def pipe_of(data: bytes) -> Iterator[BinaryIO]:
+    """The read end of a real pipe that a thread fills with ``data``."""
+    read_fd, write_fd = os.pipe()
+
+    def fill() -> None:
+        # A reader that stops early closes its end: the write then fails, and that is fine.
+        with contextlib.suppress(BrokenPipeError), os.fdopen(write_fd, "wb") as w:
+            w.write(data)
+
+    writer = threading.Thread(target=fill)
+    with os.fdopen(read_fd, "rb") as reader:
+        writer.start()
+        try:
+            yield reader
+        finally:
+            reader.close()
+            writer.join(10)
+
+
+@pytest.fixture
+def sendfile_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Bytes asked of each ``socket.sendfile`` call, which still does its work."""
+    counts: list[int] = []
+    real = socket.socket.sendfile
+
+    def spy(self: socket.socket, file: Any, offset: int = 0, count: int | None = None) -> int:
+        counts.append(count or 0)
+        return real(self, file, offset, count)
+
+    monkeypatch.setattr(socket.socket, "sendfile", spy)
+    return counts
+
+
+# -- round trips ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("size", SIZES)
+def test_file_round_trips_with_its_crc32c(client, bucket, tmp_path, size, route):
+    path, data = source_file(tmp_path, size)
+    info = upload(client, bucket, "obj", path, part_size=PART, **ROUTES[route])
+    assert info.size == size
+    assert info.checksums["crc32c"] == crc32c_b64(data)
+    assert info.checksum_type == "FULL_OBJECT"
+    parts = -(-size // PART)
+    if route == "multipart" and size:
+        assert info.etag is not None
+        assert info.etag.endswith(f'-{parts}"')
+    assert_stored(client, bucket, "obj", data)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_bytes_bytesio_and_pipe_round_trip(client, bucket, route):
+    data = os.urandom(3 * PART + 7)
+    upload(client, bucket, "bytes", data, part_size=PART, **ROUTES[route])
+    upload(client, bucket, "bytesio", io.BytesIO(data), part_size=PART, **ROUTES[route])
+    with pipe_of(data) as stream:
+        upload(client, bucket, "pipe", stream, part_size=PART)
+    for key in ("bytes", "bytesio", "pipe"):
+        assert_stored(client, bucket, key, data)
+
+
+AWKWARD = [
+    "unicode/räksmörgås 漢字 🦄",
+    "with space",
+    "plus+percent%20and%",
+    "question?hash#amp&equals=tilde~star*",
+    "nested/dir/semi;colon,comma@at",
+]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_awkward_keys_round_trip(client, bucket, tmp_path, route):
+    path, data = source_file(tmp_path, PART + 1)
+    for key in AWKWARD:
+        upload(client, bucket, key, path, part_size=PART, **ROUTES[route])
+    assert sorted(e.key for e in client.list_objects(bucket)) == sorted(AWKWARD)
+    for key in AWKWARD:
+        assert_stored(client, bucket, key, data)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_content_type_and_metadata_are_stored(client, bucket, route):
+    upload(
+        client,
+        bucket,
+        "k",
+        b"x" * (PART + 1),
+        part_size=PART,
+        content_type="application/x-tar",
+        metadata={"Origin": "upload-test"},
+        **ROUTES[route],
+    )
+    head = client.head_object(bucket, "k")
+    assert head.content_type == "application/x-tar"
+    assert head.metadata == {"origin": "upload-test"}
+
+
+# -- the zero-copy route ------------------------------------------------------------------
+
+
+def test_a_file_over_http_is_sent_with_sendfile(client, bucket, tmp_path, sendfile_calls):
+    path, data = source_file(tmp_path, 40 * MiB)
+    upload(client, bucket, "k", path)
+    assert sum(sendfile_calls) == len(data)
+    assert_stored(client, bucket, "k", data)
+
+
+def test_bytesio_is_not_sent_with_sendfile(client, bucket, sendfile_calls):
+    data = os.urandom(MiB)
+    upload(client, bucket, "k", io.BytesIO(data))
+    assert sendfile_calls == []
+    assert_stored(client, bucket, "k", data)
+
+
+def test_multipart_parts_are_not_sent_with_sendfile(client, bucket, tmp_path, sendfile_calls):
+    path, data = source_file(tmp_path, 2 * PART)
+    upload(client, bucket, "k", path, part_size=PART, multipart_threshold=0)
+    assert sendfile_calls == []
+    assert_stored(client, bucket, "k", data)
+
+
+# -- failures leave nothing behind -------------------------------------------------------
+
+
+def raise_after_first_part(error: BaseException) -> Callable[[int, int], None]:
+    def progress(done: int, total: int) -> None:
+        if done:
+            raise error
+
+    return progress
+
+
+@pytest.mark.parametrize("error", [RuntimeError("stop"), KeyboardInterrupt()])
+def test_error_mid_multipart_leaves_no_upload_and_no_object(client, bucket, tmp_path, error):
+    path, _ = source_file(tmp_path, 6 * PART)
+    with pytest.raises(type(error)):
+        upload(
+            client,
+            bucket,
+            "k",
+            path,
+            part_size=PART,
+            multipart_threshold=0,
+            parallel=2,
+            progress=raise_after_first_part(error),
+        )
+    assert list(list_multipart_uploads(client, bucket)) == []
+    with pytest.raises(objsdk.NoSuchKey):
+        client.head_object(bucket, "k")
+
+
+def test_error_mid_single_put_stores_nothing(client, bucket, tmp_path, monkeypatch):
+    monkeypatch.setattr("objsdk.sendfile.SEND_CHUNK", MiB)
+    path, _ = source_file(tmp_path, 8 * MiB)
+    with pytest.raises(RuntimeError, match="stop"):
+        upload(client, bucket, "k", path, progress=raise_after_first_part(RuntimeError("stop")))
+    with pytest.raises(objsdk.NoSuchKey):
+        client.head_object(bucket, "k")
+
+
+# -- faults ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def proxied(local_minio, minio_proxy) -> Iterator[Client]:
+    """A client that reaches MinIO through the test's proxy."""
+    with Client(minio_proxy.endpoint, local_minio.access_key, local_minio.secret_key) as c:
+        yield c
+
+
+@pytest.fixture
+def on_first_retry(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], list[int]]:
+    """``on_first_retry(action)``: run ``action`` when a client first backs off to retry
+    (the urllib3 policy sleeps before every re-send); returns a list counting retries."""
+
+    def install(action: Callable[[], None]) -> list[int]:
+        retries: list[int] = []
+        real = S3Retry.sleep
+        lock = threading.Lock()  # parts retry from several threads: act once, first
+
+        def sleep(self: S3Retry, response: Any = None) -> None:
+            with lock:
+                if not retries:
+                    action()
+                retries.append(1)
+            real(self, response)
+
+        monkeypatch.setattr(S3Retry, "sleep", sleep)
+        return retries
+
+    return install
+
+
+@pytest.mark.faults
+def test_connection_cut_during_a_part_is_retried(
+    proxied, minio_proxy, bucket, tmp_path, on_first_retry
+):
+    path, data = source_file(tmp_path, 4 * PART + 1)
+    # Every connection is cut after 7 MiB sent to MinIO: its second part breaks midway.
+    toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=7 * MiB)
+    retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
+    upload(proxied, bucket, "k", path, part_size=PART, multipart_threshold=0, parallel=2)
+    assert retries
+    assert list(list_multipart_uploads(proxied, bucket)) == []
+    assert_stored(proxied, bucket, "k", data)
+
+
+@pytest.mark.faults
+def test_connection_cut_during_a_sendfile_put_is_retried(
+    proxied, minio_proxy, bucket, tmp_path, on_first_retry, sendfile_calls
+):
+    path, data = source_file(tmp_path, 12 * MiB)
+    toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=3 * MiB)
+    retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
+    upload(proxied, bucket, "k", path)
+    assert retries
+    assert sum(sendfile_calls) > len(data)  # the body went out twice
+    assert_stored(proxied, bucket, "k", data)
+
+
+@pytest.mark.faults
+def test_reset_by_peer_during_a_part_is_retried(proxied, minio_proxy, bucket, on_first_retry):
+    data = os.urandom(3 * PART)
+    toxics: list[str] = []
+
+    def progress(done: int, total: int) -> None:
+        # After the first part, every new connection is reset, until the first retry.
+        if not toxics:
+            toxics.append(minio_proxy.add_toxic("reset_peer", stream="upstream", timeout=0))
+
+    retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxics[0]))
+    upload(
+        proxied,
+        bucket,
+        "k",
+        data,
+        part_size=PART,
+        multipart_threshold=0,
+        parallel=1,
+        progress=progress,
+    )
+    assert retries
+    assert list(list_multipart_uploads(proxied, bucket)) == []
+    assert_stored(proxied, bucket, "k", data)
