@@ -19,7 +19,8 @@ Protocol:
 * stdin EOF (the parent exited for any reason, SIGKILL included, since the kernel closes
   its pipe end) or SIGTERM/SIGINT/SIGHUP: the supervisor sends SIGTERM to the server's
   process group, SIGKILL after the grace period, reaps it, removes every ``--cleanup``
-  directory and exits.
+  directory and exits. Signals only request the stop (they never raise), so more of
+  them arriving during the cleanup cannot cut it short.
 * Second line of defence, on Linux: ``prctl(PR_SET_PDEATHSIG)`` asks the kernel to signal
   the supervisor when the parent dies and to SIGKILL the server when the supervisor dies.
 
@@ -58,7 +59,7 @@ _POLL_INTERVAL = 0.1
 
 
 class _Stop(Exception):
-    """Raised from signal handlers to leave the main loop and clean up."""
+    """Raised (never from a signal handler) to leave the main loop and clean up."""
 
 
 def _prctl_pdeathsig() -> Callable[[int], None] | None:
@@ -77,6 +78,12 @@ def _prctl_pdeathsig() -> Callable[[int], None] | None:
         prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
 
     return set_signal
+
+
+def _log(message: str) -> None:
+    """A line to the log; never raises, so it cannot cut the cleanup short."""
+    with contextlib.suppress(Exception):
+        print(f"supervisor: {message}", file=sys.stderr, flush=True)
 
 
 def _announce(line: str) -> None:
@@ -151,6 +158,9 @@ class _Runner:
         self.pdeathsig = _prctl_pdeathsig()
         self.server: subprocess.Popen[bytes] | None = None
         self.reported = False
+        # Set by the signal handlers, which must not raise: an exception raised from a
+        # handler surfaces wherever the main thread happens to be, the cleanup included.
+        self.stop_requested: str | None = None
 
     def start(self) -> None:
         self.reported = False
@@ -179,56 +189,78 @@ def _serve(runner: _Runner) -> None:
     """Run until stdin reaches EOF, obeying ``restart`` lines."""
     runner.start()
     pending = b""
-    while True:
+    # A signal interrupts select() only to run its handler; select() then resumes, so a
+    # stop request is seen within _POLL_INTERVAL.
+    while runner.stop_requested is None:
         runner.report_exit()
         readable, _, _ = select.select([0], [], [], _POLL_INTERVAL)
-        if not readable:
+        if not readable or runner.stop_requested is not None:
             continue
         chunk = os.read(0, 4096)
         if not chunk:
+            runner.stop_requested = "stdin closed"
             return
         pending += chunk
-        while b"\n" in pending:
+        while b"\n" in pending and runner.stop_requested is None:
             line, pending = pending.split(b"\n", 1)
             if line.strip() == b"restart":
                 runner.terminate()
-                runner.start()
+                if runner.stop_requested is None:
+                    runner.start()
             else:
                 print(f"supervisor: ignoring unknown command {line!r}", file=sys.stderr)
+
+
+def _shutdown(runner: _Runner, directories: Sequence[str]) -> None:
+    """Stop the server, then remove the directories even if stopping it failed."""
+    _log(f"stopping ({runner.stop_requested or 'error'})")
+    try:
+        runner.terminate()
+    finally:
+        for directory in directories:
+            _remove(directory)
+
+
+def _remove(directory: str) -> None:
+    # A leftover process of the server's group may still be writing: retry briefly.
+    for _ in range(10):
+        shutil.rmtree(directory, ignore_errors=True)
+        if not os.path.lexists(directory):
+            return
+        time.sleep(_POLL_INTERVAL)
+    _log(f"cannot remove {directory}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Supervise one server; see the module docstring for the protocol."""
     options, command = _parse(sys.argv[1:] if argv is None else argv)
     parent = os.getppid()
+    runner = _Runner(command, options.grace)
 
+    # The handlers only record the request, and _serve polls it. They must not raise:
+    # when the parent dies, stdin EOF and PDEATHSIG arrive microseconds apart, and an
+    # exception raised by the second one inside the cleanup skipped the rmtree.
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stop
+        runner.stop_requested = f"signal {signum}"
 
     def parent_died(signum: int, frame: FrameType | None) -> None:
         # PDEATHSIG also fires when the parent *thread* that started us exits while the
         # parent process lives on; only a changed parent pid means the process is gone.
         if os.getppid() != parent:
-            raise _Stop
+            runner.stop_requested = "parent died"
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, stop)
     signal.signal(signal.SIGUSR2, parent_died)
-    runner = _Runner(command, options.grace)
     if runner.pdeathsig is not None:
         runner.pdeathsig(signal.SIGUSR2)
     # A parent that died before that prctl shows up as EOF on stdin in _serve.
     try:
         _serve(runner)
     except _Stop:
-        pass
+        runner.stop_requested = runner.stop_requested or "parent gone"
     finally:
-        # Finish the cleanup even if more signals arrive.
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
-            signal.signal(signum, signal.SIG_IGN)
-        runner.terminate()
-        for directory in options.cleanup:
-            shutil.rmtree(directory, ignore_errors=True)
+        _shutdown(runner, options.cleanup)
     return 0
 
 

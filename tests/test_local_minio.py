@@ -17,7 +17,7 @@ import pytest
 from objsdk.errors import LocalMinioError
 from objsdk.gobuild import minio_binary
 from objsdk.local_minio import LocalMinio
-from objsdk.supervisor import Supervised, SupervisorError, http_ok
+from objsdk.supervisor import Supervised, SupervisorError, http_ok, tail
 
 REPO = Path(__file__).resolve().parents[1]
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -228,6 +228,39 @@ def test_sigterm_to_the_supervisor_stops_the_server_and_cleans_up(tmp_path: Path
 
         assert eventually(lambda: not alive(pid))
         assert eventually(lambda: not scratch.exists())
+    finally:
+        server.stop()
+
+
+def test_signals_arriving_during_the_cleanup_do_not_cut_it_short(tmp_path: Path) -> None:
+    # When the owner dies, stdin EOF and PDEATHSIG reach the supervisor microseconds
+    # apart; a signal landing in the cleanup used to abort it and leak the directories.
+    # The server ignores SIGTERM, so the cleanup includes a grace period under fire.
+    scratch, log = tmp_path / "scratch", tmp_path / "log"
+    scratch.mkdir()
+    stubborn = [
+        sys.executable,
+        "-c",
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ignoring SIGTERM', flush=True)\n"
+        "time.sleep(60)\n",
+    ]
+    server = Supervised(stubborn, log=log, cleanup=[scratch], grace=1.0)
+    pid, supervisor = server.pid, server.supervisor_pid
+    assert pid is not None
+    try:
+        assert eventually(lambda: "ignoring SIGTERM" in tail(log))
+        deadline = time.monotonic() + 20
+        # Until the supervisor is reaped (by server.stop below) its pid cannot be reused.
+        while alive(supervisor) and time.monotonic() < deadline:
+            for _ in range(100):
+                for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                    os.kill(supervisor, signum)
+
+        assert not alive(supervisor)
+        assert not scratch.exists(), tail(log)
+        assert not alive(pid)
     finally:
         server.stop()
 
