@@ -104,6 +104,8 @@ def upload(
     in the calling thread as bytes are sent, ``done`` never decreasing, and last with
     ``(size, size)``; ``total`` is -1 while the size of a stream is unknown. The
     object always gets a full-object CRC32C, returned in ``checksums["crc32c"]``.
+    Keep ``parallel`` within the client's ``max_pool_connections`` so connections are
+    reused.
     """
     check_bucket(bucket)
     check_key(key)
@@ -249,15 +251,14 @@ def _open_source(source: UploadSource, bucket: str, key: str) -> Iterator[_Sourc
 @contextlib.contextmanager
 def _flat(data: bytes | bytearray | memoryview, bucket: str, key: str) -> Iterator[memoryview]:
     """A flat byte view of any C-contiguous buffer (array('I'), 2-D views...)."""
-    try:
-        view = memoryview(data)
-        flat = view if view.format == "B" and view.ndim == 1 else view.cast("B")
-    except TypeError:
-        raise errors.InvalidArgument(
-            f"upload needs a contiguous buffer (bucket {bucket!r}, key {key!r})"
-        ) from None
-    with view, flat:
-        yield flat
+    view = memoryview(data)
+    with view:
+        if not view.c_contiguous:
+            raise errors.InvalidArgument(
+                f"upload needs a contiguous buffer (bucket {bucket!r}, key {key!r})"
+            )
+        with view.cast("B") as flat:
+            yield flat
 
 
 def _file_source(f: BinaryIO) -> _Source:

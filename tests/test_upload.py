@@ -8,6 +8,7 @@ PUT itself in test_sendfile.py.
 
 from __future__ import annotations
 
+import array
 import io
 import mmap
 import os
@@ -254,6 +255,18 @@ def test_bytesio_is_sent_from_its_buffer_without_sendfile(client, s3, no_sendfil
     assert len(s3.requests) == 1
     assert no_sendfile == []
     assert source.tell() == len(data)
+
+
+def test_typed_buffer_is_uploaded_as_its_bytes(client, s3):
+    numbers = array.array("I", range(1000))
+    upload(client, BUCKET, KEY, memoryview(numbers))
+    assert s3.objects[KEY] == numbers.tobytes()
+
+
+def test_non_contiguous_buffer_is_refused(client, s3):
+    with pytest.raises(objsdk.InvalidArgument, match="contiguous"):
+        upload(client, BUCKET, KEY, memoryview(b"abcdef")[::2])
+    assert s3.requests == []
 
 
 def test_file_over_https_is_streamed_with_its_crc32c_and_unsigned_payload(rsps, tmp_path):
