@@ -18,7 +18,7 @@ from . import errors
 from .addressing import Endpoint, check_bucket, check_key
 from .integrity import crc32c_b64
 from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
-from .objectfile import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_RESUME, ObjectFile
+from .objectfile import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_RESUME, DEFAULT_PART_SIZE, ObjectFile
 from .ranges import format_range
 from .retry import make_retry
 from .s3xml import (
@@ -285,10 +285,14 @@ class Client:
         max_resume: int = DEFAULT_MAX_RESUME,
         version_id: str | None = None,
         verify: bool = True,
+        readahead: int = 0,
+        part_size: int = DEFAULT_PART_SIZE,
     ) -> ObjectFile:
         """A seekable, resumable binary file over the object (see :class:`ObjectFile`).
 
-        Nothing is sent until the first read. Use it as a context manager.
+        Nothing is sent until the first read. With ``readahead=N``, N threads fetch the
+        next ``part_size`` parts in parallel while you read (sequential reading only).
+        Use it as a context manager.
         """
         return ObjectFile(
             self,
@@ -298,6 +302,8 @@ class Client:
             max_resume=max_resume,
             version_id=version_id,
             verify=verify,
+            readahead=readahead,
+            part_size=part_size,
         )
 
     def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:

@@ -13,9 +13,11 @@ once, and returns a network chunk untouched when one chunk is the whole answer.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import methodcaller
@@ -30,6 +32,7 @@ from . import errors
 from .addressing import check_bucket, check_key
 from .integrity import StreamChecksum, checksum_from_headers
 from .ranges import format_range
+from .readahead import Interruptible, PartResult, PartStream, Prefetcher
 from .resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
 
 if TYPE_CHECKING:
@@ -43,6 +46,9 @@ log = logging.getLogger("objsdk")
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 DEFAULT_MAX_RESUME = 6
+DEFAULT_PART_SIZE = 8 << 20
+# Read-ahead workers fill a part in slices of this size, checking for cancellation.
+_PART_SLICE = 1 << 20
 # A forward seek this close to the open stream reads through instead of paying for a
 # new request (tarfile's "r:" mode skips member padding and small members like this).
 SKIP_THRESHOLD = 256 * 1024
@@ -79,12 +85,14 @@ def resume_policy(max_resume: int) -> Retry:
 @dataclass
 class ReadStats:
     """What one :class:`ObjectFile` did: bytes handed to the caller, GET/HEAD requests
-    sent, resumes after a broken stream, bytes received but thrown away."""
+    sent, resumes after a broken stream, bytes received but skipped (discarded) and
+    read-ahead bytes fetched but never delivered (wasted)."""
 
     bytes_delivered: int = 0
     requests: int = 0
     resumes: int = 0
     bytes_discarded: int = 0
+    bytes_wasted: int = 0  # read-ahead bytes fetched but never delivered (seek, close)
 
 
 class _Broken(Exception):
@@ -165,6 +173,16 @@ class _Stream:
                 raise _Broken("end of body while skipping")
             n -= got
 
+    def fill_view(self, n: int) -> tuple[bytes, int]:
+        return self.read(n), 0
+
+    def interrupt(self) -> None:
+        """Wake a read blocked on this stream's socket (from another thread)."""
+        shutdown = getattr(self.resp.raw, "shutdown", None)
+        if shutdown is not None:
+            with contextlib.suppress(Exception):
+                shutdown()
+
     @property
     def done(self) -> bool:
         return self.end is not None and self.pos >= self.end
@@ -203,6 +221,8 @@ class ObjectFile(io.BufferedIOBase):
         etag: str | None = None,
         size: int | None = None,
         end: int | None = None,
+        readahead: int = 0,
+        part_size: int = DEFAULT_PART_SIZE,
     ) -> None:
         super().__init__()
         check_bucket(bucket)
@@ -213,6 +233,10 @@ class ObjectFile(io.BufferedIOBase):
             raise errors.InvalidArgument(f"max_resume must be >= 0, got {max_resume}")
         if end is not None and end < 0:
             raise errors.InvalidArgument(f"end must be >= 0, got {end}")
+        if readahead < 0 or part_size < 1:
+            raise errors.InvalidArgument(
+                f"readahead must be >= 0 and part_size positive, got {readahead}, {part_size}"
+            )
         self._client = client
         self.bucket = bucket
         self.key = key
@@ -225,15 +249,25 @@ class ObjectFile(io.BufferedIOBase):
         # A window: only bytes before `end` are read (closed Range requests), as if the
         # object ended there. Parallel parts and downloads are windows.
         self._end = end
+        self.readahead = readahead
+        self.part_size = part_size
+        self._prefetcher: Prefetcher | None = None
+        self._head_checksum: StreamChecksum | None = None
+        # Bytes read in sequence since the last far seek: read-ahead starts once a whole
+        # part's worth has gone by, so random small reads do not fetch whole parts.
+        # A fresh reader counts as sequential.
+        self._run = part_size
+        # Set (by another thread) to stop this reader: a read-ahead part was cancelled.
+        self._abort: threading.Event | None = None
         self.stats = ReadStats()
         # _pos: the caller's position. Received but undelivered bytes sit in
         # _tail[_tail_off:] at _pos; _recv_pos is the next byte to take from the network
         # (== _pos + buffered bytes, outside a read call that is collecting chunks).
         self._pos = 0
         self._recv_pos = 0
-        self._tail = b""
+        self._tail: bytes | memoryview = b""
         self._tail_off = 0
-        self._stream: _Stream | None = None
+        self._stream: _Stream | PartStream | None = None
         self._policy = resume_policy(max_resume)
         self._retry = self._policy
         self._opened_once = False
@@ -265,7 +299,17 @@ class ObjectFile(io.BufferedIOBase):
         if not self.closed:
             self._drop_stream()
             self._tail, self._tail_off = b"", 0
+            if self._prefetcher is not None:
+                self._prefetcher.close()  # joins the workers
+                self.stats.bytes_wasted = self._prefetcher.wasted
+                self._prefetcher = None
         super().close()
+
+    def interrupt(self) -> None:
+        """Wake a read blocked in another thread (read-ahead cancellation)."""
+        stream = self._stream
+        if isinstance(stream, _Stream):
+            stream.interrupt()
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Reopen lazily in the unpickling process, pinned to the same version.
@@ -277,6 +321,8 @@ class ObjectFile(io.BufferedIOBase):
             "etag": self.etag,
             "size": self._size,
             "end": self._end,
+            "readahead": self.readahead,
+            "part_size": self.part_size,
         }
         return (_restore, (self._client, self.bucket, self.key, state, self._pos, self.closed))
 
@@ -294,6 +340,10 @@ class ObjectFile(io.BufferedIOBase):
             self.etag = info.etag
             self.version_id = self.version_id or info.version_id
             self._size = info.size or 0
+            headers = {f"x-amz-checksum-{a}": v for a, v in info.checksums.items()}
+            if info.checksum_type:
+                headers["x-amz-checksum-type"] = info.checksum_type
+            self._head_checksum = checksum_from_headers(headers)
         return self._size
 
     def tell(self) -> int:
@@ -322,6 +372,7 @@ class ObjectFile(io.BufferedIOBase):
             stream = self._stream
             if not (stream and 0 <= target - stream.pos <= SKIP_THRESHOLD):
                 self._drop_stream()  # far or backward: reopen lazily at the new offset
+                self._run = 0
             # else the next network read skips forward on the open stream
         self._pos = target
         return target
@@ -349,13 +400,23 @@ class ObjectFile(io.BufferedIOBase):
                 self._tail_off = end
                 self._pos += size
                 self.stats.bytes_delivered += size
-                return self._tail[start:end]
+                # bytes(bytes) is the same object; a read-ahead part view is copied here.
+                return bytes(self._tail[start:end])
+        return self._guard(self._read, size)
+
+    def _guard(self, op: Callable[[Any], T], arg: Any) -> T:
+        """Run a read: refuse on a closed file, resync if it raises, and recycle
+        read-ahead buffers no longer referenced once it is over."""
         self._check_open()
         try:
-            return self._read(size)
+            return op(arg)
         except BaseException:
             self._resync()
             raise
+        finally:
+            stream = self._stream
+            if isinstance(stream, PartStream):
+                stream.settle(self._tail)
 
     def _read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
@@ -378,12 +439,7 @@ class ObjectFile(io.BufferedIOBase):
         return self._deliver(chunks, got)
 
     def read1(self, size: int = -1) -> bytes:
-        self._check_open()
-        try:
-            return self._read1(size)
-        except BaseException:
-            self._resync()
-            raise
+        return self._guard(self._read1, size)
 
     def _read1(self, size: int = -1) -> bytes:
         limit = size if size >= 0 else self.chunk_size
@@ -399,18 +455,16 @@ class ObjectFile(io.BufferedIOBase):
         return self._deliver(chunks, got)
 
     def readinto(self, b: Buffer) -> int:
-        return self._readinto(b, one=False)
+        return self._guard(self._readinto_all, b)
 
     def readinto1(self, b: Buffer) -> int:
-        return self._readinto(b, one=True)
+        return self._guard(self._readinto_one, b)
 
-    def _readinto(self, b: Buffer, *, one: bool) -> int:
-        self._check_open()
-        try:
-            return self._readinto_view(b, one=one)
-        except BaseException:
-            self._resync()
-            raise
+    def _readinto_all(self, b: Buffer) -> int:
+        return self._readinto_view(b, one=False)
+
+    def _readinto_one(self, b: Buffer) -> int:
+        return self._readinto_view(b, one=True)
 
     def _readinto_view(self, b: Buffer, *, one: bool) -> int:
         with memoryview(b) as outer, outer.cast("B") as view:
@@ -430,18 +484,15 @@ class ObjectFile(io.BufferedIOBase):
 
     def peek(self, size: int = 0) -> bytes:
         """Buffered bytes at the current position, without consuming them."""
-        self._check_open()
+        return self._guard(self._peek, size)
+
+    def _peek(self, size: int) -> bytes:
         if self._tail_off >= len(self._tail):
             self._fill_tail()
-        return self._tail[self._tail_off :]
+        return bytes(self._tail[self._tail_off :])
 
     def readline(self, size: int | None = -1) -> bytes:
-        self._check_open()
-        try:
-            return self._readline(size)
-        except BaseException:
-            self._resync()
-            raise
+        return self._guard(self._readline, size)
 
     def _readline(self, size: int | None = -1) -> bytes:
         limit = size if size is not None and size >= 0 else None
@@ -453,9 +504,16 @@ class ObjectFile(io.BufferedIOBase):
             end = len(self._tail)
             if limit is not None:
                 end = min(end, self._tail_off + limit - got)
-            newline = self._tail.find(b"\n", self._tail_off, end)
+            # A read-ahead view starts at its part buffer's first byte, so offsets into
+            # the view are offsets into the buffer, which can be searched.
+            tail = self._tail
+            haystack = tail if isinstance(tail, bytes) else tail.obj
+            assert isinstance(haystack, (bytes, bytearray))
+            newline = haystack.find(b"\n", self._tail_off, end)
             stop = end if newline < 0 else newline + 1
-            got += self._take_tail(stop - self._tail_off, chunks)
+            # Lines may span many parts: copy out of read-ahead buffers as we go so no
+            # more than one is held.
+            got += self._take_tail(stop - self._tail_off, chunks, copy=not isinstance(tail, bytes))
             if newline >= 0:
                 break
         return self._deliver(chunks, got)
@@ -470,23 +528,28 @@ class ObjectFile(io.BufferedIOBase):
 
     # -- buffer bookkeeping ------------------------------------------------------------
 
-    def _take_tail(self, limit: int, chunks: list[bytes | memoryview]) -> int:
+    def _take_tail(
+        self, limit: int, chunks: list[bytes | memoryview], *, copy: bool = False
+    ) -> int:
         """Move up to ``limit`` buffered bytes into ``chunks`` as a view (no copy)."""
         n = min(limit, len(self._tail) - self._tail_off)
         if n <= 0:
             return 0
-        if self._tail_off == 0 and n == len(self._tail):
+        if self._tail_off == 0 and n == len(self._tail) and not copy:
             chunks.append(self._tail)
         else:
-            chunks.append(memoryview(self._tail)[self._tail_off : self._tail_off + n])
+            view = memoryview(self._tail)[self._tail_off : self._tail_off + n]
+            chunks.append(bytes(view) if copy else view)
         self._tail_off += n
         return n
 
     def _fill_tail(self) -> bool:
-        """Receive one network chunk into the (consumed) tail; False at end of object."""
-        data = self._net(methodcaller("read", self.chunk_size), b"")
-        self._tail, self._tail_off = data, 0
-        return bool(data)
+        """Receive one network chunk into the (consumed) tail; False at end of object.
+
+        From read-ahead parts this is a view of the part buffer: no copy."""
+        empty: tuple[bytes | memoryview, int] = (b"", 0)
+        self._tail, self._tail_off = self._net(methodcaller("fill_view", self.chunk_size), empty)
+        return self._tail_off < len(self._tail)
 
     def _deliver(self, chunks: list[bytes | memoryview], got: int) -> bytes:
         self._pos += got
@@ -497,7 +560,7 @@ class ObjectFile(io.BufferedIOBase):
 
     # -- the network, with resume ------------------------------------------------------
 
-    def _net(self, op: Callable[[_Stream], T], empty: T) -> T:
+    def _net(self, op: Callable[[Any], T], empty: T) -> T:
         """Run one body read at ``_recv_pos``, resuming on breaks; ``empty`` at the end."""
         while True:
             try:
@@ -510,15 +573,28 @@ class ObjectFile(io.BufferedIOBase):
                 self._on_break(e)
                 continue
             if stream.pos > start:
+                self._run += stream.pos - start
                 self._recv_pos = stream.pos
                 self._retry = self._policy  # progress forgives earlier failures
-            if stream.done:
+            # A finished part stream stays: the tail may still view its last buffer.
+            if stream.done and isinstance(stream, _Stream):
                 self._drop_stream()
             return result
 
-    def _stream_at(self, want: int) -> _Stream | None:
+    def _stream_at(self, want: int) -> _Stream | PartStream | None:
         """The stream positioned at ``want`` (opened if needed); None at end of object."""
         stream = self._stream
+        if (
+            self.readahead
+            and self._run >= self.part_size
+            and not isinstance(stream, PartStream)
+            and self._abort is None
+        ):
+            # Reading is sequential: switch to parallel parts from here on.
+            self._drop_stream()
+            stream = self._start_parts(want)
+            if stream is None:
+                return None
         if stream is not None and stream.pos < want:
             skip = want - stream.pos
             stream.discard(skip)  # raises _Broken on failure: then we resume at want
@@ -530,6 +606,31 @@ class ObjectFile(io.BufferedIOBase):
         if limit is not None and want >= limit:
             return None
         return self._open(want)
+
+    def _start_parts(self, want: int) -> PartStream | None:
+        size = self.size  # HEAD if not known yet: parts need the size and the ETag
+        limit = size if self._end is None else min(size, self._end)
+        if want >= limit:
+            return None
+        if want == 0 and self.verify and self._checksum is None:
+            self._checksum, self._hashed = self._head_checksum, 0
+        if self._prefetcher is None:
+            self._prefetcher = Prefetcher(
+                _part_fetcher(self), workers=self.readahead, part_size=self.part_size
+            )
+        stream = PartStream(
+            self._prefetcher,
+            want,
+            limit,
+            self._observe if self._checksum else None,
+            self._count_part,
+        )
+        self._stream = stream
+        return stream
+
+    def _count_part(self, result: PartResult) -> None:
+        self.stats.requests += result.requests
+        self.stats.resumes += result.resumes
 
     def _open(self, want: int) -> _Stream | None:
         headers = {"Accept-Encoding": "identity"}  # offsets must be stored bytes
@@ -612,6 +713,10 @@ class ObjectFile(io.BufferedIOBase):
     def _on_break(self, e: _Broken) -> None:
         self._drop_stream()
         cause = e.cause
+        if self._abort is not None and self._abort.is_set():
+            raise errors.ReadError(
+                "read cancelled", bucket=self.bucket, key=self.key, offset=self._recv_pos
+            ) from cause
         try:
             self._retry = self._retry.increment(method="GET", error=cause)
         except MaxRetryError:
@@ -687,3 +792,47 @@ def _restore(
     if closed:
         f.close()
     return f
+
+
+def _part_fetcher(
+    owner: ObjectFile,
+) -> Callable[[int, int, memoryview, threading.Event, Callable[[Interruptible], None]], PartResult]:
+    """How a read-ahead worker fetches one part: through its own window reader, pinned
+    to the owner's version, with the same resume rules and errors."""
+    client, bucket, key = owner._client, owner.bucket, owner.key
+    pinned = {
+        "etag": owner.etag,
+        "size": owner._size,
+        "version_id": owner.version_id,
+        "max_resume": owner.max_resume,
+        "verify": False,  # the owner verifies the whole object, in order
+    }
+
+    def fetch(
+        start: int,
+        stop: int,
+        into: memoryview,
+        cancel: threading.Event,
+        register: Callable[[Interruptible], None],
+    ) -> PartResult:
+        reader = ObjectFile(client, bucket, key, end=stop, **pinned)  # type: ignore[arg-type]
+        reader._abort = cancel
+        register(reader)
+        try:
+            reader.seek(start)
+            n = 0
+            while n < len(into) and not cancel.is_set():
+                k = reader.readinto(into[n : n + _PART_SLICE])
+                if k == 0:
+                    raise errors.ProtocolError(
+                        f"part {start}-{stop} ended after {n} bytes",
+                        operation="read",
+                        bucket=bucket,
+                        key=key,
+                    )
+                n += k
+            return PartResult(n, reader.stats.requests, reader.stats.resumes)
+        finally:
+            reader.close()
+
+    return fetch

@@ -97,7 +97,8 @@ def test_connection_reset_by_peer_is_resumed(proxied, minio_proxy, source):
 
 
 def test_a_stall_becomes_a_read_timeout_and_is_resumed(proxied, minio_proxy, source):
-    with proxied.open(BUCKET, "big.bin") as f:
+    # A 3 s stall against a 2 s read timeout: several attempts time out before it ends.
+    with proxied.open(BUCKET, "big.bin", max_resume=10) as f:
         head = f.read(16 << 20)
         stall = minio_proxy.add_toxic("timeout", timeout=0)  # data stops, connection stays
         timer = later(3.0, lambda: minio_proxy.remove_toxic(stall))

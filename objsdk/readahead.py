@@ -1,0 +1,288 @@
+"""Parallel read-ahead: the next parts of an object fetched on worker threads.
+
+Socket reads release the GIL, so a few threads keep several ranged GETs in flight while
+the caller works on earlier bytes. Parts land in preallocated buffers (``readinto``,
+no intermediate objects) and are handed out strictly in order. At most
+``max(workers + 1, 4)`` part buffers ever exist, whatever the caller does.
+
+Buffer ownership: a part's buffer goes back to the pool as soon as its bytes have been
+copied out, except for a part handed out as a view (:meth:`PartStream.fill_view`), which
+waits for :meth:`PartStream.settle` at the end of the caller's operation. The caller
+holds at most three buffers at a moment it waits for a new one (a part being joined
+and two views), so with four or more one is always free or on its way back.
+
+:class:`PartStream` has the interface of the single-GET stream in
+:mod:`objsdk.objectfile`, so the reader's buffering, seeking and checksum logic is
+shared between the two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = ["Fetch", "PartStream", "Prefetcher"]
+
+Observer = Callable[[int, "bytes | memoryview"], None]
+
+
+@dataclass
+class PartResult:
+    """What a worker reports for a part: bytes fetched and request counts."""
+
+    nbytes: int
+    requests: int = 0
+    resumes: int = 0
+
+
+class Interruptible(Protocol):
+    """Something a worker is blocked on that another thread may cut short."""
+
+    def interrupt(self) -> None: ...
+
+
+# fetch(start, stop, into, cancel, register) fills `into` with bytes [start, stop).
+Fetch = Callable[
+    [int, int, memoryview, threading.Event, Callable[[Interruptible], None]], PartResult
+]
+
+
+@dataclass(eq=False)
+class _Part:
+    start: int
+    stop: int
+    buf: bytearray
+    cancel: threading.Event = field(default_factory=threading.Event)
+    future: Future[PartResult] | None = None
+    reader: Interruptible | None = None
+    counted: bool = False
+    viewed: bool = False
+
+    @property
+    def view(self) -> memoryview:
+        return memoryview(self.buf)[: self.stop - self.start]
+
+
+class Prefetcher:
+    """Worker threads and part buffers shared by the part streams of one reader."""
+
+    def __init__(self, fetch: Fetch, *, workers: int, part_size: int) -> None:
+        self.fetch = fetch
+        self.workers = workers
+        self.part_size = part_size
+        self.limit = max(workers + 1, 4)
+        self._made = 0
+        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="objsdk-readahead")
+        self.lock = threading.Lock()
+        self.wasted = 0  # bytes fetched but never delivered (cancelled or unread parts)
+
+    def take_buffer(self, *, block: bool) -> bytearray | None:
+        """A free part buffer; a new one while under the limit; else wait or None."""
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            pass
+        if self._made < self.limit:
+            self._made += 1
+            return bytearray(self.part_size)
+        if not block:
+            return None
+        return self._free.get()
+
+    def give_back(self, buf: bytearray) -> None:
+        self._free.put(buf)
+
+    def submit(self, part: _Part) -> None:
+        def register(reader: Interruptible) -> None:
+            part.reader = reader
+
+        part.future = self._executor.submit(
+            self.fetch, part.start, part.stop, part.view, part.cancel, register
+        )
+
+    def close(self) -> None:
+        """Stop the workers (their parts were cancelled by their streams) and join them."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        while True:
+            try:
+                self._free.get_nowait()
+            except queue.Empty:
+                break
+
+
+class PartStream:
+    """The object's bytes from ``pos`` to ``end``, served from parts fetched ahead."""
+
+    def __init__(
+        self,
+        pool: Prefetcher,
+        start: int,
+        end: int,
+        observer: Observer | None,
+        on_part: Callable[[PartResult], None],
+    ) -> None:
+        self.pool = pool
+        self.pos = start
+        self.end = end
+        self.observer = observer
+        self._on_part = on_part
+        self._next = start
+        self._parts: deque[_Part] = deque()  # scheduled, in order; read-past ones at the head
+        self._viewed: list[_Part] = []  # read past, handed out as views: wait for settle()
+        self._closed = False
+        self._schedule()
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= self.end
+
+    def _schedule(self, *, block: bool = False) -> None:
+        """Keep parts in flight ahead of ``pos``, as many as free buffers allow."""
+        while self._next < self.end:
+            buf = self.pool.take_buffer(block=block)
+            if buf is None:
+                return
+            block = False
+            stop = min(self._next + self.pool.part_size, self.end)
+            part = _Part(self._next, stop, buf)
+            self.pool.submit(part)
+            self._parts.append(part)
+            self._next = stop
+
+    def _current(self) -> _Part:
+        """The part holding ``pos``, fetched (waits for it; re-raises its failure)."""
+        part = next((p for p in self._parts if p.stop > self.pos), None)
+        if part is None:
+            self._schedule(block=True)
+            part = self._parts[-1]
+        assert part.future is not None
+        result = part.future.result()
+        if not part.counted:
+            part.counted = True
+            self._on_part(result)
+        return part
+
+    def _retire(self) -> None:
+        """Release the buffers of parts read past (views wait for settle())."""
+        while self._parts and self._parts[0].stop <= self.pos:
+            part = self._parts.popleft()
+            if part.viewed:
+                self._viewed.append(part)
+            else:
+                self.pool.give_back(part.buf)
+        self._schedule()
+
+    def _take(self, n: int) -> memoryview:
+        """A view of up to ``n`` bytes at ``pos`` (within one part); advances."""
+        part = self._current()
+        off = self.pos - part.start
+        view = part.view[off : off + min(n, part.stop - self.pos)]
+        if self.observer is not None:
+            self.observer(self.pos, view)
+        self.pos += len(view)
+        return view
+
+    def read(self, n: int) -> bytes:
+        n = min(n, self.end - self.pos)
+        if n > self.pool.part_size:
+            # Spanning many parts: land them in one buffer, releasing each as it goes.
+            out = bytearray(n)
+            self.readinto(memoryview(out))
+            return bytes(out)
+        chunks = []
+        while n > 0:
+            view = self._take(n)
+            chunks.append(view)
+            n -= len(view)
+        data = b"".join(chunks)  # the one copy
+        self._retire()
+        return data
+
+    def read1(self, n: int) -> bytes:
+        if self.pos >= self.end or n <= 0:
+            return b""
+        data = bytes(self._take(n))
+        self._retire()
+        return data
+
+    def readinto(self, into: memoryview) -> int:
+        n = 0
+        while n < len(into) and self.pos < self.end:
+            view = self._take(len(into) - n)
+            into[n : n + len(view)] = view  # the one copy
+            n += len(view)
+            self._retire()
+        return n
+
+    def discard(self, n: int) -> None:
+        while n > 0 and self.pos < self.end:
+            n -= len(self._take(n))
+            self._retire()
+
+    def fill_view(self, n: int) -> tuple[memoryview, int]:
+        """The rest of the current part as (view of the whole part, offset of ``pos``),
+        without copying; the buffer stays valid until :meth:`settle` releases it."""
+        if self.pos >= self.end:
+            return memoryview(b""), 0
+        part = self._current()
+        off = self.pos - part.start
+        whole = part.view
+        if self.observer is not None:
+            self.observer(self.pos, whole[off:])
+        self.pos = part.stop
+        part.viewed = True
+        self._retire()
+        return whole, off
+
+    def settle(self, keep: object) -> None:
+        """Recycle viewed buffers, except the one ``keep`` (the caller's buffer) views."""
+        kept = []
+        for part in self._viewed:
+            if getattr(keep, "obj", None) is part.buf:
+                kept.append(part)
+            else:
+                self.pool.give_back(part.buf)
+        self._viewed = kept
+        self._schedule()
+
+    def close(self) -> None:
+        """Cancel parts not yet delivered and interrupt their transfers."""
+        if self._closed:
+            return
+        self._closed = True
+        for part in self._viewed:
+            self.pool.give_back(part.buf)
+        self._viewed = []
+        for part in self._parts:
+            part.cancel.set()
+            future = part.future
+            assert future is not None
+            if future.cancel():
+                self.pool.give_back(part.buf)
+                continue
+            if part.reader is not None:
+                with contextlib.suppress(Exception):
+                    part.reader.interrupt()
+            delivered = max(0, min(self.pos, part.stop) - part.start)
+            future.add_done_callback(self._recycler(part, delivered))
+        self._parts.clear()
+
+    def _recycler(self, part: _Part, delivered: int) -> Callable[[Future[PartResult]], None]:
+        pool = self.pool
+
+        def recycle(future: Future[PartResult]) -> None:
+            fetched = 0
+            with contextlib.suppress(BaseException):
+                fetched = future.result().nbytes
+            with pool.lock:
+                pool.wasted += max(0, fetched - delivered)
+            pool.give_back(part.buf)
+
+        return recycle
