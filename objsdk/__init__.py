@@ -32,6 +32,7 @@ from .errors import (
 from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
 from .objectfile import ObjectFile, ReadStats
 from .retry import default_retry
+from .writer import ObjectWriter
 
 __all__ = [
     "AccessDenied",
@@ -53,6 +54,7 @@ __all__ = [
     "ObjectFile",
     "ObjectInfo",
     "ObjectSummary",
+    "ObjectWriter",
     "ObjsdkError",
     "PreconditionFailed",
     "Prefix",

@@ -32,6 +32,7 @@ from .s3xml import (
 )
 from .signing import Credentials, encode_key_path, payload_sha256, presign_url
 from .transport import Body, Transport
+from .writer import ObjectWriter
 
 __all__ = ["Client"]
 
@@ -305,6 +306,15 @@ class Client:
             readahead=readahead,
             part_size=part_size,
         )
+
+    def open_write(self, bucket: str, key: str, **kwargs: Any) -> ObjectWriter:
+        """A writable binary file whose bytes become the object at ``close()``.
+
+        Small writes are buffered into parts and streamed as a multipart upload (one PUT
+        if it stays under a part); leaving a ``with`` block by an exception aborts it.
+        See :class:`ObjectWriter` for the options.
+        """
+        return ObjectWriter(self, bucket, key, **kwargs)
 
     def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:
         """Size, ETag, dates, type, metadata, version and stored checksums of an object."""

@@ -339,3 +339,11 @@ def test_twenty_parts_never_hold_more_than_parallel_plus_one_part_buffers(client
         while chunk := f.read(4 * MiB):
             got.update(chunk)
     assert got.hexdigest() == expected.hexdigest()
+
+
+@pytest.mark.integration
+def test_client_open_write_streams_an_object(client, bucket):
+    with client.open_write(bucket, "via-client.bin", part_size=5 << 20) as w:
+        w.write(b"x" * (6 << 20))
+    with client.open(bucket, "via-client.bin") as f:
+        assert f.read() == b"x" * (6 << 20)
