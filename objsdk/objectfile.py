@@ -13,7 +13,6 @@ once, and returns a network chunk untouched when one chunk is the whole answer.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import io
 import logging
@@ -34,6 +33,7 @@ from .integrity import StreamChecksum, checksum_from_headers
 from .ranges import format_range
 from .readahead import Interruptible, PartResult, PartStream, Prefetcher
 from .resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
+from .transport import watch
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as Buffer
@@ -176,13 +176,6 @@ class _Stream:
     def fill_view(self, n: int) -> tuple[bytes, int]:
         return self.read(n), 0
 
-    def interrupt(self) -> None:
-        """Wake a read blocked on this stream's socket (from another thread)."""
-        shutdown = getattr(self.resp.raw, "shutdown", None)
-        if shutdown is not None:
-            with contextlib.suppress(Exception):
-                shutdown()
-
     @property
     def done(self) -> bool:
         return self.end is not None and self.pos >= self.end
@@ -304,12 +297,6 @@ class ObjectFile(io.BufferedIOBase):
                 self.stats.bytes_wasted = self._prefetcher.wasted
                 self._prefetcher = None
         super().close()
-
-    def interrupt(self) -> None:
-        """Wake a read blocked in another thread (read-ahead cancellation)."""
-        stream = self._stream
-        if isinstance(stream, _Stream):
-            stream.interrupt()
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Reopen lazily in the unpickling process, pinned to the same version.
@@ -800,13 +787,8 @@ def _part_fetcher(
     """How a read-ahead worker fetches one part: through its own window reader, pinned
     to the owner's version, with the same resume rules and errors."""
     client, bucket, key = owner._client, owner.bucket, owner.key
-    pinned = {
-        "etag": owner.etag,
-        "size": owner._size,
-        "version_id": owner.version_id,
-        "max_resume": owner.max_resume,
-        "verify": False,  # the owner verifies the whole object, in order
-    }
+    etag, size, version_id = owner.etag, owner._size, owner.version_id
+    max_resume = owner.max_resume
 
     def fetch(
         start: int,
@@ -815,24 +797,35 @@ def _part_fetcher(
         cancel: threading.Event,
         register: Callable[[Interruptible], None],
     ) -> PartResult:
-        reader = ObjectFile(client, bucket, key, end=stop, **pinned)  # type: ignore[arg-type]
-        reader._abort = cancel
-        register(reader)
-        try:
-            reader.seek(start)
-            n = 0
-            while n < len(into) and not cancel.is_set():
-                k = reader.readinto(into[n : n + _PART_SLICE])
-                if k == 0:
-                    raise errors.ProtocolError(
-                        f"part {start}-{stop} ended after {n} bytes",
-                        operation="read",
-                        bucket=bucket,
-                        key=key,
-                    )
-                n += k
-            return PartResult(n, reader.stats.requests, reader.stats.resumes)
-        finally:
-            reader.close()
+        with watch() as w:
+            register(w)  # PartStream.close() interrupts it from the reader's thread
+            reader = ObjectFile(
+                client,
+                bucket,
+                key,
+                etag=etag,
+                size=size,
+                version_id=version_id,
+                end=stop,
+                max_resume=max_resume,
+                verify=False,  # the owner verifies the whole object, in order
+            )
+            reader._abort = cancel
+            try:
+                reader.seek(start)
+                n = 0
+                while n < len(into) and not cancel.is_set():
+                    k = reader.readinto(into[n : n + _PART_SLICE])
+                    if k == 0:
+                        raise errors.ProtocolError(
+                            f"part {start}-{stop} ended after {n} bytes",
+                            operation="read",
+                            bucket=bucket,
+                            key=key,
+                        )
+                    n += k
+                return PartResult(n, reader.stats.requests, reader.stats.resumes)
+            finally:
+                reader.close()
 
     return fetch

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import IO, Any
@@ -17,6 +19,7 @@ from typing import IO, Any
 import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
 from . import errors
@@ -25,7 +28,7 @@ from .addressing import Endpoint
 from .s3xml import parse_error
 from .signing import UNSIGNED_PAYLOAD, Credentials, sign_request
 
-__all__ = ["Body", "Transport", "translate_errors"]
+__all__ = ["Body", "Transport", "Watch", "translate_errors", "watch"]
 
 log = logging.getLogger("objsdk")
 
@@ -87,6 +90,73 @@ def _cause(e: BaseException) -> str:
     return type(seen).__name__
 
 
+class Watch:
+    """Lets another thread cut short the requests of the thread that opened it.
+
+    Read-ahead workers run inside a watch, so closing a reader can wake a worker that
+    is blocked on a stalled connection, whether it waits for headers or for the body.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: object | None = None
+        self.interrupted = False
+        self._done = False
+
+    def attach(self, conn: object) -> None:
+        with self._lock:
+            if self.interrupted:
+                # Not an OSError: urllib3 would retry that; this must end the request.
+                raise errors.ReadError("request cancelled")
+            self._conn = conn
+
+    def interrupt(self) -> None:
+        """Refuse further requests and shut down the connection in use (if any)."""
+        with self._lock:
+            self.interrupted = True
+            conn, self._conn = (None if self._done else self._conn), None
+        sock = getattr(conn, "sock", None)
+        if isinstance(sock, socket.socket):
+            # shutdown() wakes a recv() blocked in another thread; close() would not.
+            # Should the connection already be back in the pool, its next user sees a
+            # dropped connection, which urllib3 and ObjectFile recover from.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._done = True
+            self._conn = None
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def watch() -> Iterator[Watch]:
+    """Run this thread's requests under a :class:`Watch`."""
+    w = Watch()
+    previous = getattr(_local, "watch", None)
+    _local.watch = w
+    try:
+        yield w
+    finally:
+        w.finish()
+        _local.watch = previous
+
+
+class _Watched(HTTPConnectionPool):
+    def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
+        w = getattr(_local, "watch", None)
+        if w is not None:
+            w.attach(conn)
+        return super()._make_request(conn, *args, **kwargs)
+
+
+class _WatchedHTTPS(_Watched, HTTPSConnectionPool):
+    pass
+
+
 class Transport:
     """Signs and sends requests to one endpoint over a pooled ``requests.Session``."""
 
@@ -113,6 +183,7 @@ class Transport:
         adapter = HTTPAdapter(
             pool_connections=4, pool_maxsize=max_pool_connections, max_retries=retry
         )
+        adapter.poolmanager.pool_classes_by_scheme = {"http": _Watched, "https": _WatchedHTTPS}
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
