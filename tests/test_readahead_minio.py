@@ -89,6 +89,11 @@ def test_readahead_survives_repeated_cuts_on_every_connection(local_minio, minio
     assert digest.hexdigest() == sha(big)
 
 
+def read_parts(f: objsdk.ObjectFile, out: bytearray, count: int) -> None:
+    for _ in range(count):
+        out += f.read(PART)
+
+
 def test_an_overwrite_during_readahead_raises_object_changed(client, bucket):
     old = os.urandom(40 * MiB)
     client.put_object(bucket, "changing", old)
@@ -98,8 +103,7 @@ def test_an_overwrite_during_readahead_raises_object_changed(client, bucket):
         f.seek(20 * MiB)  # drops the parts in flight; the next ones are fetched anew
         client.put_object(bucket, "changing", os.urandom(40 * MiB))
         with pytest.raises(objsdk.ObjectChangedError, match="changing"):
-            for _ in range(10):
-                delivered += f.read(PART)
+            read_parts(f, delivered, 10)
     assert bytes(delivered) == old[: len(delivered)]
 
 
@@ -155,9 +159,13 @@ def test_close_stops_the_threads(client, big):
 
 
 def test_an_exception_in_the_caller_stops_the_threads(client, big):
-    with pytest.raises(RuntimeError), client.open(BUCKET, "big.bin", readahead=3) as f:
-        f.read(MiB)
-        raise RuntimeError("caller failed")
+    def work() -> None:
+        with client.open(BUCKET, "big.bin", readahead=3) as f:
+            f.read(MiB)
+            raise RuntimeError("caller failed")
+
+    with pytest.raises(RuntimeError, match="caller failed"):
+        work()
     assert eventually_no_threads()
 
 
