@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from itertools import islice
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from urllib3.util.retry import Retry
 
@@ -33,6 +33,9 @@ from .s3xml import (
 from .signing import Credentials, encode_key_path, payload_sha256, presign_url
 from .transport import Body, Transport
 from .writer import ObjectWriter
+
+if TYPE_CHECKING:
+    from .upload import UploadSource
 
 __all__ = ["Client"]
 
@@ -306,6 +309,20 @@ class Client:
             readahead=readahead,
             part_size=part_size,
         )
+
+    def upload(self, bucket: str, key: str, source: UploadSource, **kwargs: Any) -> ObjectInfo:
+        """Store a file (path or binary file object) or a buffer, fast and safely.
+
+        Below ``multipart_threshold`` (64 MiB) one PUT, whose body goes by
+        ``socket.sendfile`` for a regular file over plain HTTP; above it a multipart
+        upload with ``parallel`` parts in flight, aborted on any failure. Every upload
+        stores a CRC32C that reads verify. Options: ``part_size``, ``parallel``,
+        ``content_type``, ``metadata``, ``progress(done, total)``,
+        ``multipart_threshold`` (see :func:`objsdk.upload.upload`).
+        """
+        from .upload import upload  # upload.py builds on this module
+
+        return upload(self, bucket, key, source, **kwargs)
 
     def open_write(self, bucket: str, key: str, **kwargs: Any) -> ObjectWriter:
         """A writable binary file whose bytes become the object at ``close()``.

@@ -309,3 +309,12 @@ def test_reset_by_peer_during_a_part_is_retried(proxied, minio_proxy, bucket, on
     assert retries
     assert list(list_multipart_uploads(proxied, bucket)) == []
     assert_stored(proxied, bucket, "k", data)
+
+
+def test_client_upload_stores_a_file(client, bucket, tmp_path):
+    path = tmp_path / "via-client.bin"
+    data = os.urandom(3 << 20)
+    path.write_bytes(data)
+    info = client.upload(bucket, "via-client.bin", path)
+    assert info.size == len(data)
+    assert client.get_object(bucket, "via-client.bin") == data
