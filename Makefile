@@ -27,6 +27,8 @@ perf: $(STAMP)
 	cd perf && ../$(BIN)/python bench_read.py --runs 9
 	cd perf && ../$(BIN)/python bench_tar.py --runs 9
 	cd perf && ../$(BIN)/python bench_faults.py --runs 7
+	cd perf && ../$(BIN)/python bench_readahead.py --runs 5
+	cd perf && ../$(BIN)/python bench_upload.py --runs 5
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -26,6 +26,7 @@ from .errors import (
     ResumeLimitError,
     S3Error,
     SlowDown,
+    SourceChangedError,
     Timeout,
     TransportError,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "ResumeLimitError",
     "S3Error",
     "SlowDown",
+    "SourceChangedError",
     "Timeout",
     "TransportError",
     "__version__",

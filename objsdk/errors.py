@@ -22,6 +22,7 @@ anything the library raises on purpose. The tree::
     │   ├── ObjectChangedError      the object was replaced while it was being read
     │   ├── ResumeLimitError        too many consecutive failed resumes
     │   └── IntegrityError          the bytes did not match the stored checksum
+    ├── SourceChangedError          a file being uploaded got shorter while it was sent
     ├── InvalidArgument (ValueError) bad input caught before anything was sent
     └── LocalMinioError             the local MinIO could not be built or started
 
@@ -51,6 +52,7 @@ __all__ = [
     "ResumeLimitError",
     "S3Error",
     "SlowDown",
+    "SourceChangedError",
     "Timeout",
     "TransportError",
     "error_class_for_code",
@@ -205,6 +207,7 @@ _CODE_TO_CLASS: dict[str, type[S3Error]] = {
     "BucketNotEmpty": BucketNotEmpty,
     "InvalidObjectName": InvalidObjectName,
     "XMinioInvalidObjectName": InvalidObjectName,
+    "XMinioInvalidResourceName": InvalidObjectName,
     "KeyTooLongError": InvalidObjectName,
 }
 
@@ -257,6 +260,10 @@ class ResumeLimitError(ReadError):
 
 class IntegrityError(ReadError):
     """The bytes read did not match the checksum stored with the object."""
+
+
+class SourceChangedError(ObjsdkError):
+    """The file or stream being uploaded got shorter while it was being sent."""
 
 
 class InvalidArgument(ObjsdkError, ValueError):

@@ -30,6 +30,7 @@ from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
 from . import errors
+from .errors import SourceChangedError
 from .signing import UNSIGNED_PAYLOAD, sign_request
 from .transport import USER_AGENT, translate_errors
 
@@ -45,10 +46,6 @@ SEND_CHUNK = 16 << 20
 
 # What a broken or timed-out connection raises, at each step of one attempt.
 _NETWORK_ERRORS = (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)
-
-
-class SourceChangedError(errors.ObjsdkError):
-    """The file being uploaded got shorter while it was being sent."""
 
 
 class _Broken(Exception):

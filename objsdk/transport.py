@@ -52,6 +52,9 @@ def translate_errors(operation: str, bucket: str | None, key: str | None) -> Ite
         yield
     except errors.ObjsdkError:
         raise
+    except urllib3.exceptions.NewConnectionError as e:
+        # A subclass of ConnectTimeoutError in urllib3, though "refused" is not a timeout.
+        raise errors.ConnectError(f"cannot reach the server ({_cause(e)})", **where) from e
     except (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError) as e:
         raise errors.Timeout("connect timed out", **where) from e
     except (

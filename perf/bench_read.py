@@ -105,22 +105,24 @@ def main() -> None:
 
 
 RSS_SCRIPT = """
-import json, resource, sys
+import json, sys
 from objsdk import Client
 
-def rss_kib():
+def status_kib(field):
+    # VmHWM is this address space's peak; ru_maxrss would carry the
+    # parent's peak across fork and exec.
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
 
 client = Client.from_env()
 client.head_object({bucket!r}, {key!r})  # imports and connection pool warmed up
-base = rss_kib()
+base = status_kib("VmRSS")
 n = 0
 with client.open({bucket!r}, {key!r}) as f:
     while chunk := f.read(1 << 20):
         n += len(chunk)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = status_kib("VmHWM")
 print(json.dumps({{"base_kib": base, "peak_kib": peak, "bytes": n}}))
 """
 

@@ -110,22 +110,24 @@ def main() -> None:
 
 
 RSS_SCRIPT = """
-import json, resource
+import json
 from objsdk import Client
 
-def rss_kib():
+def status_kib(field):
+    # VmHWM is this address space's peak; ru_maxrss would carry the
+    # parent's peak across fork and exec.
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
 
 client = Client.from_env()
 client.head_object({bucket!r}, {key!r})
-base = rss_kib()
+base = status_kib("VmRSS")
 buf = bytearray(1 << 20)
 with client.open({bucket!r}, {key!r}, readahead={readahead}, part_size={part}) as f:
     while f.readinto(buf):
         pass
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = status_kib("VmHWM")
 print(json.dumps({{"base_kib": base, "peak_kib": peak}}))
 """
 
