@@ -1,0 +1,745 @@
+"""Parallel, resumable downloads of whole objects, and parallel reads into buffers.
+
+:func:`download` HEADs the object, splits it into parts and fetches them with a pool of
+threads. Each part is an :class:`~objsdk.ObjectFile` window pinned to the object's ETag,
+size and version: it resumes on network faults and raises
+:class:`~objsdk.ObjectChangedError` if the object is replaced, so every byte comes from
+one version. Bytes go straight into place: ``readinto`` on slices of a caller's buffer,
+or ``readinto`` a small per-part buffer and ``os.pwrite`` at the part's offset in a file.
+
+A download to a path writes ``<dest>.objsdk-download`` and renames it over ``dest`` once
+complete, fsynced and verified, so ``dest`` never holds a partial file. Beside the temp
+file, ``<dest>.objsdk-download.json`` records which parts are on disk::
+
+    {"format": 1, "bucket": "b", "key": "k", "etag": "\\"9b2c...\\"", "version_id": null,
+     "size": 123456789, "part_size": 16777216, "done": [[0, 5], [7, 7]]}
+
+``done`` lists runs of part numbers (first, last; inclusive), so the record stays small
+for objects of millions of parts. A part is recorded only after its bytes are fsynced, and
+the record is replaced atomically (temp + rename), so after a crash it never claims bytes
+that are not on disk. A later call for the same object, ETag, version, size and part size
+fetches only the parts not recorded; anything else starts over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from .addressing import check_bucket, check_key
+from .integrity import checksum_from_headers
+from .models import ObjectInfo
+from .objectfile import DEFAULT_MAX_RESUME, ObjectFile
+from .transport import Watch, watch
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: concurrent downloads are not detected
+    fcntl = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer as WritableBuffer
+
+    from .client import Client
+
+__all__ = ["DownloadResult", "download", "get_into"]
+
+MiB = 1 << 20
+DEFAULT_PART_SIZE = 16 * MiB
+DEFAULT_PARALLEL = 4
+TEMP_SUFFIX = ".objsdk-download"
+STATE_SUFFIX = ".json"
+STATE_FORMAT = 1
+
+# Bytes per readinto call into a caller's buffer: how often progress is reported and
+# cancellation noticed.
+STEP = 1 * MiB
+# The buffer a file download receives into before pwrite. Small enough to still be in the
+# CPU cache when pwrite copies it out: on a 2-vCPU VM (2 MiB L2 per core), 256 KiB took
+# 40 % less CPU than 1 MiB and a third of what 4 MiB took for the same 1 GiB download.
+FILE_STEP = 256 * 1024
+
+Progress = Callable[[int, int], None]
+
+# fdatasync is enough (the file's size is set before any part is written); macOS lacks it.
+_sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    """What :func:`download` did.
+
+    ``info`` describes the version downloaded (size, ETag, version, checksums).
+    ``parts_reused`` parts were already on disk from an interrupted earlier call;
+    ``parts_fetched`` parts (``bytes_fetched`` bytes) were fetched by this one.
+    """
+
+    info: ObjectInfo
+    parts_total: int
+    parts_fetched: int
+    parts_reused: int
+    bytes_fetched: int
+
+
+# -- planning and the state record (pure) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """Part ``index`` of a transfer: object bytes ``[start, stop)``."""
+
+    index: int
+    start: int
+    stop: int
+
+    @property
+    def length(self) -> int:
+        return self.stop - self.start
+
+
+def plan_parts(start: int, stop: int, part_size: int) -> list[Part]:
+    """Split ``[start, stop)`` into consecutive parts of ``part_size`` bytes (the last
+    one shorter); no parts for an empty range."""
+    if part_size < 1:
+        raise errors.InvalidArgument(f"part_size must be positive, got {part_size}")
+    return [
+        Part(i, s, min(s + part_size, stop)) for i, s in enumerate(range(start, stop, part_size))
+    ]
+
+
+def part_count(size: int, part_size: int) -> int:
+    """How many parts an object of ``size`` bytes has."""
+    return -(-size // part_size)
+
+
+@dataclass(frozen=True)
+class DownloadState:
+    """The record kept beside a temp file: which object it is and which parts it holds."""
+
+    bucket: str
+    key: str
+    etag: str | None
+    version_id: str | None
+    size: int
+    part_size: int
+    done: frozenset[int] = field(default_factory=frozenset)
+
+    def same_download(self, other: DownloadState) -> bool:
+        """True if ``other`` describes the same bytes laid out in the same parts."""
+        return replace(self, done=frozenset()) == replace(other, done=frozenset())
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": STATE_FORMAT,
+                "bucket": self.bucket,
+                "key": self.key,
+                "etag": self.etag,
+                "version_id": self.version_id,
+                "size": self.size,
+                "part_size": self.part_size,
+                "done": _runs(self.done),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> DownloadState | None:
+        """The state in ``text``, or None if it is not a valid record (start over)."""
+        try:
+            raw = json.loads(text)
+            state = cls(
+                bucket=_typed(raw["bucket"], str),
+                key=_typed(raw["key"], str),
+                etag=_optional(raw["etag"], str),
+                version_id=_optional(raw["version_id"], str),
+                size=_typed(raw["size"], int),
+                part_size=_typed(raw["part_size"], int),
+                done=frozenset(_expand(raw["done"])),
+            )
+            if raw["format"] != STATE_FORMAT or state.size < 0 or state.part_size < 1:
+                return None
+        except (ValueError, TypeError, KeyError):  # JSONDecodeError is a ValueError
+            return None
+        if any(i >= part_count(state.size, state.part_size) for i in state.done):
+            return None
+        return state
+
+
+def _typed(value: Any, kind: type[Any]) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _optional(value: Any, kind: type[Any]) -> Any:
+    return None if value is None else _typed(value, kind)
+
+
+def _runs(indices: Iterable[int]) -> list[list[int]]:
+    """Sorted part numbers as inclusive runs: {0, 1, 2, 5} -> [[0, 2], [5, 5]]."""
+    runs: list[list[int]] = []
+    for i in sorted(indices):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return runs
+
+
+def _expand(runs: Any) -> Iterable[int]:
+    for run in _typed(runs, list):
+        first, last = (_typed(x, int) for x in _typed(run, list))
+        if not 0 <= first <= last:
+            raise ValueError(f"bad run {run!r}")
+        yield from range(first, last + 1)
+
+
+def reusable_parts(
+    saved: DownloadState | None, wanted: DownloadState, temp_size: int | None
+) -> frozenset[int]:
+    """The parts an earlier, interrupted download left that this one can keep.
+
+    Only if the record describes the same object version (ETag, version id), the same
+    size and part size, and the temp file has the object's size; otherwise none (start
+    over). Without an ETag nothing proves the bytes on disk are of this version.
+    """
+    if saved is None or wanted.etag is None or temp_size != wanted.size:
+        return frozenset()
+    if not saved.same_download(wanted):
+        return frozenset()
+    return saved.done
+
+
+def load_state(path: str) -> DownloadState | None:
+    """The record at ``path``, or None if there is none or it cannot be trusted."""
+    try:
+        with open(path, "rb") as f:
+            return DownloadState.from_json(f.read())
+    except FileNotFoundError:
+        return None
+
+
+def save_state(path: str, state: DownloadState) -> None:
+    """Replace the record at ``path`` atomically: the old one or the new one, never a
+    torn one, is what a crash leaves."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(state.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# -- the public functions ----------------------------------------------------------------
+
+
+def download(
+    client: Client,
+    bucket: str,
+    key: str,
+    dest: str | os.PathLike[str] | WritableBuffer,
+    *,
+    parallel: int = DEFAULT_PARALLEL,
+    part_size: int = DEFAULT_PART_SIZE,
+    progress: Progress | None = None,
+    max_resume: int = DEFAULT_MAX_RESUME,
+) -> DownloadResult:
+    """Download a whole object to a path or into a writable buffer, ``parallel`` parts of
+    ``part_size`` bytes at a time.
+
+    A path is written to ``<dest>.objsdk-download``, verified against the object's
+    full-object checksum if it has one, fsynced and renamed over ``dest``: ``dest`` is
+    either untouched or complete. If the call fails (network, crash, kill), calling it
+    again fetches only the missing parts, provided the object's ETag is unchanged. If
+    the object changes mid-download, :class:`~objsdk.ObjectChangedError` is raised and
+    the temp file is removed.
+
+    A buffer (bytearray, mmap, numpy array, shared memory...) must hold at least the
+    object's size; the object fills its first bytes, received straight from the socket.
+
+    ``progress(bytes_done, bytes_total)`` is called from worker threads, one call at a
+    time, with ``bytes_done`` never decreasing; keep it quick.
+    """
+    check_bucket(bucket)
+    check_key(key)
+    _check_tuning(bucket, key, parallel, part_size)
+    if max_resume < 0:
+        raise errors.InvalidArgument(
+            f"max_resume must be >= 0, got {max_resume} (bucket {bucket!r}, key {key!r})"
+        )
+    if isinstance(dest, (str, os.PathLike)):
+        path = os.fspath(dest)
+        if not isinstance(path, str):
+            raise errors.InvalidArgument(
+                f"dest path must be str, got {type(path).__name__} (bucket {bucket!r}, key {key!r})"
+            )
+        info = _head(client, bucket, key)
+        return _download_to_path(client, info, path, parallel, part_size, progress, max_resume)
+    with _writable_view(dest, bucket, key, "dest") as view:
+        info = _head(client, bucket, key)
+        size = _size(info)
+        if view.nbytes < size:
+            raise errors.InvalidArgument(
+                f"buffer of {view.nbytes} bytes is too small for the {size}-byte object "
+                f"(bucket {bucket!r}, key {key!r})"
+            )
+        parts = plan_parts(0, size, part_size)
+        tracker = _Progress(progress, size, 0)
+        _transfer(client, info, parts, _into_buffer(view, 0), parallel, max_resume, tracker)
+        _verify(info, lambda update: update(view[:size]))
+    return DownloadResult(info, len(parts), len(parts), 0, size)
+
+
+def get_into(
+    client: Client,
+    bucket: str,
+    key: str,
+    buffer: WritableBuffer,
+    *,
+    offset: int = 0,
+    parallel: int = DEFAULT_PARALLEL,
+    part_size: int = DEFAULT_PART_SIZE,
+) -> int:
+    """Fill ``buffer`` with the object's bytes from ``offset``; return how many.
+
+    ``len(buffer)`` bytes, fewer at the end of the object, 0 at or past it. Bytes are
+    received straight from the socket into the buffer. A buffer larger than
+    ``part_size`` is filled by ``parallel`` ranged GETs of one pinned version (after a
+    HEAD); a smaller one by a single ranged GET.
+    """
+    check_bucket(bucket)
+    check_key(key)
+    _check_tuning(bucket, key, parallel, part_size)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise errors.InvalidArgument(
+            f"offset must be a non-negative int, got {offset!r} (bucket {bucket!r}, key {key!r})"
+        )
+    with _writable_view(buffer, bucket, key, "buffer") as view:
+        want = view.nbytes
+        if want == 0:
+            client.head_object(bucket, key)  # still report a missing bucket or key
+            return 0
+        if want <= part_size or parallel == 1:
+            return _read_window(client, bucket, key, view, offset)
+        info = _head(client, bucket, key)
+        size = _size(info)
+        if offset >= size:
+            return 0
+        stop = min(size, offset + want)
+        parts = plan_parts(offset, stop, part_size)
+        sink = _into_buffer(view, offset)
+        _transfer(client, info, parts, sink, parallel, DEFAULT_MAX_RESUME, _Progress(None, 0, 0))
+        if offset == 0 and stop == size:
+            _verify(info, lambda update: update(view[:size]))
+        return stop - offset
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _check_tuning(bucket: str, key: str, parallel: int, part_size: int) -> None:
+    for name, value in (("parallel", parallel), ("part_size", part_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise errors.InvalidArgument(
+                f"{name} must be a positive int, got {value!r} (bucket {bucket!r}, key {key!r})"
+            )
+
+
+def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
+    """A flat, writable byte view of ``obj`` (the caller releases it)."""
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise errors.InvalidArgument(
+            f"{what} must be a path or a writable buffer, got {type(obj).__name__} "
+            f"(bucket {bucket!r}, key {key!r})"
+        ) from None
+    with view:
+        if view.readonly:
+            raise errors.InvalidArgument(
+                f"{what} is a read-only buffer ({type(obj).__name__}) "
+                f"(bucket {bucket!r}, key {key!r})"
+            )
+        try:
+            return view.cast("B")
+        except TypeError:
+            raise errors.InvalidArgument(
+                f"{what} must be a C-contiguous buffer (bucket {bucket!r}, key {key!r})"
+            ) from None
+
+
+def _head(client: Client, bucket: str, key: str) -> ObjectInfo:
+    info = client.head_object(bucket, key)
+    _size(info)
+    return info
+
+
+def _size(info: ObjectInfo) -> int:
+    if info.size is None:
+        raise errors.ProtocolError(
+            "HEAD answer has no Content-Length",
+            operation="download",
+            bucket=info.bucket,
+            key=info.key,
+        )
+    return info.size
+
+
+def _read_window(client: Client, bucket: str, key: str, view: memoryview, offset: int) -> int:
+    """One closed-range GET of ``[offset, offset + len(view))`` straight into ``view``."""
+    try:
+        return _read_window_into(client, bucket, key, view, offset)
+    except BaseException as e:
+        _drop_frame_locals(e)
+        raise
+
+
+def _read_window_into(client: Client, bucket: str, key: str, view: memoryview, offset: int) -> int:
+    with ObjectFile(client, bucket, key, end=offset + len(view), verify=False) as f:
+        f.seek(offset)
+        n = 0
+        while n < len(view):
+            with view[n:] as rest:
+                k = f.readinto(rest)
+            if k == 0:
+                break  # end of the object (0 at once if offset is at or past it)
+            n += k
+        return n
+
+
+def _verify(info: ObjectInfo, feed: Callable[[Callable[[Any], None]], None]) -> None:
+    """Check the object's full-object checksum, if it has one, over the bytes ``feed``
+    passes to its argument in object order."""
+    headers = {f"x-amz-checksum-{name}": value for name, value in info.checksums.items()}
+    if info.checksum_type:
+        headers["x-amz-checksum-type"] = info.checksum_type
+    checksum = checksum_from_headers(headers)
+    if checksum is None:
+        return
+    feed(checksum.update)
+    if not checksum.matches():
+        raise errors.IntegrityError(
+            f"{checksum.algorithm} mismatch: stored {checksum.expected}, downloaded bytes "
+            f"hash to {checksum.actual()}",
+            bucket=info.bucket,
+            key=info.key,
+            offset=info.size,
+        )
+
+
+class _Progress:
+    """Bytes done so far; reports to the caller's callback one call at a time."""
+
+    def __init__(self, callback: Progress | None, total: int, done: int) -> None:
+        self._callback = callback
+        self._lock = threading.Lock()
+        self.total = total
+        self.done = done
+        if callback is not None:
+            callback(done, total)
+
+    def add(self, n: int) -> None:
+        if self._callback is None:
+            return
+        with self._lock:
+            self.done += n
+            self._callback(self.done, self.total)
+
+
+class _Cancelled(Exception):
+    """Another part failed: this worker stops. Internal: never leaves :func:`_transfer`."""
+
+
+# Writes one part: receives from ``f`` (an ObjectFile window positioned at part.start)
+# into place; calls ``tick(n)`` after every n bytes (progress, and a chance to cancel).
+_Sink = Callable[[ObjectFile, Part, Callable[[int], None]], None]
+
+
+def _into_buffer(view: memoryview, base: int) -> _Sink:
+    """Parts land in ``view``, whose first byte is object offset ``base``."""
+
+    def write(f: ObjectFile, part: Part, tick: Callable[[int], None]) -> None:
+        with view[part.start - base : part.stop - base] as target:
+            n = 0
+            while n < len(target):
+                with target[n : n + STEP] as step:
+                    k = f.readinto(step)  # straight from the socket into the caller's memory
+                if k == 0:
+                    raise _ended_early(f, part.start + n)
+                n += k
+                tick(k)
+
+    return write
+
+
+def _into_file(fd: int) -> _Sink:
+    """Parts land in the open file ``fd`` at their offsets, durable before they return.
+
+    Why pwrite from a small buffer and not readinto on an mmap of the file, which saves
+    a copy: on a 2-vCPU VM, 1 GiB with 4 parts in flight and a flush per part took a
+    median 1.02 s and 0.62 s of CPU this way, against 1.45 s and 0.89 s through a shared
+    mapping (a page fault per 4 KiB page costs more than copying a buffer that is still
+    in the CPU cache). Also, a full disk is then an OSError, not a SIGBUS that kills the
+    process.
+    """
+
+    def write(f: ObjectFile, part: Part, tick: Callable[[int], None]) -> None:
+        with memoryview(bytearray(min(FILE_STEP, part.length))) as buf:
+            pos = part.start
+            while pos < part.stop:
+                k = f.readinto(buf[: part.stop - pos])
+                if k == 0:
+                    raise _ended_early(f, pos)
+                _pwrite_all(fd, buf[:k], pos)
+                pos += k
+                tick(k)
+        _sync_data(fd)  # the part is on disk before the state record may claim it
+
+    return write
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data:
+        n = os.pwrite(fd, data, offset)
+        data, offset = data[n:], offset + n
+
+
+def _ended_early(f: ObjectFile, offset: int) -> errors.ProtocolError:
+    # Cannot happen with a pinned size unless the server misbehaves; never spin on it.
+    return errors.ProtocolError(
+        f"object ended at offset {offset}, before the pinned size",
+        operation="download",
+        bucket=f.bucket,
+        key=f.key,
+    )
+
+
+def _transfer(
+    client: Client,
+    info: ObjectInfo,
+    parts: Sequence[Part],
+    sink: _Sink,
+    parallel: int,
+    max_resume: int,
+    progress: _Progress,
+    on_done: Callable[[Part], None] | None = None,
+) -> None:
+    """Fetch ``parts`` with up to ``parallel`` threads, each through an ObjectFile window
+    pinned to ``info``'s ETag, size and version.
+
+    The first failure stops the rest: parts not started are cancelled, running ones are
+    cut short (their connections shut down, even mid-stall), and every thread has ended
+    before this raises. An :class:`~objsdk.ObjectChangedError` wins over other failures
+    (the caller must then start over); otherwise the first failure is raised.
+    """
+    if not parts:
+        return
+    cancel = threading.Event()
+    failures: list[BaseException] = []
+    running: set[Watch] = set()
+    lock = threading.Lock()
+
+    def stop() -> None:
+        cancel.set()
+        with lock:
+            watches = list(running)
+        for w in watches:
+            w.interrupt()  # wakes a worker blocked on its socket; its next request fails
+
+    def tick(n: int) -> None:
+        progress.add(n)
+        if cancel.is_set():
+            raise _Cancelled
+
+    def fetch(part: Part) -> None:
+        with watch() as w:
+            with lock:
+                running.add(w)
+            try:
+                if cancel.is_set():  # stopped before this part was registered
+                    raise _Cancelled
+                with ObjectFile(
+                    client,
+                    info.bucket,
+                    info.key,
+                    etag=info.etag,
+                    size=info.size,
+                    version_id=info.version_id,
+                    end=part.stop,
+                    max_resume=max_resume,
+                    verify=False,  # the whole object is verified once, in order, at the end
+                ) as f:
+                    f.seek(part.start)
+                    sink(f, part, tick)
+            finally:
+                with lock:
+                    running.discard(w)
+        if on_done is not None:
+            on_done(part)
+
+    def work(part: Part) -> None:
+        if cancel.is_set():
+            raise _Cancelled
+        try:
+            fetch(part)
+        except BaseException as e:
+            _drop_frame_locals(e)
+            # Once stopped, what the other parts raise is the stop itself (or a failure
+            # racing it), except a changed object, which the caller must know about.
+            if not cancel.is_set() or isinstance(e, errors.ObjectChangedError):
+                with lock:
+                    failures.append(e)
+                stop()
+            raise
+
+    workers = min(parallel, len(parts))
+    futures: list[Future[None]] = []
+    with ThreadPoolExecutor(workers, thread_name_prefix="objsdk-download") as pool:
+        try:
+            futures = [pool.submit(work, part) for part in parts]
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:
+            # On a failure here or in the caller's thread (KeyboardInterrupt): stop all.
+            if failures or any(not f.done() for f in futures):
+                stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+    if failures:
+        changed = [e for e in failures if isinstance(e, errors.ObjectChangedError)]
+        raise (changed or failures)[0]
+
+
+def _drop_frame_locals(exc: BaseException) -> None:
+    """Clear the locals of the finished frames in ``exc``'s tracebacks (and its causes').
+
+    Those frames hold slices of the destination buffer; as long as one lives, the
+    caller's mmap or SharedMemory cannot be closed (BufferError: exported pointers
+    exist), and the exception travels back to the caller. The traceback itself (files,
+    lines) is kept.
+    """
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        traceback.clear_frames(e.__traceback__)
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+
+
+# -- downloads to a path -----------------------------------------------------------------
+
+
+def _download_to_path(
+    client: Client,
+    info: ObjectInfo,
+    path: str,
+    parallel: int,
+    part_size: int,
+    progress: Progress | None,
+    max_resume: int,
+) -> DownloadResult:
+    size = _size(info)
+    temp = path + TEMP_SUFFIX
+    state_path = temp + STATE_SUFFIX
+    parts = plan_parts(0, size, part_size)
+    wanted = DownloadState(info.bucket, info.key, info.etag, info.version_id, size, part_size)
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        _lock(fd, path, info)
+        reused = reusable_parts(load_state(state_path), wanted, os.fstat(fd).st_size)
+        if not reused:
+            # Another version, another layout, or nothing usable: start over. The record
+            # is replaced first, so no crash can leave one that claims the old contents.
+            save_state(state_path, wanted)
+            os.ftruncate(fd, 0)
+            os.ftruncate(fd, size)
+        journal = _Journal(state_path, replace(wanted, done=reused))
+        todo = [p for p in parts if p.index not in reused]
+        tracker = _Progress(progress, size, sum(p.length for p in parts if p.index in reused))
+        _transfer(
+            client, info, todo, _into_file(fd), parallel, max_resume, tracker, journal.mark_done
+        )
+        _verify(info, lambda update: _hash_file(fd, size, update))
+        os.fsync(fd)
+    except (errors.ObjectChangedError, errors.IntegrityError):
+        # The bytes on disk are of another version, or wrong: nothing worth resuming.
+        os.close(fd)
+        _remove(temp, state_path, state_path + ".tmp")
+        raise
+    except BaseException:
+        os.close(fd)  # temp and state stay: the next call resumes
+        raise
+    os.close(fd)
+    os.replace(temp, path)
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    _remove(state_path, state_path + ".tmp")
+    fetched = sum(p.length for p in todo)
+    return DownloadResult(info, len(parts), len(todo), len(reused), fetched)
+
+
+class _Journal:
+    """The state record, rewritten each time a part is done."""
+
+    def __init__(self, path: str, state: DownloadState) -> None:
+        self._path = path
+        self._state = state
+        self._lock = threading.Lock()
+
+    def mark_done(self, part: Part) -> None:
+        with self._lock:
+            self._state = replace(self._state, done=self._state.done | {part.index})
+            save_state(self._path, self._state)
+
+
+def _lock(fd: int, path: str, info: ObjectInfo) -> None:
+    """Refuse to run two downloads into one temp file at once (another process)."""
+    if fcntl is None:  # pragma: no cover
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise errors.InvalidArgument(
+            f"another download to {path!r} is in progress "
+            f"(bucket {info.bucket!r}, key {info.key!r})"
+        ) from None
+
+
+def _hash_file(fd: int, size: int, update: Callable[[Any], None]) -> None:
+    """Feed the file's first ``size`` bytes to ``update`` in order, without copying them."""
+    if size == 0:
+        return
+    with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
+        if hasattr(mm, "madvise"):
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        with memoryview(mm) as view:
+            for start in range(0, size, 8 * MiB):
+                with view[start : start + 8 * MiB] as chunk:
+                    update(chunk)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a rename in ``directory`` durable."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms that cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(*paths: str) -> None:
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)

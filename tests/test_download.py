@@ -1,0 +1,278 @@
+"""download/get_into without a server: part planning, the state record, the decision to
+resume or start over, argument checks, and releasing the caller's buffer after errors.
+
+Transfers against a real MinIO (and through network faults) are in test_download_minio.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import mmap
+import os
+import traceback
+
+import pytest
+
+import objsdk
+from objsdk import Client, ObjectInfo
+from objsdk.download import (
+    DownloadState,
+    Part,
+    _drop_frame_locals,
+    download,
+    get_into,
+    load_state,
+    part_count,
+    plan_parts,
+    reusable_parts,
+    save_state,
+)
+
+STATE = DownloadState(
+    bucket="b",
+    key="k",
+    etag='"e1"',
+    version_id=None,
+    size=1000,
+    part_size=100,
+    done=frozenset({0, 1, 2, 5, 9}),
+)
+
+
+@pytest.fixture
+def offline(unused_port):
+    """A client for a port nothing listens on: any request sent would fail to connect."""
+    with Client(f"http://127.0.0.1:{unused_port}", "ak", "sk", retries=0) as c:
+        yield c
+
+
+class HeadOnly:
+    """Stands in for a Client whose only answer is a HEAD of ``size`` bytes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def head_object(self, bucket: str, key: str) -> ObjectInfo:
+        return ObjectInfo(bucket=bucket, key=key, size=self.size, etag='"e1"')
+
+
+# -- planning ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("size", "part_size"), [(1, 100), (99, 100), (100, 100), (101, 100)])
+def test_parts_cover_the_object_back_to_back_with_a_shorter_last_part(size, part_size):
+    parts = plan_parts(0, size, part_size)
+    assert parts[0].start == 0
+    assert parts[-1].stop == size
+    assert all(a.stop == b.start for a, b in itertools.pairwise(parts))
+    assert all(p.length == part_size for p in parts[:-1])
+    assert 0 < parts[-1].length <= part_size
+    assert [p.index for p in parts] == list(range(len(parts)))
+
+
+def test_an_empty_object_has_no_parts():
+    assert plan_parts(0, 0, 100) == []
+
+
+def test_a_window_is_planned_at_its_own_offsets():
+    assert plan_parts(250, 460, 100) == [Part(0, 250, 350), Part(1, 350, 450), Part(2, 450, 460)]
+
+
+def test_part_count_rounds_up():
+    assert [part_count(n, 100) for n in (0, 1, 100, 101, 1000)] == [0, 1, 1, 2, 10]
+
+
+def test_a_part_size_below_one_is_refused():
+    with pytest.raises(objsdk.InvalidArgument, match="part_size"):
+        plan_parts(0, 10, 0)
+
+
+# -- the state record ----------------------------------------------------------------------
+
+
+def test_the_state_record_survives_a_json_round_trip():
+    assert DownloadState.from_json(STATE.to_json()) == STATE
+
+
+def test_done_parts_are_recorded_as_inclusive_runs():
+    assert json.loads(STATE.to_json())["done"] == [[0, 2], [5, 5], [9, 9]]
+
+
+def test_the_state_record_names_the_object_version_and_layout():
+    record = json.loads(STATE.to_json())
+    assert record == {
+        "format": 1,
+        "bucket": "b",
+        "key": "k",
+        "etag": '"e1"',
+        "version_id": None,
+        "size": 1000,
+        "part_size": 100,
+        "done": [[0, 2], [5, 5], [9, 9]],
+    }
+
+
+def _record(**changes: object) -> str:
+    record = json.loads(STATE.to_json())
+    record.update(changes)
+    return json.dumps(record)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{not json",
+        "[]",
+        '{"format": 1}',
+        _record(format=2),
+        _record(size=True),
+        _record(size=-1),
+        _record(part_size=0),
+        _record(etag=5),
+        _record(done=[[3, 1]]),
+        _record(done=[[-1, 0]]),
+        _record(done=[[0, 10]]),  # part 10 does not exist in a 10-part object
+        _record(done=[1, 2]),
+        _record(done=[[0, "1"]]),
+    ],
+)
+def test_a_state_record_that_cannot_be_trusted_is_ignored(text):
+    assert DownloadState.from_json(text) is None
+
+
+def test_a_missing_state_file_means_no_state(tmp_path):
+    assert load_state(str(tmp_path / "nothing.json")) is None
+
+
+def test_saving_the_state_replaces_the_record_and_leaves_no_temp_file(tmp_path):
+    path = str(tmp_path / "s.json")
+    save_state(path, STATE)
+    newer = DownloadState(**{**STATE.__dict__, "done": frozenset(range(10))})
+    save_state(path, newer)
+    assert load_state(path) == newer
+    assert os.listdir(tmp_path) == ["s.json"]
+
+
+def test_a_crash_while_saving_the_state_leaves_the_previous_record(tmp_path, monkeypatch):
+    path = str(tmp_path / "s.json")
+    save_state(path, STATE)
+
+    def crash(src: str, dst: str) -> None:
+        raise OSError("killed before the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="killed"):
+        save_state(path, DownloadState(**{**STATE.__dict__, "done": frozenset(range(10))}))
+    monkeypatch.undo()
+    assert load_state(path) == STATE
+
+
+# -- resume or start over ------------------------------------------------------------------
+
+WANTED = DownloadState(**{**STATE.__dict__, "done": frozenset()})
+
+
+def test_the_same_object_version_and_layout_reuses_the_recorded_parts():
+    assert reusable_parts(STATE, WANTED, temp_size=1000) == STATE.done
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"etag": '"e2"'},
+        {"version_id": "v2"},
+        {"size": 1001},
+        {"part_size": 50},
+        {"bucket": "other"},
+        {"key": "other"},
+    ],
+)
+def test_any_other_version_or_layout_starts_over(change):
+    wanted = DownloadState(**{**WANTED.__dict__, **change})
+    assert reusable_parts(STATE, wanted, temp_size=wanted.size) == frozenset()
+
+
+@pytest.mark.parametrize("temp_size", [None, 0, 999, 1001])
+def test_a_temp_file_of_the_wrong_size_starts_over(temp_size):
+    assert reusable_parts(STATE, WANTED, temp_size=temp_size) == frozenset()
+
+
+def test_no_state_starts_over():
+    assert reusable_parts(None, WANTED, temp_size=1000) == frozenset()
+
+
+def test_an_object_without_an_etag_always_starts_over():
+    saved = DownloadState(**{**STATE.__dict__, "etag": None})
+    wanted = DownloadState(**{**WANTED.__dict__, "etag": None})
+    assert reusable_parts(saved, wanted, temp_size=1000) == frozenset()
+
+
+# -- argument checks (nothing is sent: the offline client would fail to connect) ------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"parallel": 0}, {"part_size": 0}, {"max_resume": -1}, {"parallel": 1.5}, {"part_size": True}],
+)
+def test_download_refuses_bad_tuning_before_sending_anything(offline, tmp_path, kwargs):
+    with pytest.raises(objsdk.InvalidArgument, match=r"must be.*\(bucket 'b0b', key 'k0'\)"):
+        download(offline, "b0b", "k0", tmp_path / "out", **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("dest", "why"),
+    [
+        (b"read-only", "read-only"),
+        (5, "path or a writable buffer"),
+        (memoryview(bytearray(10))[::2], "C-contiguous"),
+    ],
+)
+def test_download_refuses_a_destination_it_cannot_write(offline, dest, why):
+    with pytest.raises(objsdk.InvalidArgument, match=why):
+        download(offline, "bkt", "key", dest)
+
+
+def test_download_into_a_buffer_smaller_than_the_object_names_bucket_key_and_sizes():
+    with pytest.raises(objsdk.InvalidArgument) as info:
+        download(HeadOnly(1000), "bkt", "some/key", bytearray(999))  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "'bkt'" in message
+    assert "'some/key'" in message
+    assert "999" in message
+    assert "1000" in message
+
+
+@pytest.mark.parametrize("offset", [-1, 1.0, None])
+def test_get_into_refuses_a_bad_offset_naming_bucket_key_and_offset(offline, offset):
+    with pytest.raises(objsdk.InvalidArgument, match=rf"{offset!r}.*'bkt'.*'key'"):
+        get_into(offline, "bkt", "key", bytearray(10), offset=offset)
+
+
+def test_get_into_refuses_a_read_only_buffer(offline):
+    with pytest.raises(objsdk.InvalidArgument, match="read-only"):
+        get_into(offline, "bkt", "key", b"0123")
+
+
+# -- the caller's buffer is released after a failure ---------------------------------------
+
+
+def _fail_holding_a_slice(view: memoryview) -> None:
+    part = view[10:20]  # noqa: F841 - a local the traceback keeps alive
+    raise RuntimeError("failed mid-part")
+
+
+def test_an_error_keeps_no_slice_of_the_callers_mmap_once_its_frames_are_dropped():
+    mm = mmap.mmap(-1, 4096)
+    with memoryview(mm) as view:
+        try:
+            _fail_holding_a_slice(view)
+        except RuntimeError as e:
+            error = e
+    with pytest.raises(BufferError):
+        mm.close()  # the failed frame still holds a slice
+    _drop_frame_locals(error)
+    mm.close()
+    assert "_fail_holding_a_slice" in "".join(traceback.format_tb(error.__traceback__))
