@@ -25,13 +25,12 @@ from .s3xml import (
     build_delete_body,
     parse_copy_result,
     parse_delete_result,
-    parse_error,
     parse_http_date,
     parse_list_buckets,
     parse_list_objects_v2,
 )
 from .signing import Credentials, encode_key_path, payload_sha256, presign_url
-from .transport import Body, Transport
+from .transport import Body, Transport, raise_error_body
 from .writer import ObjectWriter
 
 if TYPE_CHECKING:
@@ -393,18 +392,7 @@ class Client:
             key=dst_key,
             headers={"x-amz-copy-source": f"/{src_bucket}/{encode_key_path(src_key)}"},
         )
-        # CopyObject may fail after sending 200: the error is then in the body.
-        err = parse_error(resp.content)
-        if err is not None:
-            raise errors.error_class_for_code(err.code)(
-                resp.status_code,
-                err.code,
-                err.message,
-                request_id=err.request_id,
-                bucket=dst_bucket,
-                key=dst_key,
-                operation="copy_object",
-            )
+        raise_error_body(resp, operation="copy_object", bucket=dst_bucket, key=dst_key)
         etag, last_modified = parse_copy_result(resp.content)
         return ObjectInfo(
             bucket=dst_bucket,

@@ -15,9 +15,8 @@ from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
 from . import errors
-from .s3xml import parse_error
 from .signing import payload_sha256
-from .transport import Body
+from .transport import Body, raise_error_body
 
 if TYPE_CHECKING:
     from .client import Client
@@ -187,17 +186,7 @@ def complete_multipart_upload(
         body=body,
         payload_hash=payload_sha256(body),
     )
-    err = parse_error(resp.content)
-    if err is not None:
-        raise errors.error_class_for_code(err.code)(
-            resp.status_code,
-            err.code,
-            err.message,
-            request_id=err.request_id,
-            bucket=bucket,
-            key=key,
-            operation="complete_multipart_upload",
-        )
+    raise_error_body(resp, operation="complete_multipart_upload", bucket=bucket, key=key)
     root = ET.fromstring(resp.content)
     result = dict(resp.headers)
     for tag in ("ETag", "ChecksumCRC32C", "ChecksumType"):

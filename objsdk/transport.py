@@ -28,7 +28,7 @@ from .addressing import Endpoint
 from .s3xml import parse_error
 from .signing import UNSIGNED_PAYLOAD, Credentials, sign_request
 
-__all__ = ["Body", "Transport", "Watch", "translate_errors", "watch"]
+__all__ = ["Body", "Transport", "Watch", "raise_error_body", "translate_errors", "watch"]
 
 log = logging.getLogger("objsdk")
 
@@ -280,6 +280,27 @@ class Transport:
             message.strip('"'),
             request_id=(parsed.request_id if parsed else None)
             or resp.headers.get("x-amz-request-id"),
+            bucket=bucket,
+            key=key,
+            operation=operation,
+        )
+
+
+def raise_error_body(
+    resp: requests.Response, *, operation: str, bucket: str | None, key: str | None
+) -> None:
+    """Raise the S3 error in a 200 response's body, if there is one.
+
+    CopyObject and CompleteMultipartUpload may fail after the server has sent 200 and
+    then report the error in the body (S3 API reference for both operations).
+    """
+    err = parse_error(resp.content)
+    if err is not None:
+        raise errors.error_class_for_code(err.code)(
+            resp.status_code,
+            err.code,
+            err.message,
+            request_id=err.request_id,
             bucket=bucket,
             key=key,
             operation=operation,
