@@ -1,0 +1,182 @@
+"""Whole-object downloads to a file: parallel parts vs one stream vs boto3.
+
+Variants (each writes the whole object to a new file in a temp dir under the system temp
+directory, which is then deleted):
+  ObjectFile, one stream          ``client.open().readinto(256 KiB buf)`` + ``write``: one GET
+  ObjectFile, one stream + fsync  the same, then fsync, for durability like download()
+  download(parallel=1)            ``objsdk.download.download``, parts one at a time
+  download(parallel=4)            four parts in flight (the default)
+  boto3 download_file             boto3's default TransferConfig (8 MiB parts, 10 threads)
+  boto3 download_file + fsync     the same, then fsync, for durability like download()
+  get_into(bytearray, parallel=4) the network alone: parts straight into memory, no file
+
+download() fsyncs every part before recording it as done (so a crash can resume) and
+the file before renaming it into place; the plain stream and boto3 leave the bytes in
+the page cache, where a crash of the machine can lose them.
+
+"client cpu s" is this process's CPU time. MinIO runs on the same machine and competes
+for the same cores, so the numbers measure the client and the server together.
+
+Between two timed runs, untimed: the file is deleted and ``sync`` waits for the disk to
+be idle, so no run pays for the writeback of the one before it.
+
+    python perf/bench_download.py [--size-mib 1024] [--runs 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import boto3
+import botocore.config
+from common import (
+    MiB,
+    Result,
+    ensure_bucket,
+    parser,
+    report,
+    server,
+    upload_random,
+    write_json,
+)
+
+from objsdk.download import download, get_into
+
+BUCKET = "objsdk-perf"
+
+
+def main() -> None:
+    p = parser(__doc__ or "")
+    p.add_argument("--size-mib", type=int, default=1024)
+    args = p.parse_args()
+    size = args.size_mib * MiB
+    key = f"seq-{args.size_mib}m"
+    workdir = Path(tempfile.mkdtemp(prefix="objsdk-bench-download-"))
+    try:
+        with server() as srv:
+            client = srv.client
+            ensure_bucket(client, BUCKET)
+            upload_random(client, BUCKET, key, size)
+            s3 = boto3.client(
+                "s3",
+                endpoint_url=srv.endpoint,
+                aws_access_key_id=srv.access_key,
+                aws_secret_access_key=srv.secret_key,
+                region_name="us-east-1",
+                config=botocore.config.Config(s3={"addressing_style": "path"}),
+            )
+            dest = workdir / "out.bin"
+
+            def done() -> int:
+                return dest.stat().st_size
+
+            def settle() -> None:
+                dest.unlink(missing_ok=True)
+                os.sync()
+
+            def one_stream(fsync: bool) -> int:
+                # 256 KiB: the buffer size download() itself found fastest for files.
+                buf = bytearray(256 * 1024)
+                view = memoryview(buf)
+                with client.open(BUCKET, key) as f, dest.open("wb") as out:
+                    while n := f.readinto(buf):
+                        out.write(view[:n])
+                    if fsync:
+                        out.flush()
+                        os.fsync(out.fileno())
+                return done()
+
+            def objsdk_download(parallel: int) -> int:
+                download(client, BUCKET, key, dest, parallel=parallel)
+                return done()
+
+            def boto3_download(fsync: bool) -> int:
+                s3.download_file(BUCKET, key, str(dest))
+                if fsync:
+                    fd = os.open(dest, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                return done()
+
+            memory = bytearray(size)
+
+            def into_memory() -> int:
+                return get_into(client, BUCKET, key, memory, parallel=4, part_size=16 * MiB)
+
+            results = interleave(
+                {
+                    "ObjectFile, one stream": lambda: one_stream(False),
+                    "ObjectFile, one stream + fsync": lambda: one_stream(True),
+                    "download(parallel=1)": lambda: objsdk_download(1),
+                    "download(parallel=4)": lambda: objsdk_download(4),
+                    "boto3 download_file": lambda: boto3_download(False),
+                    "boto3 download_file + fsync": lambda: boto3_download(True),
+                    "get_into(bytearray, parallel=4)": into_memory,
+                },
+                args.runs,
+                settle,
+            )
+            s3.close()
+            for r in results.values():
+                assert r.nbytes == size, (r.name, r.nbytes)
+            section = report(
+                f"Download of {args.size_mib} MiB to a file in {tempfile.gettempdir()}",
+                results,
+                "ObjectFile, one stream",
+                targets={"download(parallel=4)": ("ObjectFile, one stream", 1.4)},
+            )
+            # report() takes one target per variant; this variant has a second one.
+            verdicts = section["targets"]
+            assert isinstance(verdicts, list)
+            verdicts.append(target(results, "download(parallel=4)", "boto3 download_file", 1.0))
+            # Not a target, the like-for-like view: both end with the bytes on disk.
+            ratio = (
+                results["ObjectFile, one stream + fsync"].median
+                / results["download(parallel=4)"].median
+            )
+            print(f"download(parallel=4) vs ObjectFile, one stream + fsync: {ratio:.2f}x")
+            write_json(args.json, [section])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def interleave(
+    variants: dict[str, Callable[[], int]], runs: int, settle: Callable[[], None]
+) -> dict[str, Result]:
+    """:func:`common.interleave` (a warm-up, then rotating order), with ``settle()`` run
+    untimed before every run."""
+    names = list(variants)
+    results = {n: Result(n) for n in names}
+    for n in names:
+        settle()
+        variants[n]()
+    for r in range(runs):
+        for n in names[r % len(names) :] + names[: r % len(names)]:
+            settle()
+            c0, t0 = time.process_time(), time.perf_counter()
+            results[n].nbytes = variants[n]()
+            results[n].seconds.append(time.perf_counter() - t0)
+            results[n].cpu.append(time.process_time() - c0)
+    settle()
+    return results
+
+
+def target(
+    results: dict[str, Result], name: str, against: str, minimum: float
+) -> dict[str, object]:
+    """Print and return one target verdict, in the format of :func:`common.report`."""
+    ratio = results[against].median / results[name].median
+    verdict = "PASS" if ratio >= minimum else "MISS"
+    print(f"target: {name} >= {minimum}x {against}: {ratio:.2f}x {verdict}")
+    return {"variant": name, "against": against, "ratio": round(ratio, 3), "target": minimum}
+
+
+if __name__ == "__main__":
+    main()
