@@ -29,6 +29,7 @@ perf: $(STAMP)
 	cd perf && ../$(BIN)/python bench_faults.py --runs 7
 	cd perf && ../$(BIN)/python bench_readahead.py --runs 5
 	cd perf && ../$(BIN)/python bench_upload.py --runs 5
+	cd perf && ../$(BIN)/python bench_download.py --runs 7
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -6,6 +6,7 @@ The public API is re-exported here; the modules behind it each own one idea
 
 from ._version import __version__
 from .client import Client
+from .download import DownloadResult
 from .errors import (
     AccessDenied,
     BucketAlreadyExists,
@@ -43,6 +44,7 @@ __all__ = [
     "Client",
     "ConnectError",
     "DeleteError",
+    "DownloadResult",
     "IntegrityError",
     "InvalidArgument",
     "InvalidObjectName",

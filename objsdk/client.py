@@ -7,7 +7,7 @@ import hashlib
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
@@ -16,6 +16,10 @@ from urllib3.util.retry import Retry
 
 from . import errors
 from .addressing import Endpoint, check_bucket, check_key
+from .download import DEFAULT_PARALLEL, DownloadResult
+from .download import DEFAULT_PART_SIZE as DOWNLOAD_PART_SIZE
+from .download import download as _download
+from .download import get_into as _get_into
 from .integrity import crc32c_b64
 from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
 from .objectfile import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_RESUME, DEFAULT_PART_SIZE, ObjectFile
@@ -34,6 +38,8 @@ from .transport import Body, Transport, raise_error_body
 from .writer import ObjectWriter
 
 if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer as WritableBuffer
+
     from .upload import UploadSource
 
 __all__ = ["Client"]
@@ -307,6 +313,50 @@ class Client:
             verify=verify,
             readahead=readahead,
             part_size=part_size,
+        )
+
+    def download(
+        self,
+        bucket: str,
+        key: str,
+        dest: str | os.PathLike[str] | WritableBuffer,
+        *,
+        parallel: int = DEFAULT_PARALLEL,
+        part_size: int = DOWNLOAD_PART_SIZE,
+        progress: Callable[[int, int], None] | None = None,
+        max_resume: int = DEFAULT_MAX_RESUME,
+    ) -> DownloadResult:
+        """Download the whole object to a path or a writable buffer, in parallel parts.
+
+        Paths are written atomically (temp file, fsync, rename) and a download that was
+        killed resumes where it stopped if the object is unchanged. Buffers are filled
+        straight from the socket. See :func:`objsdk.download.download`.
+        """
+        return _download(
+            self,
+            bucket,
+            key,
+            dest,
+            parallel=parallel,
+            part_size=part_size,
+            progress=progress,
+            max_resume=max_resume,
+        )
+
+    def get_into(
+        self,
+        bucket: str,
+        key: str,
+        buffer: WritableBuffer,
+        *,
+        offset: int = 0,
+        parallel: int = DEFAULT_PARALLEL,
+        part_size: int = DOWNLOAD_PART_SIZE,
+    ) -> int:
+        """Fill ``buffer`` with the object's bytes from ``offset`` (fewer at the end);
+        return how many. Received straight into the buffer, in parallel when large."""
+        return _get_into(
+            self, bucket, key, buffer, offset=offset, parallel=parallel, part_size=part_size
         )
 
     def upload(self, bucket: str, key: str, source: UploadSource, **kwargs: Any) -> ObjectInfo:

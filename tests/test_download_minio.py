@@ -711,3 +711,14 @@ def test_a_download_killed_with_sigkill_resumes_from_the_parts_on_disk(
     assert result.parts_reused > 0
     assert result.parts_fetched == result.parts_total - result.parts_reused
     assert sha256_file(dest) == hashlib.sha256(data).hexdigest()
+
+
+def test_client_download_and_get_into(client, bucket, tmp_path):
+    data = os.urandom(3 << 20)
+    client.put_object(bucket, "via-client", data)
+    result = client.download(bucket, "via-client", tmp_path / "out.bin")
+    assert (tmp_path / "out.bin").read_bytes() == data
+    assert result.info.size == len(data)
+    buf = bytearray(1000)
+    assert client.get_into(bucket, "via-client", buf, offset=10) == 1000
+    assert buf == data[10:1010]
