@@ -12,18 +12,15 @@ when this process exits, however it exits (even ``kill -9``).
 
 from __future__ import annotations
 
-import atexit
 import os
 import secrets
-import shutil
-import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from objsdk.errors import LocalMinioError
 from objsdk.gobuild import minio_binary
+from objsdk.localserver import LocalServer
 from objsdk.supervisor import Supervised, SupervisorError, free_port, tail
 
 if TYPE_CHECKING:
@@ -31,25 +28,20 @@ if TYPE_CHECKING:
 
 __all__ = ["LocalMinio"]
 
-_PORT_ATTEMPTS = 5
-
-
-def _port_taken(log: str) -> bool:
-    # MinIO rewords Go's "bind: address already in use" for humans.
-    text = log.lower()
-    return "address already in use" in text or "port is already in use" in text
-
 
 def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class LocalMinio:
+class LocalMinio(LocalServer):
     """A single-drive MinIO server on a loopback port, with a fresh data directory.
 
     Credentials are random unless given. :meth:`stop` (also run at exit) terminates the
     server and deletes its data. The secret key never appears in ``repr``.
     """
+
+    name = "MinIO"
+    error = LocalMinioError
 
     def __init__(
         self,
@@ -61,17 +53,12 @@ class LocalMinio:
         secret_key: str | None = None,
         startup_timeout: float = 60.0,
     ) -> None:
-        self._binary = Path(binary) if binary is not None else None
-        self.host = host
-        self.port = port
-        self._fixed_port = port is not None
+        super().__init__(binary=binary, host=host, port=port, startup_timeout=startup_timeout)
         self.access_key = access_key or secrets.token_hex(10)
         self.secret_key = secret_key or secrets.token_hex(20)
-        self.startup_timeout = startup_timeout
         self._console_port: int | None = None
         self._data_dir: Path | None = None
         self._run_dir: Path | None = None
-        self._server: Supervised | None = None
 
     def __repr__(self) -> str:
         where = self.endpoint if self.port is not None else "unstarted"
@@ -91,41 +78,22 @@ class LocalMinio:
             raise LocalMinioError("LocalMinio has not been started")
         return self._data_dir
 
-    @property
-    def pid(self) -> int | None:
-        """The MinIO server's pid while it runs, else None."""
-        return self._server.pid if self._server is not None else None
-
-    def start(self) -> LocalMinio:
-        """Start the server and wait until it is ready; no-op if already running."""
-        if self._server is not None:
-            return self
+    def _launch(self) -> Supervised:
         binary = self._binary if self._binary is not None else minio_binary()
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            if not self._fixed_port:
-                self.port = free_port(self.host)
-            self._console_port = free_port(self.host)
-            self._data_dir = Path(tempfile.mkdtemp(prefix="objsdk-minio-data-"))
-            self._run_dir = Path(tempfile.mkdtemp(prefix="objsdk-minio-run-"))
-            try:
-                self._server = Supervised(
-                    self._command(binary),
-                    log=self._log,
-                    cleanup=[self._data_dir, self._run_dir],
-                    env=self._environment(),
-                )
-                self._await_ready()
-            except (SupervisorError, OSError) as exc:
-                log = self._log_tail()
-                self.stop()
-                # Another process can grab a port between free_port() and MinIO's bind.
-                port_taken = _port_taken(log) and not self._fixed_port
-                if port_taken and attempt < _PORT_ATTEMPTS:
-                    continue
-                raise LocalMinioError(f"MinIO did not start: {exc}\n{log}") from None
-            atexit.register(self.stop)
-            return self
-        raise AssertionError("unreachable")
+        self._console_port = free_port(self.host)
+        self._data_dir = self._temp_dir("objsdk-minio-data-")
+        self._run_dir = self._temp_dir("objsdk-minio-run-")
+        return Supervised(
+            self._command(binary),
+            log=self._log,
+            cleanup=[self._data_dir, self._run_dir],
+            env=self._environment(),
+        )
+
+    def _port_taken(self, log: str) -> bool:
+        # MinIO rewords Go's "bind: address already in use" for humans.
+        text = log.lower()
+        return "address already in use" in text or "port is already in use" in text
 
     def restart(self) -> None:
         """Restart the server process on the same port with the same data."""
@@ -136,28 +104,6 @@ class LocalMinio:
             self._await_ready()
         except SupervisorError as exc:
             raise LocalMinioError(f"MinIO did not restart: {exc}\n{self._log_tail()}") from None
-
-    def stop(self) -> None:
-        """Stop the server and delete its data and log; idempotent."""
-        atexit.unregister(self.stop)
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        # The supervisor removes these; this covers a supervisor that never started.
-        for directory in (self._data_dir, self._run_dir):
-            if directory is not None:
-                shutil.rmtree(directory, ignore_errors=True)
-
-    def __enter__(self) -> LocalMinio:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def client(self, **kwargs: Any) -> Client:
         """An objsdk client for this server; ``kwargs`` go to :class:`objsdk.client.Client`."""

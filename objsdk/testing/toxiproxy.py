@@ -15,25 +15,21 @@ in ms), ``bandwidth`` (rate in KB/s), ``slicer`` (average_size, size_variation, 
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any, cast
 
 from objsdk.errors import ObjsdkError
 from objsdk.gobuild import toxiproxy_binary
-from objsdk.supervisor import Supervised, SupervisorError, free_port, tail
+from objsdk.localserver import LocalServer
+from objsdk.supervisor import Supervised, tail
 
 __all__ = ["Proxy", "Toxiproxy", "ToxiproxyError"]
 
-_PORT_ATTEMPTS = 5
 # Local servers must be reached directly, even when HTTP(S)_PROXY is set.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -182,8 +178,11 @@ class Proxy:
         self.enabled: bool = state["enabled"]
 
 
-class Toxiproxy:
+class Toxiproxy(LocalServer):
     """A Toxiproxy server on a loopback port, run under :mod:`objsdk.supervisor`."""
+
+    name = "Toxiproxy"
+    error = ToxiproxyError
 
     def __init__(
         self,
@@ -193,13 +192,8 @@ class Toxiproxy:
         port: int | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
-        self._binary = Path(binary) if binary is not None else None
-        self.host = host
-        self.port = port
-        self._fixed_port = port is not None
-        self.startup_timeout = startup_timeout
+        super().__init__(binary=binary, host=host, port=port, startup_timeout=startup_timeout)
         self._run_dir: Path | None = None
-        self._server: Supervised | None = None
 
     def __repr__(self) -> str:
         return f"Toxiproxy(port={self.port}, pid={self.pid})"
@@ -211,60 +205,23 @@ class Toxiproxy:
             raise ToxiproxyError("Toxiproxy has not been started")
         return f"http://{self.host}:{self.port}"
 
-    @property
-    def pid(self) -> int | None:
-        """The server's pid while it runs, else None."""
-        return self._server.pid if self._server is not None else None
-
-    def start(self) -> Toxiproxy:
-        """Start the server and wait for its API; no-op if already running."""
-        if self._server is not None:
-            return self
+    def _launch(self) -> Supervised:
         binary = self._binary if self._binary is not None else toxiproxy_binary()
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            if not self._fixed_port:
-                self.port = free_port(self.host)
-            self._run_dir = Path(tempfile.mkdtemp(prefix="objsdk-toxiproxy-"))
-            log = self._run_dir / "toxiproxy.log"
-            try:
-                self._server = Supervised(
-                    [str(binary), "-host", self.host, "-port", str(self.port)],
-                    log=log,
-                    cleanup=[self._run_dir],
-                    # Default "debug" logs every API call; only proxy events are useful.
-                    env={**os.environ, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "info")},
-                )
-                self._server.wait_http_ok(f"{self.api_url}/version", self.startup_timeout)
-            except (SupervisorError, OSError) as exc:
-                output = tail(log)
-                self.stop()
-                port_taken = "address already in use" in output and not self._fixed_port
-                if port_taken and attempt < _PORT_ATTEMPTS:
-                    continue
-                raise ToxiproxyError(f"Toxiproxy did not start: {exc}\n{output}") from None
-            atexit.register(self.stop)
-            return self
-        raise AssertionError("unreachable")
+        self._run_dir = self._temp_dir("objsdk-toxiproxy-")
+        return Supervised(
+            [str(binary), "-host", self.host, "-port", str(self.port)],
+            log=self._run_dir / "toxiproxy.log",
+            cleanup=[self._run_dir],
+            # Default "debug" logs every API call; only proxy events are useful.
+            env={**os.environ, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "info")},
+        )
 
-    def stop(self) -> None:
-        """Stop the server (all proxies go with it); idempotent."""
-        atexit.unregister(self.stop)
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        if self._run_dir is not None:
-            shutil.rmtree(self._run_dir, ignore_errors=True)
+    def _await_ready(self) -> None:
+        assert self._server is not None
+        self._server.wait_http_ok(f"{self.api_url}/version", self.startup_timeout)
 
-    def __enter__(self) -> Toxiproxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _log_tail(self) -> str:
+        return tail(self._run_dir / "toxiproxy.log") if self._run_dir is not None else ""
 
     def version(self) -> str:
         """The server's version string."""
