@@ -16,6 +16,8 @@ from __future__ import annotations
 import http.client
 import io
 import logging
+import socket
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +49,8 @@ log = logging.getLogger("objsdk")
 DEFAULT_CHUNK_SIZE = 1 << 20
 DEFAULT_MAX_RESUME = 6
 DEFAULT_PART_SIZE = 8 << 20
+# Reads at least this large may switch a plain-HTTP body to direct socket reads.
+_DIRECT_MIN = 256 * 1024
 # Read-ahead workers fill a part in slices of this size, checking for cancellation.
 _PART_SLICE = 1 << 20
 # A forward seek this close to the open stream reads through instead of paying for a
@@ -125,6 +129,39 @@ class _Stream:
         self._fp: http.client.HTTPResponse | None = (
             fp if isinstance(fp, http.client.HTTPResponse) else None
         )
+        # Set once the body is read from the socket directly (see _direct_socket).
+        self._sock: socket.socket | None = None
+
+    def _direct_socket(self, n: int) -> tuple[socket.socket, io.BufferedIOBase] | None:
+        """The socket to read the rest of a plain-HTTP body from directly, if possible.
+
+        After one ``read1``/``readinto1`` of a large buffer, http.client's read buffer is
+        empty for good, and ``recv(..., MSG_WAITALL)`` then fills a whole buffer per
+        system call instead of about ten. That needs a blocking socket (on a socket with
+        a timeout CPython polls and MSG_WAITALL stops waiting), so the read timeout moves
+        into the kernel as SO_RCVTIMEO. The connection is not reused afterwards.
+        """
+        fp = self._fp
+        sock = getattr(getattr(self.resp.raw, "connection", None), "sock", None)
+        if (
+            n < _DIRECT_MIN
+            or fp is None
+            or fp.fp is None
+            or fp.chunked
+            or self.end is None
+            or type(sock) is not socket.socket  # not TLS
+        ):
+            return None
+        return sock, fp.fp
+
+    def _switch_direct(self, sock: socket.socket) -> None:
+        timeout = sock.gettimeout()
+        if timeout:
+            whole = int(timeout)
+            timeval = struct.pack("ll", whole, int((timeout - whole) * 1_000_000))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+        sock.settimeout(None)
+        self._sock = sock
 
     def _account(self, data: bytes | memoryview, asked: int) -> None:
         n = len(data)
@@ -141,7 +178,14 @@ class _Stream:
     def read(self, n: int) -> bytes:
         n = self._cap(n)
         try:
-            data = self._fp.read(n) if self._fp else self.resp.raw.read(n)
+            if self._sock is not None:
+                data = self._sock.recv(n, socket.MSG_WAITALL)
+            elif (direct := self._direct_socket(n)) is not None:
+                sock, buffered = direct
+                data = buffered.read1(n)  # empties http.client's buffer for good
+                self._switch_direct(sock)
+            else:
+                data = self._fp.read(n) if self._fp else self.resp.raw.read(n)
         except _BROKEN as e:
             raise _Broken(e) from e
         self._account(data, n)
@@ -150,7 +194,10 @@ class _Stream:
     def read1(self, n: int) -> bytes:
         n = self._cap(n)
         try:
-            data = self._fp.read1(n) if self._fp else self.resp.raw.read1(n)
+            if self._sock is not None:
+                data = self._sock.recv(n)
+            else:
+                data = self._fp.read1(n) if self._fp else self.resp.raw.read1(n)
         except _BROKEN as e:
             raise _Broken(e) from e
         self._account(data, n)
@@ -159,7 +206,14 @@ class _Stream:
     def readinto(self, view: memoryview) -> int:
         view = view[: self._cap(len(view))]
         try:
-            n = self._fp.readinto(view) if self._fp else self.resp.raw.readinto(view)
+            if self._sock is not None:
+                n = self._sock.recv_into(view, len(view), socket.MSG_WAITALL)
+            elif (direct := self._direct_socket(len(view))) is not None:
+                sock, buffered = direct
+                n = buffered.readinto1(view)  # empties http.client's buffer for good
+                self._switch_direct(sock)
+            else:
+                n = self._fp.readinto(view) if self._fp else self.resp.raw.readinto(view)
         except _BROKEN as e:
             raise _Broken(e) from e
         self._account(view[:n], len(view))
