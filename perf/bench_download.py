@@ -28,20 +28,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import boto3
-import botocore.config
 from common import (
     MiB,
-    Result,
     ensure_bucket,
+    interleave,
     parser,
     report,
     server,
     upload_random,
+    verdict,
     write_json,
 )
 
@@ -62,14 +59,7 @@ def main() -> None:
             client = srv.client
             ensure_bucket(client, BUCKET)
             upload_random(client, BUCKET, key, size)
-            s3 = boto3.client(
-                "s3",
-                endpoint_url=srv.endpoint,
-                aws_access_key_id=srv.access_key,
-                aws_secret_access_key=srv.secret_key,
-                region_name="us-east-1",
-                config=botocore.config.Config(s3={"addressing_style": "path"}),
-            )
+            s3 = srv.boto3()
             dest = workdir / "out.bin"
 
             def done() -> int:
@@ -121,7 +111,7 @@ def main() -> None:
                     "get_into(bytearray, parallel=4)": into_memory,
                 },
                 args.runs,
-                settle,
+                settle=settle,
             )
             s3.close()
             for r in results.values():
@@ -135,7 +125,7 @@ def main() -> None:
             # report() takes one target per variant; this variant has a second one.
             verdicts = section["targets"]
             assert isinstance(verdicts, list)
-            verdicts.append(target(results, "download(parallel=4)", "boto3 download_file", 1.0))
+            verdicts.append(verdict(results, "download(parallel=4)", "boto3 download_file", 1.0))
             # Not a target, the like-for-like view: both end with the bytes on disk.
             ratio = (
                 results["ObjectFile, one stream + fsync"].median
@@ -145,37 +135,6 @@ def main() -> None:
             write_json(args.json, [section])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def interleave(
-    variants: dict[str, Callable[[], int]], runs: int, settle: Callable[[], None]
-) -> dict[str, Result]:
-    """:func:`common.interleave` (a warm-up, then rotating order), with ``settle()`` run
-    untimed before every run."""
-    names = list(variants)
-    results = {n: Result(n) for n in names}
-    for n in names:
-        settle()
-        variants[n]()
-    for r in range(runs):
-        for n in names[r % len(names) :] + names[: r % len(names)]:
-            settle()
-            c0, t0 = time.process_time(), time.perf_counter()
-            results[n].nbytes = variants[n]()
-            results[n].seconds.append(time.perf_counter() - t0)
-            results[n].cpu.append(time.process_time() - c0)
-    settle()
-    return results
-
-
-def target(
-    results: dict[str, Result], name: str, against: str, minimum: float
-) -> dict[str, object]:
-    """Print and return one target verdict, in the format of :func:`common.report`."""
-    ratio = results[against].median / results[name].median
-    verdict = "PASS" if ratio >= minimum else "MISS"
-    print(f"target: {name} >= {minimum}x {against}: {ratio:.2f}x {verdict}")
-    return {"variant": name, "against": against, "ratio": round(ratio, 3), "target": minimum}
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import boto3
-import botocore.config
 import requests
 from common import (
     GiB,
@@ -100,14 +98,7 @@ def main() -> None:
             client = srv.client
             ensure_bucket(client, BUCKET)
             session = requests.Session()
-            s3 = boto3.client(
-                "s3",
-                endpoint_url=srv.endpoint,
-                aws_access_key_id=srv.access_key,
-                aws_secret_access_key=srv.secret_key,
-                region_name="us-east-1",
-                config=botocore.config.Config(s3={"addressing_style": "path"}),
-            )
+            s3 = srv.boto3()
 
             def bare() -> int:
                 return bare_sendfile_put(client.presign("PUT", BUCKET, "up-bare"), path, size)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from objsdk import Client, LocalMinio
 
@@ -40,6 +41,20 @@ class Server:
 
     def __post_init__(self) -> None:
         self.client = Client(self.endpoint, self.access_key, self.secret_key)
+
+    def boto3(self) -> Any:
+        """A boto3 S3 client for the same server (the comparison baseline)."""
+        import boto3
+        import botocore.config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name="us-east-1",
+            config=botocore.config.Config(s3={"addressing_style": "path"}),
+        )
 
     def env(self) -> dict[str, str]:
         return {
@@ -114,21 +129,35 @@ class Result:
 
 
 def interleave(
-    variants: dict[str, Callable[[], int]], runs: int, *, warmup: bool = True
+    variants: dict[str, Callable[[], int]],
+    runs: int,
+    *,
+    warmup: bool = True,
+    settle: Callable[[], None] | None = None,
 ) -> dict[str, Result]:
-    """Time each variant ``runs`` times in rotating order; each returns bytes moved."""
+    """Time each variant ``runs`` times in rotating order; each returns bytes moved.
+
+    ``settle()``, if given, runs untimed before every run and once at the end (for
+    example to flush the previous run's writes to disk).
+    """
     names = list(variants)
     results = {n: Result(n) for n in names}
     if warmup:
         for n in names:
+            if settle is not None:
+                settle()
             variants[n]()
     for r in range(runs):
         order = names[r % len(names) :] + names[: r % len(names)]
         for n in order:
+            if settle is not None:
+                settle()
             c0, t0 = time.process_time(), time.perf_counter()
             results[n].nbytes = variants[n]()
             results[n].seconds.append(time.perf_counter() - t0)
             results[n].cpu.append(time.process_time() - c0)
+    if settle is not None:
+        settle()
     return results
 
 
@@ -161,15 +190,21 @@ def report(
                 "runs_s": [round(s, 4) for s in r.seconds],
             }
         )
-    verdicts = []
-    for name, (against, minimum) in (targets or {}).items():
-        ratio = results[against].median / results[name].median
-        ok = ratio >= minimum
-        verdicts.append(
-            {"variant": name, "against": against, "ratio": round(ratio, 3), "target": minimum}
-        )
-        print(f"target: {name} >= {minimum}x {against}: {ratio:.2f}x {'PASS' if ok else 'MISS'}")
+    verdicts = [
+        verdict(results, name, against, minimum)
+        for name, (against, minimum) in (targets or {}).items()
+    ]
     return {"title": title, "rows": rows, "targets": verdicts}
+
+
+def verdict(
+    results: dict[str, Result], name: str, against: str, minimum: float
+) -> dict[str, object]:
+    """Print and return whether ``name`` runs at least ``minimum`` x ``against``."""
+    ratio = results[against].median / results[name].median
+    ok = ratio >= minimum
+    print(f"target: {name} >= {minimum}x {against}: {ratio:.2f}x {'PASS' if ok else 'MISS'}")
+    return {"variant": name, "against": against, "ratio": round(ratio, 3), "target": minimum}
 
 
 def parser(description: str) -> argparse.ArgumentParser:
