@@ -4,14 +4,19 @@ The public API is re-exported here; the modules behind it each own one idea
 (``signing``, ``transport``, ``client``, ``errors``...).
 """
 
-from ._version import __version__
-from .client import Client
-from .download import DownloadResult
-from .errors import (
+from objsdk._io.objectfile import ObjectFile, ReadStats
+from objsdk._transfer.download import DownloadResult
+from objsdk._transfer.writer import ObjectWriter
+from objsdk._transport.retry import default_retry
+from objsdk._version import __version__
+from objsdk.client import Client
+from objsdk.errors import (
     AccessDenied,
     BucketAlreadyExists,
     BucketNotEmpty,
+    Cancelled,
     ConnectError,
+    DownloadLockedError,
     IntegrityError,
     InvalidArgument,
     InvalidObjectName,
@@ -31,19 +36,18 @@ from .errors import (
     Timeout,
     TransportError,
 )
-from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
-from .objectfile import ObjectFile, ReadStats
-from .retry import default_retry
-from .writer import ObjectWriter
+from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
 
 __all__ = [
     "AccessDenied",
     "BucketAlreadyExists",
     "BucketInfo",
     "BucketNotEmpty",
+    "Cancelled",
     "Client",
     "ConnectError",
     "DeleteError",
+    "DownloadLockedError",
     "DownloadResult",
     "IntegrityError",
     "InvalidArgument",
@@ -78,7 +82,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # LocalMinio pulls in process management; load it only when asked for.
     if name == "LocalMinio":
-        from .local_minio import LocalMinio
+        from objsdk.testing.local_minio import LocalMinio
 
         return LocalMinio
     raise AttributeError(f"module 'objsdk' has no attribute {name!r}")

@@ -4,48 +4,54 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import os
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
 from urllib3.util.retry import Retry
 
-from . import errors
-from .addressing import Endpoint, check_bucket, check_key
-from .download import DEFAULT_PARALLEL, DownloadResult
-from .download import DEFAULT_PART_SIZE as DOWNLOAD_PART_SIZE
-from .download import download as _download
-from .download import get_into as _get_into
-from .integrity import crc32c_b64
-from .models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
-from .objectfile import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_RESUME, DEFAULT_PART_SIZE, ObjectFile
-from .ranges import format_range
-from .retry import make_retry
-from .s3xml import (
+from objsdk import errors
+from objsdk._core.addressing import Endpoint, check_bucket, check_key
+from objsdk._core.ranges import format_range
+from objsdk._core.s3xml import (
     build_delete_body,
     parse_copy_result,
     parse_delete_result,
-    parse_http_date,
+    parse_error,
     parse_list_buckets,
     parse_list_objects_v2,
 )
-from .signing import Credentials, encode_key_path, payload_sha256, presign_url
-from .transport import Body, Transport, raise_error_body
-from .writer import ObjectWriter
+from objsdk._core.signing import Credentials, encode_key_path, payload_sha256, presign_url
+from objsdk._core.sizes import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MULTIPART_THRESHOLD,
+    DEFAULT_PARALLEL,
+    DEFAULT_PART_SIZE,
+    DEFAULT_READAHEAD_PART_SIZE,
+    DEFAULT_WRITER_PARALLEL,
+)
+from objsdk._io.head import head_object
+from objsdk._io.objectfile import ObjectFile
+from objsdk._io.range_reader import DEFAULT_MAX_RESUME
+from objsdk._transfer.download import DownloadResult
+from objsdk._transfer.download import download as _download
+from objsdk._transfer.download import get_into as _get_into
+from objsdk._transfer.progress import Progress
+from objsdk._transfer.put import put_object
+from objsdk._transfer.upload import UploadSource
+from objsdk._transfer.upload import upload as _upload
+from objsdk._transfer.writer import ObjectWriter
+from objsdk._transport.base import Transport
+from objsdk._transport.http import HTTPTransport
+from objsdk._transport.retry import make_retry
+from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
 
-    from .upload import UploadSource
-
 __all__ = ["Client"]
-
-# Checksum algorithms S3 may store and return as x-amz-checksum-<name>.
-CHECKSUM_ALGORITHMS = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
 
 # DeleteObjects takes at most 1000 keys per request (S3 API reference, DeleteObjects).
 DELETE_BATCH = 1000
@@ -53,17 +59,16 @@ DELETE_BATCH = 1000
 # Presigned URLs live at most 7 days with SigV4 ("Sharing objects with presigned URLs").
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
-# Header names are RFC 9110 tokens; S3 stores user metadata keys lower-cased.
-_META_KEY_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
-_META_VALUE_RE = re.compile(r"^[\x20-\x7e]*$")
-
 
 class Client:
     """A client for one S3-compatible endpoint (MinIO, AWS S3, ...).
 
     ``timeout`` is ``(connect_seconds, read_seconds)``; ``retries`` is a count or a
-    urllib3 ``Retry`` applied to idempotent requests (see :mod:`objsdk.retry`).
-    Path-style addressing is used unless ``addressing_style="virtual"``.
+    urllib3 ``Retry`` applied to idempotent requests (see :mod:`objsdk._transport.retry`).
+    Path-style addressing is used unless ``addressing_style="virtual"``. ``verify``
+    checks TLS certificates: True (the system's CAs), False, or a CA bundle path; None
+    takes ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE`` from the environment if set, else
+    True. ``transport`` replaces the HTTP stack (a ``MockTransport`` in unit tests).
     Thread-safe: share one client across threads.
     """
 
@@ -79,6 +84,8 @@ class Client:
         max_pool_connections: int = 16,
         retries: int | Retry | None = 5,
         addressing_style: str = "path",
+        verify: bool | str | None = None,
+        transport: Transport | None = None,
     ) -> None:
         if addressing_style not in ("path", "virtual"):
             raise errors.InvalidArgument(
@@ -98,6 +105,7 @@ class Client:
             "max_pool_connections": max_pool_connections,
             "retries": retries,
             "addressing_style": addressing_style,
+            "verify": verify,
         }
         self.endpoint = Endpoint.parse(endpoint, virtual_hosted=addressing_style == "virtual")
         self.region = region
@@ -106,14 +114,22 @@ class Client:
             if access_key is not None and secret_key is not None
             else None
         )
-        self._transport = Transport(
+        if verify is None:
+            verify = os.environ.get("AWS_CA_BUNDLE") or os.environ.get("REQUESTS_CA_BUNDLE") or True
+        self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
             self.credentials,
             region=region,
             timeout=_check_timeout(timeout),
             max_pool_connections=max_pool_connections,
             retry=make_retry(retries),
+            verify=verify,
         )
+
+    @property
+    def transport(self) -> Transport:
+        """The transport every request of this client goes through."""
+        return self._transport
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> Client:
@@ -216,36 +232,8 @@ class Client:
         """
         check_bucket(bucket)
         check_key(key)
-        headers = _object_headers(bucket, key, content_type, metadata)
-        body: Body
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            body = data
-            length = memoryview(data).nbytes
-            payload_hash = payload_sha256(data)
-            # Stored with the object, so every later read can be verified end to end.
-            headers["x-amz-checksum-crc32c"] = crc32c_b64(data)
-        else:
-            body, length = data, _remaining_length(data, bucket, key)
-            payload_hash = "UNSIGNED-PAYLOAD"
-        resp = self._transport.request(
-            "PUT",
-            operation="put_object",
-            bucket=bucket,
-            key=key,
-            headers=headers,
-            body=body,
-            content_length=length,
-            payload_hash=payload_hash,
-        )
-        return ObjectInfo(
-            bucket=bucket,
-            key=key,
-            size=length,
-            etag=resp.headers.get("ETag"),
-            version_id=resp.headers.get("x-amz-version-id"),
-            content_type=content_type,
-            metadata=dict(metadata or {}),
-            checksums=_checksums(resp.headers),
+        return put_object(
+            self._transport, bucket, key, data, content_type=content_type, metadata=metadata
         )
 
     def get_object(
@@ -270,7 +258,9 @@ class Client:
         if length == 0:
             self.head_object(bucket, key)  # still report a missing bucket or key
             return b""
-        headers = {}
+        # The stored bytes, as ObjectFile and downloads return them: never decoded, and no
+        # server is invited to compress on the fly.
+        headers = {"Accept-Encoding": "identity"}
         operation = "get_object"
         if offset or length is not None:
             end = None if length is None else offset + length - 1
@@ -280,7 +270,7 @@ class Client:
             "GET", operation=operation, bucket=bucket, key=key, headers=headers, ok=(200, 206)
         )
         data = resp.content
-        if resp.status_code == 200 and "Range" in headers:
+        if resp.status == 200 and "Range" in headers:
             # A server may ignore Range and send the whole object (RFC 9110 §14.2).
             data = data[offset : None if length is None else offset + length]
         return data
@@ -295,7 +285,7 @@ class Client:
         version_id: str | None = None,
         verify: bool = True,
         readahead: int = 0,
-        part_size: int = DEFAULT_PART_SIZE,
+        part_size: int = DEFAULT_READAHEAD_PART_SIZE,
     ) -> ObjectFile:
         """A seekable, resumable binary file over the object (see :class:`ObjectFile`).
 
@@ -322,18 +312,18 @@ class Client:
         dest: str | os.PathLike[str] | WritableBuffer,
         *,
         parallel: int = DEFAULT_PARALLEL,
-        part_size: int = DOWNLOAD_PART_SIZE,
-        progress: Callable[[int, int], None] | None = None,
+        part_size: int = DEFAULT_PART_SIZE,
+        progress: Progress | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
     ) -> DownloadResult:
         """Download the whole object to a path or a writable buffer, in parallel parts.
 
         Paths are written atomically (temp file, fsync, rename) and a download that was
         killed resumes where it stopped if the object is unchanged. Buffers are filled
-        straight from the socket. See :func:`objsdk.download.download`.
+        straight from the socket. See :func:`objsdk._transfer.download.download`.
         """
         return _download(
-            self,
+            self._transport,
             bucket,
             key,
             dest,
@@ -351,52 +341,87 @@ class Client:
         *,
         offset: int = 0,
         parallel: int = DEFAULT_PARALLEL,
-        part_size: int = DOWNLOAD_PART_SIZE,
+        part_size: int = DEFAULT_PART_SIZE,
     ) -> int:
         """Fill ``buffer`` with the object's bytes from ``offset`` (fewer at the end);
         return how many. Received straight into the buffer, in parallel when large."""
         return _get_into(
-            self, bucket, key, buffer, offset=offset, parallel=parallel, part_size=part_size
+            self._transport,
+            bucket,
+            key,
+            buffer,
+            offset=offset,
+            parallel=parallel,
+            part_size=part_size,
         )
 
-    def upload(self, bucket: str, key: str, source: UploadSource, **kwargs: Any) -> ObjectInfo:
+    def upload(
+        self,
+        bucket: str,
+        key: str,
+        source: UploadSource,
+        *,
+        part_size: int | None = None,
+        parallel: int = DEFAULT_PARALLEL,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        progress: Progress | None = None,
+        multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+    ) -> ObjectInfo:
         """Store a file (path or binary file object) or a buffer, fast and safely.
 
         Below ``multipart_threshold`` (64 MiB) one PUT, whose body goes by
         ``socket.sendfile`` for a regular file over plain HTTP; above it a multipart
-        upload with ``parallel`` parts in flight, aborted on any failure. Every upload
-        stores a CRC32C that reads verify. Options: ``part_size``, ``parallel``,
-        ``content_type``, ``metadata``, ``progress(done, total)``,
-        ``multipart_threshold`` (see :func:`objsdk.upload.upload`).
+        upload of ``part_size`` parts (default 16 MiB) with ``parallel`` in flight,
+        aborted on any failure. Every upload stores a CRC32C that reads verify. See
+        :func:`objsdk._transfer.upload.upload`.
         """
-        from .upload import upload  # upload.py builds on this module
+        return _upload(
+            self._transport,
+            bucket,
+            key,
+            source,
+            part_size=part_size,
+            parallel=parallel,
+            content_type=content_type,
+            metadata=metadata,
+            progress=progress,
+            multipart_threshold=multipart_threshold,
+        )
 
-        return upload(self, bucket, key, source, **kwargs)
-
-    def open_write(self, bucket: str, key: str, **kwargs: Any) -> ObjectWriter:
+    def open_write(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        part_size: int = DEFAULT_PART_SIZE,
+        parallel: int = DEFAULT_WRITER_PARALLEL,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> ObjectWriter:
         """A writable binary file whose bytes become the object at ``close()``.
 
         Small writes are buffered into parts and streamed as a multipart upload (one PUT
         if it stays under a part); leaving a ``with`` block by an exception aborts it.
-        See :class:`ObjectWriter` for the options.
+        See :class:`ObjectWriter`.
         """
-        return ObjectWriter(self, bucket, key, **kwargs)
+        return ObjectWriter(
+            self,
+            bucket,
+            key,
+            part_size=part_size,
+            parallel=parallel,
+            content_type=content_type,
+            metadata=metadata,
+            progress=progress,
+        )
 
     def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:
         """Size, ETag, dates, type, metadata, version and stored checksums of an object."""
         check_bucket(bucket)
         check_key(key)
-        params = [("versionId", version_id)] if version_id else []
-        resp = self._transport.request(
-            "HEAD",
-            operation="head_object",
-            bucket=bucket,
-            key=key,
-            params=params,
-            # Without this S3 omits the x-amz-checksum-* headers (HeadObject, ChecksumMode).
-            headers={"x-amz-checksum-mode": "ENABLED"},
-        )
-        return object_info_from_headers(bucket, key, resp.headers)
+        return head_object(self._transport, bucket, key, version_id=version_id)
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete ``key`` (S3 reports success for a key that does not exist)."""
@@ -442,7 +467,18 @@ class Client:
             key=dst_key,
             headers={"x-amz-copy-source": f"/{src_bucket}/{encode_key_path(src_key)}"},
         )
-        raise_error_body(resp, operation="copy_object", bucket=dst_bucket, key=dst_key)
+        # S3 may answer 200 and report a failure in the body (S3 API reference, CopyObject).
+        failure = parse_error(resp.content)
+        if failure is not None:
+            raise errors.error_class_for_code(failure.code)(
+                resp.status,
+                failure.code,
+                failure.message,
+                request_id=failure.request_id,
+                bucket=dst_bucket,
+                key=dst_key,
+                operation="copy_object",
+            )
         etag, last_modified = parse_copy_result(resp.content)
         return ObjectInfo(
             bucket=dst_bucket,
@@ -528,75 +564,6 @@ class Client:
             now=datetime.now(timezone.utc),
             expires=seconds,
         )
-
-
-def object_info_from_headers(bucket: str, key: str, headers: Mapping[str, str]) -> ObjectInfo:
-    """An :class:`ObjectInfo` from the headers of a HEAD or GET response."""
-    length = headers.get("Content-Length")
-    return ObjectInfo(
-        bucket=bucket,
-        key=key,
-        size=int(length) if length is not None else None,
-        etag=headers.get("ETag"),
-        last_modified=parse_http_date(headers.get("Last-Modified")),
-        content_type=headers.get("Content-Type"),
-        metadata={
-            name[len("x-amz-meta-") :].lower(): value
-            for name, value in headers.items()
-            if name.lower().startswith("x-amz-meta-")
-        },
-        version_id=headers.get("x-amz-version-id"),
-        checksums=_checksums(headers),
-        checksum_type=headers.get("x-amz-checksum-type"),
-    )
-
-
-def _checksums(headers: Mapping[str, str]) -> dict[str, str]:
-    found = {}
-    for algo in CHECKSUM_ALGORITHMS:
-        value = headers.get(f"x-amz-checksum-{algo}")
-        if value:
-            found[algo] = value
-    return found
-
-
-def _object_headers(
-    bucket: str, key: str, content_type: str | None, metadata: Mapping[str, str] | None
-) -> dict[str, str]:
-    headers = {}
-    if content_type:
-        headers["Content-Type"] = content_type
-    for name, value in (metadata or {}).items():
-        # S3 sends metadata as raw HTTP headers: anything outside printable ASCII is
-        # mangled or refused by servers, so refuse it here with a clear message.
-        if not isinstance(name, str) or not _META_KEY_RE.match(name):
-            raise errors.InvalidArgument(
-                f"metadata key {name!r} must be ASCII letters, digits or -_.!#$%&'*+^`|~ "
-                f"(bucket {bucket!r}, key {key!r})"
-            )
-        if not isinstance(value, str) or not _META_VALUE_RE.match(value):
-            raise errors.InvalidArgument(
-                f"metadata value for {name!r} must be printable ASCII "
-                f"(bucket {bucket!r}, key {key!r})"
-            )
-        headers[f"x-amz-meta-{name.lower()}"] = value
-    return headers
-
-
-def _remaining_length(f: IO[bytes], bucket: str, key: str) -> int:
-    """Bytes from the file's position to its end; refuses streams that cannot rewind."""
-    try:
-        if not f.seekable():
-            raise io.UnsupportedOperation
-        pos = f.tell()
-        end = f.seek(0, os.SEEK_END)
-        f.seek(pos)
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        raise errors.InvalidArgument(
-            "put_object needs bytes or a seekable binary file (so a retry can rewind it); "
-            f"got {type(f).__name__} for bucket {bucket!r}, key {key!r}"
-        ) from None
-    return max(0, end - pos)
 
 
 def _check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:

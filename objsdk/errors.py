@@ -22,7 +22,9 @@ anything the library raises on purpose. The tree::
     │   ├── ObjectChangedError      the object was replaced while it was being read
     │   ├── ResumeLimitError        too many consecutive failed resumes
     │   └── IntegrityError          the bytes did not match the stored checksum
-    ├── SourceChangedError          a file being uploaded got shorter while it was sent
+    ├── SourceChangedError          a file being uploaded changed while it was sent
+    ├── Cancelled                   the transfer was stopped (close(), another part failed)
+    ├── DownloadLockedError         another download into the same path is running
     ├── InvalidArgument (ValueError) bad input caught before anything was sent
     └── LocalMinioError             the local MinIO could not be built or started
 
@@ -36,7 +38,9 @@ __all__ = [
     "AccessDenied",
     "BucketAlreadyExists",
     "BucketNotEmpty",
+    "Cancelled",
     "ConnectError",
+    "DownloadLockedError",
     "IntegrityError",
     "InvalidArgument",
     "InvalidObjectName",
@@ -263,7 +267,16 @@ class IntegrityError(ReadError):
 
 
 class SourceChangedError(ObjsdkError):
-    """The file or stream being uploaded got shorter while it was being sent."""
+    """The file or stream being uploaded changed (shrank, was modified) while it was sent."""
+
+
+class Cancelled(ObjsdkError):
+    """A transfer was stopped before it finished: its reader was closed, or another part
+    of the same transfer failed first."""
+
+
+class DownloadLockedError(ObjsdkError):
+    """Another download (in this or another process) is writing to the same path."""
 
 
 class InvalidArgument(ObjsdkError, ValueError):

@@ -4,7 +4,7 @@ Variants (each writes the whole object to a new file in a temp dir under the sys
 directory, which is then deleted):
   ObjectFile, one stream          ``client.open().readinto(256 KiB buf)`` + ``write``: one GET
   ObjectFile, one stream + fsync  the same, then fsync, for durability like download()
-  download(parallel=1)            ``objsdk.download.download``, parts one at a time
+  download(parallel=1)            ``objsdk._transfer.download.download``, parts one at a time
   download(parallel=4)            four parts in flight (the default)
   boto3 download_file             boto3's default TransferConfig (8 MiB parts, 10 threads)
   boto3 download_file + fsync     the same, then fsync, for durability like download()
@@ -42,7 +42,7 @@ from common import (
     write_json,
 )
 
-from objsdk.download import download, get_into
+from objsdk._transfer.download import download, get_into
 
 BUCKET = "objsdk-perf"
 

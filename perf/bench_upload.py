@@ -36,7 +36,7 @@ from common import (
     write_json,
 )
 
-from objsdk.upload import upload
+from objsdk._transfer.upload import upload
 
 BUCKET = "objsdk-perf"
 

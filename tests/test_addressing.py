@@ -2,7 +2,7 @@
 
 import pytest
 
-from objsdk.addressing import Endpoint, check_bucket, check_key
+from objsdk._core.addressing import Endpoint, check_bucket, check_key
 from objsdk.errors import InvalidArgument
 
 

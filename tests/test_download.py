@@ -16,18 +16,10 @@ import pytest
 
 import objsdk
 from objsdk import Client, ObjectInfo
-from objsdk.download import (
-    DownloadState,
-    Part,
-    _drop_frame_locals,
-    download,
-    get_into,
-    load_state,
-    part_count,
-    plan_parts,
-    reusable_parts,
-    save_state,
-)
+from objsdk._core.parts import Part, part_count, plan_parts
+from objsdk._transfer.download import _drop_frame_locals, download, get_into
+from objsdk._transport.mock import MockResponse, MockTransport, Request
+from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
 
 STATE = DownloadState(
     bucket="b",
@@ -47,14 +39,14 @@ def offline(unused_port):
         yield c
 
 
-class HeadOnly:
-    """Stands in for a Client whose only answer is a HEAD of ``size`` bytes."""
+def head_only(size: int) -> MockTransport:
+    """A transport whose only answer is a HEAD of ``size`` bytes."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def answer(request: Request) -> MockResponse:
+        assert request.method == "HEAD"
+        return MockResponse(200, {"Content-Length": str(size), "ETag": '"e1"'})
 
-    def head_object(self, bucket: str, key: str) -> ObjectInfo:
-        return ObjectInfo(bucket=bucket, key=key, size=self.size, etag='"e1"')
+    return MockTransport(answer)
 
 
 # -- planning ------------------------------------------------------------------------------
@@ -237,7 +229,7 @@ def test_download_refuses_a_destination_it_cannot_write(offline, dest, why):
 
 def test_download_into_a_buffer_smaller_than_the_object_names_bucket_key_and_sizes():
     with pytest.raises(objsdk.InvalidArgument) as info:
-        download(HeadOnly(1000), "bkt", "some/key", bytearray(999))  # type: ignore[arg-type]
+        download(head_only(1000), "bkt", "some/key", bytearray(999))
     message = str(info.value)
     assert "'bkt'" in message
     assert "'some/key'" in message

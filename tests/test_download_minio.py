@@ -29,7 +29,7 @@ import pytest
 
 import objsdk
 from objsdk import Client, ObjectFile
-from objsdk.download import (
+from objsdk._transfer.download import (
     STATE_SUFFIX,
     TEMP_SUFFIX,
     download,
@@ -492,7 +492,7 @@ def test_get_into_reads_a_large_buffer_as_part_size_windows(client, bucket, obj,
             windows.append((offset, self._end))
             return super().seek(offset, whence)
 
-    monkeypatch.setattr("objsdk.download.ObjectFile", Recording)
+    monkeypatch.setattr("objsdk._transfer.download.ObjectFile", Recording)
     get_into(client, bucket, "obj", bytearray(2 * PART + 10), offset=7, part_size=PART)
     assert sorted(windows) == [
         (7, 7 + PART),
@@ -509,7 +509,7 @@ def test_get_into_reads_a_small_buffer_with_one_request(client, bucket, obj, mon
             super().__init__(*args, **kwargs)
             files.append(self)
 
-    monkeypatch.setattr("objsdk.download.ObjectFile", Recording)
+    monkeypatch.setattr("objsdk._transfer.download.ObjectFile", Recording)
     get_into(client, bucket, "obj", bytearray(1000), offset=5, part_size=PART)
     assert [f.stats.requests for f in files] == [1]
 
@@ -666,7 +666,7 @@ KILLED_SCRIPT = textwrap.dedent(
     """
     import sys
     from objsdk import Client
-    from objsdk.download import download
+    from objsdk._transfer.download import download
 
     def progress(done, total):
         print(done, total, flush=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from objsdk import gobuild
+from objsdk.testing import gobuild
 from objsdk.errors import LocalMinioError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_concurrent_processes_build_only_once(calls: Path, monkeypatch: pytest.M
     monkeypatch.setenv("FAKE_GO_SLEEP", "0.5")
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     script = (
-        "from objsdk.gobuild import go_binary; "
+        "from objsdk.testing.gobuild import go_binary; "
         "print(go_binary('tool', 'example.com/tool', 'v1.0.0', exe='tool'))"
     )
     procs = [

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from objsdk.integrity import StreamChecksum, checksum_from_headers, crc32c_b64
+from objsdk._core.checksums import StreamChecksum, checksum_from_headers, crc32c_b64
 
 
 def b64(n: int) -> str:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from objsdk.errors import LocalMinioError
-from objsdk.gobuild import minio_binary
-from objsdk.local_minio import LocalMinio
-from objsdk.supervisor import Supervised, SupervisorError, http_ok, tail
+from objsdk.testing.gobuild import minio_binary
+from objsdk.testing.local_minio import LocalMinio
+from objsdk.testing.supervisor import Supervised, SupervisorError, http_ok, tail
 
 REPO = Path(__file__).resolve().parents[1]
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -175,7 +175,7 @@ def test_a_port_in_use_fails_with_the_server_log() -> None:
 def test_server_and_data_vanish_when_the_owner_is_killed() -> None:
     owner = (
         "import os, signal\n"
-        "from objsdk.local_minio import LocalMinio\n"
+        "from objsdk.testing.local_minio import LocalMinio\n"
         "minio = LocalMinio().start()\n"
         "print(minio.pid, minio.data_dir, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -313,7 +313,7 @@ def test_supervisor_cli_prints_the_pid_and_cleans_up_at_stdin_eof(tmp_path: Path
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "objsdk.supervisor", "--cleanup", str(scratch), "--", *SLEEPER],
+        [sys.executable, "-m", "objsdk.testing.supervisor", "--cleanup", str(scratch), "--", *SLEEPER],
         stdin=subprocess.DEVNULL,  # immediate EOF, as if the parent had died
         capture_output=True,
         text=True,

@@ -31,7 +31,7 @@ from rawserver import (
 )
 
 import objsdk
-from objsdk.integrity import crc32c_b64
+from objsdk._core.checksums import crc32c_b64
 
 BUCKET = "bkt"
 KEY = "dir/obj-1.bin"

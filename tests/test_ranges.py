@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from objsdk.ranges import ContentRange, format_range, parse_content_range
+from objsdk._core.ranges import ContentRange, format_range, parse_content_range
 
 
 def test_open_ended_range():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from objsdk.objectfile import resume_policy
-from objsdk.resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
+from objsdk._transport.retry import resume_policy
+from objsdk._core.resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
 
 ETAG = '"v1"'
 

@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from objsdk.s3xml import (
+from objsdk._core.s3xml import (
     XMLParseError,
     build_delete_body,
     parse_copy_result,

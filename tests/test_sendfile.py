@@ -1,4 +1,4 @@
-"""The zero-copy PUT (objsdk.sendfile.put_file) against a raw-socket server.
+"""The zero-copy PUT (objsdk._transport.sendfile.put_file) against a raw-socket server.
 
 The server keeps every request's head and body, so each test can check what went on
 the wire byte for byte, and it can answer early, cut the connection or stall. No MinIO
@@ -23,9 +23,10 @@ from typing import BinaryIO
 import pytest
 
 import objsdk
-from objsdk.integrity import crc32c_b64
-from objsdk.sendfile import SourceChangedError, put_file
-from objsdk.signing import Credentials, encode_key_path, sign_request
+import objsdk._transport.sendfile
+from objsdk._core.checksums import crc32c_b64
+from objsdk._transport.sendfile import SourceChangedError, put_file
+from objsdk._core.signing import Credentials, encode_key_path, sign_request
 
 AK, SK = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 BUCKET, KEY = "bkt", "dir/obj.bin"
@@ -208,7 +209,7 @@ def sendfile_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 def put(client: objsdk.Client, f: BinaryIO, **kwargs: object) -> object:
     args: dict[str, object] = {"offset": 0, "count": len(DATA), "headers": {}, **kwargs}
     key = args.pop("key", KEY)
-    return put_file(client, BUCKET, key, f, **args)  # type: ignore[arg-type]
+    return client.transport.send_file(BUCKET, key, f, **args)  # type: ignore[arg-type]
 
 
 # -- what goes on the wire -------------------------------------------------------------------
@@ -296,7 +297,7 @@ def test_connection_goes_back_to_the_pool_and_is_reused(serve, datafile):
 
 
 def test_progress_reports_body_bytes_sent_up_to_the_whole(serve, datafile, monkeypatch):
-    monkeypatch.setattr("objsdk.sendfile.SEND_CHUNK", 1 << 20)
+    monkeypatch.setattr("objsdk._transport.sendfile.SEND_CHUNK", 1 << 20)
     _, client = serve(ok)
     calls: list[int] = []
     put(client, datafile, progress=calls.append)
@@ -372,7 +373,7 @@ def test_error_answered_before_the_body_is_read_is_reported(serve, tmp_path):
 
     server, client = serve(deny_at_once, retries=3)
     with big.open("rb") as f, pytest.raises(objsdk.AccessDenied, match="SignatureDoesNotMatch"):
-        put_file(client, BUCKET, KEY, f, offset=0, count=32 << 20, headers={})
+        client.transport.send_file(BUCKET, KEY, f, offset=0, count=32 << 20, headers={})
     assert len(server.seen) == 1
 
 
@@ -415,11 +416,16 @@ def test_file_shorter_than_count_raises_source_changed(serve, datafile):
         put(client, datafile, count=len(DATA) + 10)
 
 
-def test_https_endpoint_is_refused():
+def test_https_endpoint_streams_the_body_instead_of_sendfile(monkeypatch, sendfile_calls):
+    streamed: list[tuple[int, int]] = []
+
+    def fake_window(transport, bucket, key, file, offset, count, headers, progress, operation):
+        streamed.append((offset, count))
+        return {"ETag": '"e"'}
+
+    monkeypatch.setattr(objsdk._transport.sendfile, "put_window", fake_window)
     client = objsdk.Client("https://s3.test", AK, SK)
-    with (
-        client,
-        Path(__file__).open("rb") as f,
-        pytest.raises(objsdk.InvalidArgument, match="http"),
-    ):
-        put_file(client, BUCKET, KEY, f, offset=0, count=1, headers={})
+    with client, Path(__file__).open("rb") as f:
+        client.transport.send_file(BUCKET, KEY, f, offset=0, count=1, headers={})
+    assert streamed == [(0, 1)]
+    assert sendfile_calls == []

@@ -1,4 +1,4 @@
-"""Fixed vectors for objsdk.signing: AWS's worked S3 SigV4 examples and encoding edge cases.
+"""Fixed vectors for objsdk._core.signing: AWS's worked S3 SigV4 examples and encoding edge cases.
 
 The examples are from the S3 API reference pages "Signature Calculations for the Authorization
 Header: Transferring Payload in a Single Chunk" (GET object, PUT object, GET bucket lifecycle,
@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from objsdk.errors import InvalidArgument
-from objsdk.signing import (
+from objsdk._core.signing import (
     EMPTY_SHA256,
     UNSIGNED_PAYLOAD,
     Credentials,

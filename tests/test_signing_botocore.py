@@ -1,4 +1,4 @@
-"""objsdk.signing against an independent oracle: botocore's S3 SigV4 signers.
+"""objsdk._core.signing against an independent oracle: botocore's S3 SigV4 signers.
 
 Hypothesis builds awkward requests; each is signed by objsdk and by botocore (``S3SigV4Auth``
 for the Authorization header, ``S3SigV4QueryAuth`` for presigned URLs) with botocore's clock
@@ -22,7 +22,7 @@ from botocore.config import Config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from objsdk.signing import (
+from objsdk._core.signing import (
     UNSIGNED_PAYLOAD,
     Credentials,
     canonical_request,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from objsdk.local_minio import LocalMinio
-from objsdk.supervisor import http_ok
+from objsdk.testing.local_minio import LocalMinio
+from objsdk.testing.supervisor import http_ok
 from objsdk.testing.toxiproxy import Proxy, Toxiproxy, ToxiproxyError
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]

@@ -1,4 +1,4 @@
-"""``objsdk.upload.upload`` against a fake S3 on `responses` (no server).
+"""``objsdk._transfer.upload.upload`` against a fake S3 on `responses` (no server).
 
 Which route each kind of source takes, what goes on the wire (checksums, part bodies
 as views of the caller's memory or of an mmap), and that every failure aborts the
@@ -27,10 +27,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import objsdk
-from objsdk import upload as upload_module
-from objsdk.integrity import crc32c_b64
-from objsdk.multipart import CompletedPart, Part
-from objsdk.upload import SourceChangedError, crc32c_combine, upload
+from objsdk._core.checksums import crc32c_b64
+from objsdk._core.checksums import crc32c_combine
+from objsdk._core.parts import Part
+from objsdk._transfer.multipart import CompletedPart, MultipartSession
+from objsdk._transfer.progress import ProgressTracker
+from objsdk._transfer import multipart as multipart_module
+from objsdk._transfer import upload as upload_module
+from objsdk._transfer.upload import upload
+from objsdk._transport.mock import MockResponse, MockTransport
+from objsdk.errors import SourceChangedError
 
 EP = "http://s3.test:9000"
 AK, SK = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -200,7 +206,7 @@ def test_combined_crc_over_parts_of_a_large_buffer_is_its_crc():
 )
 def test_bad_arguments_are_refused_before_anything_is_sent(client, s3, kwargs, message):
     with pytest.raises(objsdk.InvalidArgument, match=message):
-        upload(client, BUCKET, KEY, b"x", **kwargs)
+        upload(client.transport, BUCKET, KEY, b"x", **kwargs)
     assert s3.requests == []
 
 
@@ -209,7 +215,7 @@ def test_bad_arguments_are_refused_before_anything_is_sent(client, s3, kwargs, m
 )
 def test_bad_bucket_or_key_is_refused_before_the_source_is_opened(client, s3, bucket, key):
     with pytest.raises(objsdk.InvalidArgument):
-        upload(client, bucket, key, "/nonexistent/file")
+        upload(client.transport, bucket, key, "/nonexistent/file")
     assert s3.requests == []
 
 
@@ -220,13 +226,13 @@ def test_small_file_over_http_goes_to_sendfile_with_its_crc32c(client, tmp_path,
     data = pattern(1000)
     seen: dict[str, Any] = {}
 
-    def fake_put_file(client, bucket, key, f, *, offset, count, headers, progress):
+    def fake_send_file(bucket, key, f, *, offset, count, headers, progress, operation="upload"):
         seen.update(offset=offset, count=count, headers=headers, name=f.name)
         progress(count)
         return {"ETag": '"e"', "x-amz-checksum-crc32c": headers["x-amz-checksum-crc32c"]}
 
-    monkeypatch.setattr(upload_module, "put_file", fake_put_file)
-    info = upload(client, BUCKET, KEY, write(tmp_path, data), content_type="text/plain")
+    monkeypatch.setattr(client.transport, "send_file", fake_send_file)
+    info = upload(client.transport, BUCKET, KEY, write(tmp_path, data), content_type="text/plain")
     assert (seen["offset"], seen["count"]) == (0, 1000)
     assert seen["headers"]["x-amz-checksum-crc32c"] == crc32c_b64(data)
     assert seen["headers"]["Content-Type"] == "text/plain"
@@ -236,7 +242,7 @@ def test_small_file_over_http_goes_to_sendfile_with_its_crc32c(client, tmp_path,
 
 def test_bytes_take_one_put_object_with_signed_payload_and_crc32c(client, s3, no_sendfile):
     data = pattern(1000)
-    info = upload(client, BUCKET, KEY, data)
+    info = upload(client.transport, BUCKET, KEY, data)
     ((method, key, query, headers, _),) = s3.requests
     assert (method, key, query) == ("PUT", KEY, {})
     assert headers["x-amz-content-sha256"] != "UNSIGNED-PAYLOAD"
@@ -250,7 +256,7 @@ def test_bytesio_is_sent_from_its_buffer_without_sendfile(client, s3, no_sendfil
     data = pattern(1000)
     source = io.BytesIO(data)
     source.seek(100)
-    upload(client, BUCKET, KEY, source)
+    upload(client.transport, BUCKET, KEY, source)
     assert s3.objects[KEY] == data[100:]
     assert len(s3.requests) == 1
     assert no_sendfile == []
@@ -259,13 +265,13 @@ def test_bytesio_is_sent_from_its_buffer_without_sendfile(client, s3, no_sendfil
 
 def test_typed_buffer_is_uploaded_as_its_bytes(client, s3):
     numbers = array.array("I", range(1000))
-    upload(client, BUCKET, KEY, memoryview(numbers))
+    upload(client.transport, BUCKET, KEY, memoryview(numbers))
     assert s3.objects[KEY] == numbers.tobytes()
 
 
 def test_non_contiguous_buffer_is_refused(client, s3):
     with pytest.raises(objsdk.InvalidArgument, match="contiguous"):
-        upload(client, BUCKET, KEY, memoryview(b"abcdef")[::2])
+        upload(client.transport, BUCKET, KEY, memoryview(b"abcdef")[::2])
     assert s3.requests == []
 
 
@@ -274,7 +280,7 @@ def test_file_over_https_is_streamed_with_its_crc32c_and_unsigned_payload(rsps, 
     data = pattern(3000)
     with objsdk.Client("https://s3.test", AK, SK) as c, write(tmp_path, data).open("rb") as f:
         f.seek(1000)
-        info = upload(c, BUCKET, KEY, f)
+        info = upload(c.transport, BUCKET, KEY, f)
         assert f.tell() == 3000
     ((_, _, _, headers, _),) = s3.requests
     assert headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
@@ -287,7 +293,7 @@ def test_file_over_https_is_streamed_with_its_crc32c_and_unsigned_payload(rsps, 
 def test_seekable_stream_that_is_not_a_file_is_checksummed_then_streamed(client, s3):
     data = pattern(3000)
     stream = io.BufferedReader(io.BytesIO(data))  # seekable, no fileno, no getbuffer
-    info = upload(client, BUCKET, KEY, stream)
+    info = upload(client.transport, BUCKET, KEY, stream)
     ((_, _, _, headers, _),) = s3.requests
     assert headers["x-amz-checksum-crc32c"] == crc32c_b64(data)
     assert s3.objects[KEY] == data
@@ -296,20 +302,20 @@ def test_seekable_stream_that_is_not_a_file_is_checksummed_then_streamed(client,
 
 def test_stream_that_ends_within_one_part_takes_one_put(client, s3):
     data = pattern(PART - 1)
-    upload(client, BUCKET, KEY, Pipe(data), part_size=PART)
+    upload(client.transport, BUCKET, KEY, Pipe(data), part_size=PART)
     assert [r[0] for r in s3.requests] == ["PUT"]
     assert s3.objects[KEY] == data
 
 
 def test_empty_source_is_one_put_even_when_the_threshold_is_zero(client, s3):
-    upload(client, BUCKET, KEY, b"", multipart_threshold=0)
+    upload(client.transport, BUCKET, KEY, b"", multipart_threshold=0)
     assert [(r[0], r[2]) for r in s3.requests] == [("PUT", {})]
     assert s3.objects[KEY] == b""
 
 
 def test_source_over_5_gib_is_multipart_whatever_the_threshold(client, s3, monkeypatch):
     monkeypatch.setattr(upload_module, "MAX_SINGLE_PUT", PART)
-    upload(client, BUCKET, KEY, pattern(PART + 1), multipart_threshold=1 << 40)
+    upload(client.transport, BUCKET, KEY, pattern(PART + 1), multipart_threshold=1 << 40)
     assert s3.calls("POST", "uploads")
 
 
@@ -319,7 +325,7 @@ def test_source_over_5_gib_is_multipart_whatever_the_threshold(client, s3, monke
 def test_multipart_request_shapes(client, s3):
     data = pattern(2 * PART + 123)
     info = upload(
-        client,
+        client.transport,
         BUCKET,
         KEY,
         data,
@@ -353,17 +359,37 @@ def test_multipart_request_shapes(client, s3):
 
 def test_part_bodies_are_views_of_the_callers_buffer(client, s3):
     data = bytearray(pattern(2 * PART))
-    upload(client, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
+    upload(client.transport, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
     bodies = [r[4] for r in s3.calls("PUT", "partNumber")]
     assert all(isinstance(b, memoryview) and b.obj is data for b in bodies)
 
 
-def test_part_bodies_of_a_file_are_views_of_an_mmap(client, s3, tmp_path):
-    data = pattern(2 * PART + 1)
-    upload(client, BUCKET, KEY, write(tmp_path, data), part_size=PART, multipart_threshold=0)
-    bodies = [r[4] for r in s3.calls("PUT", "partNumber")]
-    assert len(bodies) == 3
-    assert all(isinstance(b, memoryview) and isinstance(b.obj, mmap.mmap) for b in bodies)
+def test_file_parts_are_read_into_at_most_parallel_plus_one_buffers_never_mapped(
+    client, s3, tmp_path, monkeypatch
+):
+    # A memory-mapped source dies with SIGBUS when truncated mid-upload; reads do not.
+    monkeypatch.setattr(mmap, "mmap", lambda *a, **k: pytest.fail("the file was mapped"))
+    owners: list[object] = []
+    real = multipart_module.upload_part
+
+    def spy(transport, bucket, key, upload_id, part, body, **kw):  # type: ignore[no-untyped-def]
+        owners.append(body.obj)
+        return real(transport, bucket, key, upload_id, part, body, **kw)
+
+    monkeypatch.setattr(multipart_module, "upload_part", spy)
+    data = pattern(5 * PART + 1)
+    upload(
+        client.transport,
+        BUCKET,
+        KEY,
+        write(tmp_path, data),
+        part_size=PART,
+        parallel=2,
+        multipart_threshold=0,
+    )
+    assert len(owners) == 6
+    assert all(type(o) is bytearray for o in owners)
+    assert len({id(o) for o in owners}) <= 3
     assert s3.objects[KEY] == data
 
 
@@ -371,7 +397,7 @@ def test_file_object_is_uploaded_from_its_position_at_an_unaligned_offset(client
     data = pattern(2 * PART + 10)
     with write(tmp_path, data).open("rb") as f:
         f.seek(12345)
-        info = upload(client, BUCKET, KEY, f, part_size=PART, multipart_threshold=0)
+        info = upload(client.transport, BUCKET, KEY, f, part_size=PART, multipart_threshold=0)
         assert f.tell() == len(data)
     assert s3.objects[KEY] == data[12345:]
     assert info.size == len(data) - 12345
@@ -379,7 +405,7 @@ def test_file_object_is_uploaded_from_its_position_at_an_unaligned_offset(client
 
 def test_stream_of_unknown_size_is_read_into_parts_in_order(client, s3):
     data = pattern(3 * PART + 5)
-    info = upload(client, BUCKET, KEY, Pipe(data), part_size=PART, parallel=2)
+    info = upload(client.transport, BUCKET, KEY, Pipe(data), part_size=PART, parallel=2)
     assert s3.objects[KEY] == data
     assert len(s3.calls("PUT", "partNumber")) == 4
     assert info.size == len(data)
@@ -387,7 +413,7 @@ def test_stream_of_unknown_size_is_read_into_parts_in_order(client, s3):
 
 def test_stream_of_exactly_one_part_is_a_one_part_upload(client, s3):
     data = pattern(PART)
-    upload(client, BUCKET, KEY, Pipe(data), part_size=PART)
+    upload(client.transport, BUCKET, KEY, Pipe(data), part_size=PART)
     assert len(s3.calls("PUT", "partNumber")) == 1
     assert s3.objects[KEY] == data
 
@@ -402,14 +428,14 @@ def test_stream_is_read_no_further_ahead_than_the_parts_in_flight(client, s3):
             read_at_part[int(query["partNumber"])] = pipe.pos
 
     s3.fault = note_position
-    upload(client, BUCKET, KEY, pipe, part_size=PART, parallel=1)
+    upload(client.transport, BUCKET, KEY, pipe, part_size=PART, parallel=1)
     assert read_at_part == {1: PART, 2: 2 * PART, 3: 3 * PART, 4: 4 * PART}
 
 
 def test_seekable_stream_over_the_threshold_is_read_into_planned_parts(client, s3):
     data = pattern(2 * PART + 3)
     upload(
-        client,
+        client.transport,
         BUCKET,
         KEY,
         io.BufferedReader(io.BytesIO(data)),
@@ -423,14 +449,14 @@ def test_seekable_stream_over_the_threshold_is_read_into_planned_parts(client, s
 def test_stream_longer_than_the_part_limit_is_refused_and_aborted(client, s3, monkeypatch):
     monkeypatch.setattr(upload_module, "MAX_PARTS", 2)
     with pytest.raises(objsdk.InvalidArgument, match="part_size"):
-        upload(client, BUCKET, KEY, Pipe(pattern(3 * PART)), part_size=PART)
+        upload(client.transport, BUCKET, KEY, Pipe(pattern(3 * PART)), part_size=PART)
     assert s3.aborted == ["U1"]
 
 
 def test_part_answered_500_is_retried_by_the_transport(client, s3):
     s3.fault = lambda method, query, n: 500 if query.get("partNumber") == "2" and n == 1 else None
     data = pattern(3 * PART)
-    upload(client, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
+    upload(client.transport, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
     assert s3.objects[KEY] == data
     assert len(s3.calls("PUT", "partNumber")) == 4
 
@@ -439,7 +465,7 @@ def test_progress_grows_per_part_and_ends_with_the_size(client, s3):
     calls: list[tuple[int, int]] = []
     data = pattern(3 * PART + 1)
     upload(
-        client,
+        client.transport,
         BUCKET,
         KEY,
         data,
@@ -452,19 +478,19 @@ def test_progress_grows_per_part_and_ends_with_the_size(client, s3):
     assert calls[-1] == (len(data), len(data))
 
 
-def test_progress_of_a_stream_has_total_minus_one_until_the_end(client, s3):
-    calls: list[tuple[int, int]] = []
+def test_progress_of_a_stream_has_total_none_until_the_end(client, s3):
+    calls: list[tuple[int, int | None]] = []
     data = pattern(2 * PART + 1)
     upload(
-        client, BUCKET, KEY, Pipe(data), part_size=PART, progress=lambda d, t: calls.append((d, t))
+        client.transport, BUCKET, KEY, Pipe(data), part_size=PART, progress=lambda d, t: calls.append((d, t))
     )
-    assert all(t == -1 for _, t in calls[:-1])
+    assert all(t is None for _, t in calls[:-1])
     assert calls[-1] == (len(data), len(data))
 
 
 def test_progress_of_an_empty_upload_is_called_once(client, s3):
     calls: list[tuple[int, int]] = []
-    upload(client, BUCKET, KEY, b"", progress=lambda d, t: calls.append((d, t)))
+    upload(client.transport, BUCKET, KEY, b"", progress=lambda d, t: calls.append((d, t)))
     assert calls == [(0, 0)]
 
 
@@ -474,7 +500,7 @@ def test_progress_of_an_empty_upload_is_called_once(client, s3):
 def test_failed_part_aborts_the_upload_and_raises_its_error(client, s3):
     s3.fault = lambda method, query, n: 400 if query.get("partNumber") == "2" else None
     with pytest.raises(objsdk.S3Error, match="InvalidRequest"):
-        upload(client, BUCKET, KEY, pattern(3 * PART), part_size=PART, multipart_threshold=0)
+        upload(client.transport, BUCKET, KEY, pattern(3 * PART), part_size=PART, multipart_threshold=0)
     assert s3.aborted == ["U1"]
     assert s3.calls("POST", "uploadId") == []
     assert s3.objects == {}
@@ -483,7 +509,7 @@ def test_failed_part_aborts_the_upload_and_raises_its_error(client, s3):
 def test_failed_complete_aborts_the_upload(client, s3):
     s3.fault = lambda method, query, n: 400 if method == "POST" and "uploadId" in query else None
     with pytest.raises(objsdk.S3Error):
-        upload(client, BUCKET, KEY, pattern(2 * PART), part_size=PART, multipart_threshold=0)
+        upload(client.transport, BUCKET, KEY, pattern(2 * PART), part_size=PART, multipart_threshold=0)
     assert s3.aborted == ["U1"]
 
 
@@ -494,7 +520,7 @@ def test_exception_from_progress_aborts_and_is_raised_unchanged(client, s3, erro
 
     with pytest.raises(type(error)) as info:
         upload(
-            client,
+            client.transport,
             BUCKET,
             KEY,
             pattern(3 * PART),
@@ -513,7 +539,7 @@ def test_no_part_is_sent_after_the_abort(client, s3):
 
     with pytest.raises(RuntimeError):
         upload(
-            client,
+            client.transport,
             BUCKET,
             KEY,
             pattern(8 * PART),
@@ -535,7 +561,7 @@ def test_stream_that_ends_early_aborts_with_source_changed(client, s3):
 
     with pytest.raises(SourceChangedError):
         upload(
-            client,
+            client.transport,
             BUCKET,
             KEY,
             Shrinking(io.BytesIO(pattern(PART))),
@@ -545,14 +571,38 @@ def test_stream_that_ends_early_aborts_with_source_changed(client, s3):
     assert s3.aborted == ["U1"]
 
 
-def test_parts_must_be_numbered_1_to_n_with_etags():
-    check = upload_module._check_parts
-    check(
-        [CompletedPart(1, '"a"'), CompletedPart(2, '"b"')], [Part(1, 0, 1), Part(2, 1, 1)], "b", "k"
+def _session_with_parts(numbers: list[int]) -> MultipartSession:
+    transport = MockTransport(lambda request: MockResponse(200, {}, b"<CompleteMultipartUploadResult/>"))
+    session = MultipartSession(
+        transport,
+        "b",
+        "k",
+        headers={},
+        content_type=None,
+        metadata={},
+        parallel=1,
+        progress=ProgressTracker(None, None),
     )
+    session.upload_id = "U1"
+    for n in numbers:
+        session.record((Part(n - 1, 0, 1), memoryview(b"x")), (CompletedPart(n, f'"{n}"'), 0))
+    return session
+
+
+def test_complete_sends_parts_numbered_1_to_n():
+    session = _session_with_parts([1, 2])
+    session.complete(expected_parts=2, size=2)
+    ((request,),) = [session.transport.requests]  # type: ignore[attr-defined]
+    assert request.operation == "complete_multipart_upload"
+    assert b"<PartNumber>1</PartNumber>" in request.body
+    assert b"<PartNumber>2</PartNumber>" in request.body
+
+
+def test_complete_refuses_a_gap_in_part_numbers():
     with pytest.raises(objsdk.ProtocolError, match="do not make up"):
-        check([CompletedPart(1, '"a"'), CompletedPart(3, '"c"')], None, "b", "k")
-    with pytest.raises(objsdk.ProtocolError):
-        check([CompletedPart(1, '"a"')], [Part(1, 0, 1), Part(2, 1, 1)], "b", "k")
-    with pytest.raises(objsdk.ProtocolError):
-        check([CompletedPart(1, "")], None, "b", "k")
+        _session_with_parts([1, 3]).complete(expected_parts=None, size=2)
+
+
+def test_complete_refuses_fewer_parts_than_planned():
+    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
+        _session_with_parts([1]).complete(expected_parts=2, size=1)

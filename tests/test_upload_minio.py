@@ -21,10 +21,10 @@ import pytest
 
 import objsdk
 from objsdk import Client
-from objsdk.integrity import crc32c_b64
-from objsdk.multipart import list_multipart_uploads
-from objsdk.retry import S3Retry
-from objsdk.upload import upload
+from objsdk._core.checksums import crc32c_b64
+from objsdk._transfer.multipart import list_multipart_uploads
+from objsdk._transport.retry import S3Retry
+from objsdk._transfer.upload import upload
 
 pytestmark = pytest.mark.integration
 
@@ -217,7 +217,7 @@ def test_error_mid_multipart_leaves_no_upload_and_no_object(client, bucket, tmp_
 
 
 def test_error_mid_single_put_stores_nothing(client, bucket, tmp_path, monkeypatch):
-    monkeypatch.setattr("objsdk.sendfile.SEND_CHUNK", MiB)
+    monkeypatch.setattr("objsdk._transport.sendfile.SEND_CHUNK", MiB)
     path, _ = source_file(tmp_path, 8 * MiB)
     with pytest.raises(RuntimeError, match="stop"):
         upload(client, bucket, "k", path, progress=raise_after_first_part(RuntimeError("stop")))

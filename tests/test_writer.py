@@ -29,7 +29,7 @@ import responses
 
 import objsdk
 from objsdk import Client
-from objsdk.writer import ObjectWriter
+from objsdk._transfer.writer import ObjectWriter
 
 EP = "http://s3.test:9000"
 MiB = 1 << 20

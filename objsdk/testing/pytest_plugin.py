@@ -2,7 +2,7 @@
 
 Enable with ``pytest_plugins = ["objsdk.testing.pytest_plugin"]`` in a conftest.py.
 
-* ``local_minio`` (session): a started :class:`~objsdk.local_minio.LocalMinio`.
+* ``local_minio`` (session): a started :class:`~objsdk.testing.local_minio.LocalMinio`.
 * ``toxiproxy`` (session): a started :class:`~objsdk.testing.toxiproxy.Toxiproxy`.
 * ``minio_proxy`` (function): a fresh :class:`~objsdk.testing.toxiproxy.Proxy` in front
   of ``local_minio``, deleted after the test; point a client at ``minio_proxy.endpoint``.
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from objsdk.local_minio import LocalMinio
+from objsdk.testing.local_minio import LocalMinio
 from objsdk.testing.toxiproxy import Proxy, Toxiproxy
 
 __all__ = ["local_minio", "minio_proxy", "toxiproxy"]

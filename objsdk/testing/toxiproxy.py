@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from objsdk.errors import ObjsdkError
-from objsdk.gobuild import toxiproxy_binary
-from objsdk.localserver import LocalServer
-from objsdk.supervisor import Supervised, tail
+from objsdk.testing.gobuild import toxiproxy_binary
+from objsdk.testing.localserver import LocalServer
+from objsdk.testing.supervisor import Supervised, tail
 
 __all__ = ["Proxy", "Toxiproxy", "ToxiproxyError"]
 
@@ -179,7 +179,7 @@ class Proxy:
 
 
 class Toxiproxy(LocalServer):
-    """A Toxiproxy server on a loopback port, run under :mod:`objsdk.supervisor`."""
+    """A Toxiproxy server on a loopback port, run under :mod:`objsdk.testing.supervisor`."""
 
     name = "Toxiproxy"
     error = ToxiproxyError

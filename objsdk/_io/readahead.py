@@ -11,9 +11,9 @@ waits for :meth:`PartStream.settle` at the end of the caller's operation. The ca
 holds at most three buffers at a moment it waits for a new one (a part being joined
 and two views), so with four or more one is always free or on its way back.
 
-:class:`PartStream` has the interface of the single-GET stream in
-:mod:`objsdk.objectfile`, so the reader's buffering, seeking and checksum logic is
-shared between the two.
+:class:`PartStream` has the reading interface of :class:`~objsdk._io.range_reader.RangeReader`,
+so :class:`~objsdk.ObjectFile`'s buffering, seeking and checksum logic serves both.
+Each part is itself fetched by a ``RangeReader`` window on a :class:`PartPool` worker.
 """
 
 from __future__ import annotations
@@ -23,11 +23,18 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol
 
-__all__ = ["Fetch", "PartStream", "Prefetcher"]
+from objsdk import errors
+from objsdk._io.pool import PartPool, Task, WatchFactory
+from objsdk._io.range_reader import RangeReader, ReadStats
+from objsdk._transport.base import Transport
+
+__all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
+
+# A worker fills its part in slices of this size, checking for cancellation.
+_PART_SLICE = 1 << 20
 
 Observer = Callable[[int, "bytes | memoryview"], None]
 
@@ -41,16 +48,56 @@ class PartResult:
     resumes: int = 0
 
 
-class Interruptible(Protocol):
-    """Something a worker is blocked on that another thread may cut short."""
-
-    def interrupt(self) -> None: ...
+# fetch(start, stop, into, cancel) fills `into` with bytes [start, stop).
+Fetch = Callable[[int, int, memoryview, threading.Event], PartResult]
 
 
-# fetch(start, stop, into, cancel, register) fills `into` with bytes [start, stop).
-Fetch = Callable[
-    [int, int, memoryview, threading.Event, Callable[[Interruptible], None]], PartResult
-]
+def part_fetcher(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    *,
+    etag: str | None,
+    size: int | None,
+    version_id: str | None,
+    max_resume: int,
+) -> Fetch:
+    """How a worker fetches one part: a :class:`RangeReader` window pinned to the
+    owner's version, with the same resume rules and errors (verification is the
+    owner's, over the whole object in order)."""
+
+    def fetch(start: int, stop: int, into: memoryview, cancel: threading.Event) -> PartResult:
+        stats = ReadStats()
+        reader = RangeReader(
+            transport,
+            bucket,
+            key,
+            etag=etag,
+            size=size,
+            version_id=version_id,
+            end=stop,
+            max_resume=max_resume,
+            cancel=cancel,
+            stats=stats,
+        )
+        try:
+            reader.seek(start)
+            n = 0
+            while n < len(into) and not cancel.is_set():
+                k = reader.readinto(into[n : n + _PART_SLICE])
+                if k == 0:
+                    raise errors.ProtocolError(
+                        f"part {start}-{stop} ended after {n} bytes",
+                        operation="read",
+                        bucket=bucket,
+                        key=key,
+                    )
+                n += k
+            return PartResult(n, stats.requests, stats.resumes)
+        finally:
+            reader.close()
+
+    return fetch
 
 
 @dataclass(eq=False)
@@ -59,8 +106,7 @@ class _Part:
     stop: int
     buf: bytearray
     cancel: threading.Event = field(default_factory=threading.Event)
-    future: Future[PartResult] | None = None
-    reader: Interruptible | None = None
+    task: Task[PartResult] | None = None
     counted: bool = False
     viewed: bool = False
 
@@ -72,14 +118,16 @@ class _Part:
 class Prefetcher:
     """Worker threads and part buffers shared by the part streams of one reader."""
 
-    def __init__(self, fetch: Fetch, *, workers: int, part_size: int) -> None:
+    def __init__(
+        self, fetch: Fetch, *, workers: int, part_size: int, watch: WatchFactory | None = None
+    ) -> None:
         self.fetch = fetch
         self.workers = workers
         self.part_size = part_size
         self.limit = max(workers + 1, 4)
         self._made = 0
         self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="objsdk-readahead")
+        self._pool = PartPool(workers, name="readahead", watch=watch)
         self.lock = threading.Lock()
         self.wasted = 0  # bytes fetched but never delivered (cancelled or unread parts)
 
@@ -100,16 +148,11 @@ class Prefetcher:
         self._free.put(buf)
 
     def submit(self, part: _Part) -> None:
-        def register(reader: Interruptible) -> None:
-            part.reader = reader
-
-        part.future = self._executor.submit(
-            self.fetch, part.start, part.stop, part.view, part.cancel, register
-        )
+        part.task = self._pool.submit(self.fetch, part.start, part.stop, part.view, part.cancel)
 
     def close(self) -> None:
         """Stop the workers (their parts were cancelled by their streams) and join them."""
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._pool.close()
         while True:
             try:
                 self._free.get_nowait()
@@ -162,8 +205,8 @@ class PartStream:
         if part is None:
             self._schedule(block=True)
             part = self._parts[-1]
-        assert part.future is not None
-        result = part.future.result()
+        assert part.task is not None
+        result = part.task.future.result()
         if not part.counted:
             part.counted = True
             self._on_part(result)
@@ -262,16 +305,11 @@ class PartStream:
         self._viewed = []
         for part in self._parts:
             part.cancel.set()
-            future = part.future
-            assert future is not None
-            if future.cancel():
-                self.pool.give_back(part.buf)
-                continue
-            if part.reader is not None:
-                with contextlib.suppress(Exception):
-                    part.reader.interrupt()
+            task = part.task
+            assert task is not None
+            task.interrupt()  # never started, or its connection is shut down
             delivered = max(0, min(self.pos, part.stop) - part.start)
-            future.add_done_callback(self._recycler(part, delivered))
+            task.future.add_done_callback(self._recycler(part, delivered))
         self._parts.clear()
 
     def _recycler(self, part: _Part, delivered: int) -> Callable[[Future[PartResult]], None]:

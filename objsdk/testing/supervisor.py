@@ -3,7 +3,7 @@
 The supervisor is a tiny stdlib-only program between the parent (a test session, a
 script) and the server (MinIO, Toxiproxy)::
 
-    python -m objsdk.supervisor [--grace SECONDS] [--cleanup DIR]... -- COMMAND [ARG]...
+    python -m objsdk.testing.supervisor [--grace SECONDS] [--cleanup DIR]... -- COMMAND [ARG]...
 
 Protocol:
 
@@ -132,7 +132,7 @@ def _terminate(server: subprocess.Popen[bytes], grace: float) -> None:
 
 def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(
-        prog="python -m objsdk.supervisor",
+        prog="python -m objsdk.testing.supervisor",
         description="Run COMMAND until stdin closes, then stop it and remove directories.",
         usage="%(prog)s [--grace SECONDS] [--cleanup DIR]... -- COMMAND [ARG]...",
     )

@@ -9,9 +9,22 @@ immutable value: each attempt derives a new one.
 
 from __future__ import annotations
 
+from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
-__all__ = ["IDEMPOTENT_METHODS", "RETRY_STATUSES", "S3Retry", "default_retry", "make_retry"]
+__all__ = [
+    "IDEMPOTENT_METHODS",
+    "RETRY_STATUSES",
+    "Policy",
+    "S3Retry",
+    "after_failure",
+    "default_retry",
+    "make_retry",
+    "resume_policy",
+]
+
+# What the layers above hold without knowing it is urllib3's.
+Policy = Retry
 
 # POST (CreateMultipartUpload, CompleteMultipartUpload, DeleteObjects) is left out:
 # urllib3 re-sends those only when the request provably never left (connect errors).
@@ -60,3 +73,28 @@ def make_retry(retries: int | Retry | None) -> Retry:
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be a non-negative int or a urllib3 Retry, got {retries!r}")
     return default_retry(retries)
+
+
+def resume_policy(max_resume: int) -> Retry:
+    """The backoff between resume attempts of a broken read: first at once, then 0.2 s
+    doubling to 5 s, with jitter; at most ``max_resume`` consecutive failures."""
+    return Retry(
+        total=max_resume,
+        connect=None,
+        read=None,
+        status=None,
+        other=None,
+        redirect=0,
+        backoff_factor=0.2,
+        backoff_max=5.0,
+        backoff_jitter=0.2,
+    )
+
+
+def after_failure(policy: Retry, error: Exception) -> Retry | None:
+    """The policy for the next attempt after ``error``, or None when none is left.
+    The caller sleeps with ``policy.sleep()`` before that attempt."""
+    try:
+        return policy.increment(method="GET", error=error)
+    except MaxRetryError:
+        return None

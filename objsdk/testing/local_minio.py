@@ -6,7 +6,7 @@
         client = minio.client()
         ...
 
-The server runs under :mod:`objsdk.supervisor`, so it and its data directory go away
+The server runs under :mod:`objsdk.testing.supervisor`, so it and its data directory go away
 when this process exits, however it exits (even ``kill -9``).
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from objsdk.errors import LocalMinioError
-from objsdk.gobuild import minio_binary
-from objsdk.localserver import LocalServer
-from objsdk.supervisor import Supervised, SupervisorError, free_port, tail
+from objsdk.testing.gobuild import minio_binary
+from objsdk.testing.localserver import LocalServer
+from objsdk.testing.supervisor import Supervised, SupervisorError, free_port, tail
 
 if TYPE_CHECKING:
     from objsdk.client import Client

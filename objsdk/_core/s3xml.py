@@ -7,30 +7,39 @@ S3-compatible servers omit it; every lookup here uses the ``{*}`` wildcard so bo
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
-from .models import BucketInfo, DeleteError, ObjectSummary, Prefix
+from objsdk import errors
+from objsdk.models import BucketInfo, DeleteError, ObjectSummary, Prefix
 
 __all__ = [
+    "CompleteResult",
     "ErrorBody",
     "ListPage",
+    "UploadListPage",
+    "XMLParseError",
+    "build_complete_body",
     "build_delete_body",
+    "error_from_response",
+    "parse_complete_result",
     "parse_copy_result",
     "parse_delete_result",
     "parse_error",
     "parse_http_date",
     "parse_iso_date",
     "parse_list_buckets",
+    "parse_list_multipart_uploads",
     "parse_list_objects_v2",
+    "parse_upload_id",
 ]
 
 
-class XMLParseError(ValueError):
+class XMLParseError(errors.ProtocolError):
     """A response body that should be S3 XML is not."""
 
 
@@ -97,6 +106,39 @@ def parse_error(body: bytes) -> ErrorBody | None:
         request_id=_text(root, "RequestId"),
         bucket=_text(root, "BucketName"),
         key=_text(root, "Key"),
+    )
+
+
+def error_from_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    operation: str,
+    bucket: str | None,
+    key: str | None,
+) -> errors.S3Error:
+    """The :class:`~objsdk.errors.S3Error` an error response stands for.
+
+    HEAD answers have no body; MinIO then puts the code in ``x-minio-error-code``, and
+    without it the status decides.
+    """
+    parsed = parse_error(body)
+    code = (
+        parsed.code
+        if parsed
+        else headers.get("x-minio-error-code")
+        or errors.code_for_status(status, has_key=key is not None)
+    )
+    message = parsed.message if parsed else headers.get("x-minio-error-desc", "")
+    return errors.error_class_for_code(code)(
+        status,
+        code,
+        message.strip('"'),
+        request_id=(parsed.request_id if parsed else None) or headers.get("x-amz-request-id"),
+        bucket=bucket,
+        key=key,
+        operation=operation,
     )
 
 
@@ -189,3 +231,68 @@ def parse_copy_result(body: bytes) -> tuple[str | None, datetime | None]:
     """
     root = _root(body)
     return _text(root, "ETag"), parse_iso_date(_text(root, "LastModified"))
+
+
+# -- multipart uploads --------------------------------------------------------------------
+
+
+def parse_upload_id(body: bytes) -> str | None:
+    """``InitiateMultipartUploadResult`` → the upload id (None if absent)."""
+    return _text(_root(body), "UploadId") or None
+
+
+def build_complete_body(parts: Iterable[tuple[int, str, str | None]]) -> bytes:
+    """The ``CompleteMultipartUpload`` document from (number, ETag, CRC32C or None),
+    in ascending part order."""
+    out = ["<CompleteMultipartUpload>"]
+    for number, etag, crc in sorted(parts):
+        out.append(f"<Part><PartNumber>{number}</PartNumber><ETag>{escape(etag)}</ETag>")
+        if crc:
+            out.append(f"<ChecksumCRC32C>{escape(crc)}</ChecksumCRC32C>")
+        out.append("</Part>")
+    out.append("</CompleteMultipartUpload>")
+    return "".join(out).encode()
+
+
+@dataclass(frozen=True)
+class CompleteResult:
+    """The fields of a ``CompleteMultipartUploadResult``."""
+
+    etag: str | None = None
+    checksum_crc32c: str | None = None
+    checksum_type: str | None = None
+
+
+def parse_complete_result(body: bytes) -> CompleteResult:
+    """``CompleteMultipartUploadResult`` → ETag and checksum fields."""
+    root = _root(body)
+    return CompleteResult(
+        _text(root, "ETag") or None,
+        _text(root, "ChecksumCRC32C") or None,
+        _text(root, "ChecksumType") or None,
+    )
+
+
+@dataclass(frozen=True)
+class UploadListPage:
+    """One ``ListMultipartUploads`` page: (key, upload id) pairs and where to go on."""
+
+    uploads: list[tuple[str, str]] = field(default_factory=list)
+    next_key_marker: str | None = None
+    next_upload_id_marker: str | None = None
+
+
+def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
+    """``ListMultipartUploadsResult`` → one page (keys URL-decoded if so encoded)."""
+    root = _root(body)
+    encoded = (_text(root, "EncodingType") or "").lower() == "url"
+    uploads = []
+    for up in root.iterfind("{*}Upload"):
+        key = _text(up, "Key") or ""
+        uploads.append((unquote_plus(key) if encoded else key, _text(up, "UploadId") or ""))
+    truncated = (_text(root, "IsTruncated") or "").lower() == "true"
+    return UploadListPage(
+        uploads,
+        (_text(root, "NextKeyMarker") or None) if truncated else None,
+        (_text(root, "NextUploadIdMarker") or None) if truncated else None,
+    )

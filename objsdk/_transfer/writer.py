@@ -21,100 +21,34 @@ later full read with :class:`~objsdk.ObjectFile` verifies.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import io
 import logging
-import threading
 import warnings
-from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from types import TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
-import crc32c
-
-from . import errors
-from .addressing import check_bucket, check_key
-from .integrity import crc32c_b64
-from .models import ObjectInfo
-from .multipart import (
-    MAX_PART_SIZE,
-    MAX_PARTS,
-    MIN_PART_SIZE,
-    CompletedPart,
-    Part,
-    abort_multipart_upload,
-    complete_multipart_upload,
-    create_multipart_upload,
-    upload_part,
-)
+from objsdk import errors
+from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.checksums import crc32c
+from objsdk._core.headers import object_headers
+from objsdk._core.parts import Part, upload_part_size
+from objsdk._core.sizes import DEFAULT_PART_SIZE, DEFAULT_WRITER_PARALLEL, MAX_PARTS
+from objsdk._transfer.multipart import CompletedPart, MultipartSession
+from objsdk._transfer.progress import Progress, ProgressTracker
+from objsdk._transfer.put import put_bytes
+from objsdk._transport.base import Transport
+from objsdk.models import ObjectInfo
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
-    from .client import Client
+    from objsdk._io.objectfile import HasTransport
 
-__all__ = ["DEFAULT_PARALLEL", "DEFAULT_PART_SIZE", "ObjectWriter"]
+__all__ = ["ObjectWriter"]
 
 log = logging.getLogger("objsdk")
-
-MiB = 1 << 20
-DEFAULT_PART_SIZE = 16 * MiB
-DEFAULT_PARALLEL = 2
-
-Progress = Callable[[int, int | None], None]
-
-
-class _Shared:
-    """What the writer shares with its pool threads: the first failure and progress.
-
-    Pool tasks hold this, never the writer, so a writer dropped without ``close()`` is
-    collected (and its upload aborted) even while parts are in flight.
-    """
-
-    def __init__(self, progress: Progress | None) -> None:
-        self.lock = threading.Lock()
-        self.error: BaseException | None = None
-        self.progress = progress
-        self.uploaded = 0
-        self.total: int | None = None
-
-    def fail(self, err: BaseException) -> BaseException:
-        """Record ``err`` unless a failure is already recorded; return the first one."""
-        with self.lock:
-            if self.error is None:
-                self.error = err
-            return self.error
-
-    def report(self, n: int) -> None:
-        # Under the lock: callbacks never overlap and see a growing count.
-        with self.lock:
-            self.uploaded += n
-            if self.progress is not None:
-                self.progress(self.uploaded, self.total)
-
-
-def _upload(
-    shared: _Shared,
-    client: Client,
-    bucket: str,
-    key: str,
-    upload_id: str,
-    part: Part,
-    buf: bytearray,
-) -> CompletedPart:
-    """Runs in the pool: send one part from its buffer, without a copy, with its CRC32C."""
-    try:
-        view = memoryview(buf)[: part.length]
-        done = upload_part(
-            client, bucket, key, upload_id, part, view, checksum_crc32c=crc32c_b64(view)
-        )
-        shared.report(part.length)
-    except BaseException as e:
-        shared.fail(e)  # seen by the writer's next write() without waiting on futures
-        raise
-    return done
 
 
 class ObjectWriter(io.BufferedIOBase):
@@ -143,12 +77,12 @@ class ObjectWriter(io.BufferedIOBase):
 
     def __init__(
         self,
-        client: Client,
+        client: HasTransport,
         bucket: str,
         key: str,
         *,
         part_size: int = DEFAULT_PART_SIZE,
-        parallel: int = DEFAULT_PARALLEL,
+        parallel: int = DEFAULT_WRITER_PARALLEL,
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
@@ -156,21 +90,13 @@ class ObjectWriter(io.BufferedIOBase):
         super().__init__()
         check_bucket(bucket)
         check_key(key)
-        if isinstance(part_size, bool) or not isinstance(part_size, int):
-            raise errors.InvalidArgument(f"part_size must be an int, got {part_size!r}")
-        if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
-            # S3 user guide, "Amazon S3 multipart upload limits".
-            raise errors.InvalidArgument(
-                f"part_size must be 5 MiB to 5 GiB (S3's part limits), got {part_size}"
-            )
+        # S3 user guide, "Amazon S3 multipart upload limits".
+        upload_part_size(None, part_size)
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
             raise errors.InvalidArgument(f"parallel must be an int >= 1, got {parallel!r}")
-        # Imported here: client.py imports this module to offer Client.open_write().
-        from .client import _object_headers
-
         # Checked now, so bad metadata fails before any byte is written or sent.
-        self._headers = _object_headers(bucket, key, content_type, metadata)
-        self._client = client
+        self._headers = object_headers(bucket, key, content_type, metadata)
+        self._transport: Transport = client.transport
         self.bucket = bucket
         self.key = key
         self.part_size = part_size
@@ -178,7 +104,8 @@ class ObjectWriter(io.BufferedIOBase):
         self.content_type = content_type
         self.metadata = dict(metadata or {})
 
-        self._shared = _Shared(progress)
+        self._progress = ProgressTracker(progress, None)
+        self._error: BaseException | None = None  # the first failure, raised ever after
         self._pos = 0  # bytes accepted by write()
         self._crc = 0  # running CRC32C of those bytes
         self._buf: bytearray | None = None  # the part being filled
@@ -186,12 +113,9 @@ class ObjectWriter(io.BufferedIOBase):
         self._fill = 0  # bytes of it filled
         self._free: list[bytearray] = []  # buffers back from finished uploads
         self._allocated = 0  # part buffers in existence: at most parallel + 1
-        self._upload_id: str | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending: dict[Future[CompletedPart], bytearray] = {}
-        self._parts: list[CompletedPart] = []
-        self._next_number = 1
-        self._completed = False
+        self._session: MultipartSession | None = None
+        self._pending: dict[Future[tuple[CompletedPart, int]], bytearray] = {}
+        self._next_index = 0
         self._aborted = False
         self._info: ObjectInfo | None = None
 
@@ -243,8 +167,7 @@ class ObjectWriter(io.BufferedIOBase):
         Blocks while every part buffer is being uploaded.
         """
         self._check_open()
-        if self._shared.error is not None:
-            self._fail(self._shared.error)
+        self._check_failed()
         with memoryview(b) as outer, outer.cast("B") as view:
             n = view.nbytes
             if n == 0:
@@ -267,7 +190,7 @@ class ObjectWriter(io.BufferedIOBase):
             )
 
     def _write(self, view: memoryview) -> None:
-        self._crc = crc32c.crc32c(view, self._crc)
+        self._crc = crc32c(view, self._crc)
         off, n = 0, len(view)
         while off < n:
             if self._view is None:
@@ -293,8 +216,18 @@ class ObjectWriter(io.BufferedIOBase):
         self._allocated += 1
         return bytearray(self.part_size)
 
+    def _check_failed(self) -> None:
+        """Raise (after aborting) the first failure: recorded, or of a finished part."""
+        if self._error is None:
+            for fut in self._pending:
+                if fut.done() and (exc := fut.exception()) is not None:
+                    self._error = exc
+                    break
+        if self._error is not None:
+            self._fail(self._error)
+
     def _reap(self, *, block: bool) -> None:
-        """Collect finished uploads: keep their answers, take back their buffers.
+        """Collect finished uploads and take back their buffers.
 
         With ``block``, wait for at least one. Raises the first failure found.
         """
@@ -307,43 +240,34 @@ class ObjectWriter(io.BufferedIOBase):
             exc = fut.exception()
             if exc is not None:
                 raise exc
-            self._parts.append(fut.result())
             self._free.append(buf)
 
     def _ship(self) -> None:
         """Hand the current buffer to the pool as the next part."""
         buf, n = self._buf, self._fill
         assert buf is not None
-        if self._upload_id is None:
-            self._start()
-        assert self._executor is not None
-        assert self._upload_id is not None
-        number = self._next_number
-        part = Part(number, (number - 1) * self.part_size, n)
-        fut = self._executor.submit(
-            _upload, self._shared, self._client, self.bucket, self.key, self._upload_id, part, buf
-        )
-        self._pending[fut] = buf
-        self._next_number += 1
+        if self._session is None:
+            self._session = MultipartSession(
+                self._transport,
+                self.bucket,
+                self.key,
+                headers=self._headers,
+                content_type=self.content_type,
+                metadata=self.metadata,
+                parallel=self.parallel,
+                progress=self._progress,
+            )
+            self._session.start()
+        start = self._next_index * self.part_size
+        part = Part(self._next_index, start, start + n)
+        self._pending[self._session.submit(part, memoryview(buf)[:n])] = buf
+        self._next_index += 1
         self._drop_current()
 
     def _drop_current(self) -> None:
         if self._view is not None:
             self._view.release()
         self._buf, self._view, self._fill = None, None, 0
-
-    def _start(self) -> None:
-        headers = dict(self._headers)
-        # One CRC32C for the whole object, checked by the server at completion and
-        # stored for readers (S3 user guide, "Checking object integrity").
-        headers["x-amz-checksum-algorithm"] = "CRC32C"
-        headers["x-amz-checksum-type"] = "FULL_OBJECT"
-        self._upload_id = create_multipart_upload(
-            self._client, self.bucket, self.key, headers=headers
-        )
-        self._executor = ThreadPoolExecutor(
-            max_workers=self.parallel, thread_name_prefix="objsdk-writer"
-        )
 
     # -- finishing ---------------------------------------------------------------------
 
@@ -356,8 +280,7 @@ class ObjectWriter(io.BufferedIOBase):
         if self.closed:
             return
         try:
-            if self._shared.error is not None:
-                self._fail(self._shared.error)
+            self._check_failed()
             try:
                 self._finish()
             except BaseException as e:
@@ -367,55 +290,29 @@ class ObjectWriter(io.BufferedIOBase):
             super().close()
 
     def _finish(self) -> None:
-        if self._upload_id is None:
+        if self._session is None:
             # Never filled a part: one PUT, which carries its own CRC32C.
             data = memoryview(self._buf)[: self._fill] if self._buf is not None else b""
-            self._info = self._client.put_object(
+            self._info = put_bytes(
+                self._transport,
                 self.bucket,
                 self.key,
                 data,
+                headers=self._headers,
                 content_type=self.content_type,
                 metadata=self.metadata,
             )
-            self._shared.total = self._pos
-            self._shared.report(self._pos)
+            self._progress.finish(self._pos)
             return
-        with self._shared.lock:
-            self._shared.total = self._pos
+        self._progress.set_total(self._pos)
         if self._fill:
             self._ship()  # the last part, possibly short
         while self._pending:
             self._reap(block=True)
-        numbers = sorted(p.number for p in self._parts)
-        if numbers != list(range(1, self._next_number)):
-            raise errors.ProtocolError(
-                f"parts {numbers} finished, expected 1..{self._next_number - 1}",
-                operation="complete_multipart_upload",
-                bucket=self.bucket,
-                key=self.key,
-            )
-        crc = base64.b64encode(self._crc.to_bytes(4, "big")).decode()
-        result = complete_multipart_upload(
-            self._client,
-            self.bucket,
-            self.key,
-            self._upload_id,
-            self._parts,
-            headers={"x-amz-checksum-crc32c": crc, "x-amz-checksum-type": "FULL_OBJECT"},
+        self._info = self._session.complete(
+            expected_parts=self._next_index, size=self._pos, crc=self._crc
         )
-        self._completed = True
-        lower = {k.lower(): v for k, v in result.items()}
-        self._info = ObjectInfo(
-            bucket=self.bucket,
-            key=self.key,
-            size=self._pos,
-            etag=result.get("ETag") or lower.get("etag"),
-            content_type=self.content_type,
-            metadata=dict(self.metadata),
-            version_id=lower.get("x-amz-version-id"),
-            checksums={"crc32c": result.get("ChecksumCRC32C") or crc},
-            checksum_type=result.get("ChecksumType") or "FULL_OBJECT",
-        )
+        self._progress.finish(self._pos)
 
     def abort(self) -> None:
         """Discard everything written and close: nothing is stored under ``key`` (an
@@ -444,7 +341,7 @@ class ObjectWriter(io.BufferedIOBase):
         except Exception:
             log.warning(
                 "could not abort upload %s of bucket %r key %r after %s",
-                self._upload_id,
+                self._session.upload_id if self._session else None,
                 self.bucket,
                 self.key,
                 exc_type.__name__,
@@ -453,46 +350,29 @@ class ObjectWriter(io.BufferedIOBase):
 
     def _fail(self, err: BaseException) -> NoReturn:
         """Abort (once), then raise the first failure; later calls raise it again."""
-        first = self._shared.fail(err)
+        if self._error is None:
+            self._error = err
         if not self._aborted:
-            try:
-                self._abort_upload()
-            except Exception:
-                # The caller needs the original failure; the orphaned upload is logged.
-                log.warning(
-                    "could not abort upload %s of bucket %r key %r",
-                    self._upload_id,
-                    self.bucket,
-                    self.key,
-                    exc_info=True,
-                )
-        raise first
+            self._abort_upload()
+        raise self._error
 
     def _abort_upload(self) -> None:
+        """Wait for parts in flight, drop the ones not started, abort (logged on failure)."""
         self._aborted = True
-        if self._executor is not None:
-            # A part still in flight may land after the abort and keep its storage
-            # (S3 API reference, AbortMultipartUpload): let running parts finish first,
-            # and drop the ones not started.
-            self._executor.shutdown(wait=True, cancel_futures=True)
+        if self._session is not None and not self._session.completed:
+            self._session.abort()
         self._pending.clear()
-        if self._upload_id is not None and not self._completed:
-            # If the bucket is gone, its uploads went with it: nothing is left to free.
-            with contextlib.suppress(errors.NoSuchBucket):
-                abort_multipart_upload(self._client, self.bucket, self.key, self._upload_id)
-            self._upload_id = None
 
     def _release(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        if self._session is not None and self._session.pool is not None:
+            self._session.pool.close()
         self._pending.clear()
         self._drop_current()
         self._free.clear()
         self._allocated = 0
 
     def __del__(self) -> None:
-        if "_shared" not in self.__dict__ or self.closed:
+        if "_progress" not in self.__dict__ or self.closed:
             return  # never fully constructed, or closed properly
         # Collected while open: what was written may be a fraction of what was meant, so
         # the upload is aborted, never completed.
@@ -501,7 +381,7 @@ class ObjectWriter(io.BufferedIOBase):
         except Exception:
             log.warning(
                 "could not abort upload %s of bucket %r key %r (writer never closed)",
-                self._upload_id,
+                self._session.upload_id if self._session else None,
                 self.bucket,
                 self.key,
                 exc_info=True,

@@ -7,7 +7,7 @@ urllib3 pool, then the body follows with ``socket.sendfile`` (sendfile(2): page 
 to socket, no user-space copy). Plain http only: TLS has to see the bytes.
 
 The response is read by the connection itself (``http.client``), S3 errors become
-:mod:`objsdk.errors` exactly as in :class:`~objsdk.transport.Transport`, and failures
+:mod:`objsdk.errors` exactly as in :class:`~objsdk._transport.http.HTTPTransport`, and failures
 are retried under the client's urllib3 ``Retry`` policy, re-sending from the file
 offset (sendfile takes an explicit offset, so nothing needs rewinding).
 """
@@ -16,28 +16,29 @@ from __future__ import annotations
 
 import http.client
 import logging
+import os
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, BinaryIO, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn, cast
 from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
-from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection
 from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
-from . import errors
-from .errors import SourceChangedError
-from .signing import UNSIGNED_PAYLOAD, sign_request
-from .transport import USER_AGENT, translate_errors
+from objsdk._core.s3xml import error_from_response
+from objsdk._core.signing import UNSIGNED_PAYLOAD, sign_request
+from objsdk._transport import tricks
+from objsdk._transport.http import USER_AGENT, translate_errors
+from objsdk.errors import SourceChangedError
 
 if TYPE_CHECKING:
-    from .client import Client
+    from objsdk._transport.http import HTTPTransport
 
-__all__ = ["SourceChangedError", "put_file"]
+__all__ = ["put_file", "put_window"]
 
 log = logging.getLogger("objsdk")
 
@@ -66,61 +67,125 @@ class _CallbackError(BaseException):
 
 
 def put_file(
-    client: Client,
+    transport: HTTPTransport,
     bucket: str,
     key: str,
-    file: BinaryIO,
-    *,
-    offset: int,
-    count: int,
-    headers: Mapping[str, str],
-    progress: Callable[[int], None] | None = None,
-    operation: str = "upload",
-) -> Mapping[str, str]:
-    """PUT ``count`` bytes of ``file`` from ``offset`` as ``bucket/key``; return the
-    response headers (case-insensitive).
-
-    ``file`` must be a regular file (it needs a ``fileno()``) and the endpoint plain
-    http. ``headers`` (content type, metadata, ``x-amz-checksum-crc32c``) are signed and
-    sent as given. ``progress(sent)`` is called with the body bytes sent so far in the
-    current attempt. Arguments are not checked here: :func:`objsdk.upload.upload` does.
-    """
-    try:
-        return _put_file(client, bucket, key, file, offset, count, headers, progress, operation)
-    except _CallbackError as e:
-        error = e.error
-    raise error  # outside the handler, so it keeps its own cause and context
-
-
-def _put_file(
-    client: Client,
-    bucket: str,
-    key: str,
-    file: BinaryIO,
+    file: IO[bytes],
     offset: int,
     count: int,
     headers: Mapping[str, str],
     progress: Callable[[int], None] | None,
     operation: str,
 ) -> Mapping[str, str]:
-    transport = client._transport
-    url = client.endpoint.build_url(bucket, key)
+    """PUT ``count`` bytes of ``file`` from ``offset`` as ``bucket/key`` by sendfile;
+    return the response headers (case-insensitive).
+
+    ``file`` must be a regular file and the endpoint plain http. ``headers`` (content
+    type, metadata, ``x-amz-checksum-crc32c``) are signed and sent as given.
+    ``progress(sent)`` is called with the body bytes sent so far in the current attempt.
+    """
+    try:
+        return _put_file(transport, bucket, key, file, offset, count, headers, progress, operation)
+    except _CallbackError as e:
+        error = e.error
+    raise error  # outside the handler, so it keeps its own cause and context
+
+
+def put_window(
+    transport: HTTPTransport,
+    bucket: str,
+    key: str,
+    file: IO[bytes],
+    offset: int,
+    count: int,
+    headers: Mapping[str, str],
+    progress: Callable[[int], None] | None,
+    operation: str,
+) -> Mapping[str, str]:
+    """The same PUT with the body streamed through requests (TLS, or no sendfile)."""
+    body = _Window(file, offset, count, progress)
+    try:
+        resp = transport.request(
+            "PUT",
+            operation=operation,
+            bucket=bucket,
+            key=key,
+            headers=headers,
+            body=cast(IO[bytes], body),
+            content_length=count,
+        )
+    except _CallbackError as e:
+        error = e.error
+    else:
+        return resp.headers
+    raise error
+
+
+class _Window:
+    """Bytes ``start`` to ``start + size`` of a seekable stream, as a file that ends
+    there (a file that grows meanwhile must not overrun Content-Length). Positions are
+    relative to ``start``; ``on_read(pos)`` follows the reads."""
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        start: int,
+        size: int,
+        on_read: Callable[[int], None] | None,
+    ) -> None:
+        self._stream = stream
+        self._start = start
+        self._size = size
+        self._pos = 0
+        self._on_read = on_read
+        stream.seek(start)
+
+    def read(self, n: int = -1) -> bytes:
+        left = self._size - self._pos
+        if n < 0 or n > left:
+            n = left
+        if n == 0:
+            return b""
+        data = self._stream.read(n)
+        if not data:
+            raise SourceChangedError(
+                f"the stream ended {left} bytes early: it shrank while being uploaded"
+            )
+        self._pos += len(data)
+        if self._on_read is not None:
+            try:
+                self._on_read(self._pos)
+            except BaseException as e:
+                # Through urllib3 and requests untouched, to be re-raised as it was.
+                raise _CallbackError(e) from e
+        return data
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._size}[whence]
+        self._pos = min(max(0, base + offset), self._size)
+        self._stream.seek(self._start + self._pos)
+        return self._pos
+
+
+def _put_file(
+    transport: HTTPTransport,
+    bucket: str,
+    key: str,
+    file: IO[bytes],
+    offset: int,
+    count: int,
+    headers: Mapping[str, str],
+    progress: Callable[[int], None] | None,
+    operation: str,
+) -> Mapping[str, str]:
+    url = transport.endpoint.build_url(bucket, key)
     parts = urlsplit(url)
-    if parts.scheme != "http":
-        raise errors.InvalidArgument(f"sendfile needs a plain http endpoint, not {parts.scheme}")
     target = parts.path + (f"?{parts.query}" if parts.query else "")
-    # A PreparedRequest for requests' own pool lookup, and for Transport._error, which
-    # reads the failed response as a requests.Response.
-    prepared = requests.Request("PUT", client.endpoint.url).prepare()
+    prepared = requests.Request("PUT", transport.endpoint.url).prepare()
     prepared.url = url
-    adapter = transport.session.get_adapter(url)
-    if not isinstance(adapter, HTTPAdapter):
-        raise TypeError(f"unexpected adapter {type(adapter).__name__} for {parts.scheme}")
-    pool = adapter.get_connection_with_tls_context(
-        prepared, verify=transport.session.verify, cert=transport.session.cert
-    )
-    if not isinstance(pool, HTTPConnectionPool):  # pragma: no cover - a custom adapter
-        raise TypeError(f"unexpected connection pool {type(pool).__name__}")
     base = {
         # Signed as sent, so the signature covers exactly these bytes (and no proxy or
         # http.client default can add a Host or Accept-Encoding behind its back).
@@ -147,7 +212,7 @@ def _put_file(
                         payload_hash=UNSIGNED_PAYLOAD,
                     )
                 )
-            conn = _checkout(pool)
+            pool, conn = tricks.checkout(transport.session, prepared)
             resp: HTTPResponse | None = None
             reusable = False
             try:
@@ -186,34 +251,23 @@ def _put_file(
                         )
                         retry.sleep(resp)
                         continue
-                raise transport._error(
-                    adapter.build_response(prepared, resp), operation, bucket, key
+                body = resp.read(64 * 1024, decode_content=True) or b""
+                raise error_from_response(
+                    resp.status, resp.headers, body, operation=operation, bucket=bucket, key=key
                 )
             finally:
                 if resp is not None:
                     resp.close()
-                if reusable:
-                    pool._put_conn(conn)
-                else:
-                    # The connection's state is unknown (body half sent, answer half
-                    # read): drop it, and give its slot back to the pool.
-                    conn.close()
-                    pool._put_conn(None)
-
-
-def _checkout(pool: HTTPConnectionPool) -> HTTPConnection:
-    conn = pool._get_conn()
-    if not isinstance(conn, HTTPConnection):  # pragma: no cover - urllib3 on emscripten
-        pool._put_conn(conn)
-        raise TypeError(f"unexpected connection type {type(conn).__name__}")
-    return conn
+                # The connection's state is unknown unless the answer was read whole
+                # (body half sent, answer half read): then it is dropped.
+                tricks.checkin(pool, conn, reusable=reusable)
 
 
 def _send(
     conn: HTTPConnection,
     target: str,
     headers: Mapping[str, str],
-    file: BinaryIO,
+    file: IO[bytes],
     offset: int,
     count: int,
     timeout: tuple[float, float],

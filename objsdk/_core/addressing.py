@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .errors import InvalidArgument
-from .signing import encode_key_path, encode_query
+from objsdk._core.signing import encode_key_path, encode_query
+from objsdk.errors import InvalidArgument
 
 __all__ = ["Endpoint", "check_bucket", "check_key"]
 

@@ -18,7 +18,15 @@ from typing import Protocol
 
 import crc32c as _crc32c
 
-__all__ = ["StreamChecksum", "checksum_from_headers", "crc32c_b64"]
+__all__ = [
+    "StreamChecksum",
+    "checksum_from_headers",
+    "checksum_headers",
+    "crc32c",
+    "crc32c_b64",
+    "crc32c_combine",
+    "encode_crc32c",
+]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -42,16 +50,12 @@ class _Crc:
         return self._value.to_bytes(4, "big")
 
 
-def _crc32c_update(data: Buffer, value: int) -> int:
-    return int(_crc32c.crc32c(data, value))
-
-
 def _crc32_update(data: Buffer, value: int) -> int:
     return zlib.crc32(data, value)
 
 
 _FACTORIES: dict[str, Callable[[], _Hash]] = {
-    "crc32c": lambda: _Crc(_crc32c_update),
+    "crc32c": lambda: _Crc(crc32c),
     "crc32": lambda: _Crc(_crc32_update),
     "sha256": hashlib.sha256,
     "sha1": hashlib.sha1,
@@ -61,10 +65,72 @@ _FACTORIES: dict[str, Callable[[], _Hash]] = {
 _PREFERENCE = ("crc32c", "crc32", "sha1", "sha256")
 
 
+def crc32c(data: Buffer, value: int = 0) -> int:
+    """CRC32C of a buffer, read in place (the GIL is released for large ones)."""
+    return int(_crc32c.crc32c(data, value))
+
+
+def encode_crc32c(crc: int) -> str:
+    """A CRC32C value as S3 transmits it: base64 of its 4 big-endian bytes."""
+    return base64.b64encode(crc.to_bytes(4, "big")).decode()
+
+
 def crc32c_b64(data: Buffer, value: int = 0) -> str:
     """Base64 of the big-endian CRC32C of ``data``, as S3 transmits it."""
-    crc = int(_crc32c.crc32c(data, value))
-    return base64.b64encode(crc.to_bytes(4, "big")).decode()
+    return encode_crc32c(crc32c(data, value))
+
+
+# -- combining part CRCs ------------------------------------------------------------------
+
+# CRC32C's polynomial (Castagnoli), bit-reflected as CRCs are computed (RFC 3720 §B.4).
+_POLY = 0x82F63B78
+
+
+def _multmodp(a: int, b: int) -> int:
+    """a(x) * b(x) modulo the polynomial, in reflected bit order; ``a`` must not be 0."""
+    m = 1 << 31
+    p = 0
+    while True:
+        if a & m:
+            p ^= b
+            if not a & (m - 1):
+                return p
+        m >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
+
+
+def _x2n_table() -> list[int]:
+    table = []
+    p = 1 << 30  # x^1
+    for _ in range(32):
+        table.append(p)
+        p = _multmodp(p, p)
+    return table
+
+
+# _X2N[k] is x^(2^k) modulo the polynomial.
+_X2N = _x2n_table()
+
+
+def _x2nmodp(n: int, k: int) -> int:
+    """x^(n * 2^k) modulo the polynomial."""
+    p = 1 << 31  # x^0 = 1
+    while n:
+        if n & 1:
+            p = _multmodp(_X2N[k & 31], p)
+        n >>= 1
+        k += 1
+    return p
+
+
+def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
+    """CRC32C of ``A + B`` from ``crc32c(A)``, ``crc32c(B)`` and ``len(B)``.
+
+    zlib's ``crc32_combine`` (1.2.12 and later) for CRC32C's polynomial: the CRC of A
+    shifted over ``len2`` zero bytes, i.e. multiplied by x^(8 * len2), plus the CRC of
+    B. A few microseconds, whatever the lengths.
+    """
+    return _multmodp(_x2nmodp(len2, 3), crc1) ^ crc2
 
 
 class StreamChecksum:
@@ -98,3 +164,11 @@ def checksum_from_headers(headers: Mapping[str, str]) -> StreamChecksum | None:
         if value and "-" not in value:
             return StreamChecksum(algorithm, value)
     return None
+
+
+def checksum_headers(checksums: Mapping[str, str], checksum_type: str | None) -> dict[str, str]:
+    """The ``x-amz-checksum-*`` headers that carry ``checksums`` (algorithm -> value)."""
+    headers = {f"x-amz-checksum-{algo}": value for algo, value in checksums.items()}
+    if checksum_type:
+        headers["x-amz-checksum-type"] = checksum_type
+    return headers

@@ -1,45 +1,48 @@
 """Parallel, resumable downloads of whole objects, and parallel reads into buffers.
 
 :func:`download` HEADs the object, splits it into parts and fetches them with a pool of
-threads. Each part is an :class:`~objsdk.ObjectFile` window pinned to the object's ETag,
-size and version: it resumes on network faults and raises
+threads. Each part is a :class:`~objsdk._io.range_reader.RangeReader` window pinned to
+the object's ETag, size and version: it resumes on network faults and raises
 :class:`~objsdk.ObjectChangedError` if the object is replaced, so every byte comes from
 one version. Bytes go straight into place: ``readinto`` on slices of a caller's buffer,
 or ``readinto`` a small per-part buffer and ``os.pwrite`` at the part's offset in a file.
 
 A download to a path writes ``<dest>.objsdk-download`` and renames it over ``dest`` once
 complete, fsynced and verified, so ``dest`` never holds a partial file. Beside the temp
-file, ``<dest>.objsdk-download.json`` records which parts are on disk::
-
-    {"format": 1, "bucket": "b", "key": "k", "etag": "\\"9b2c...\\"", "version_id": null,
-     "size": 123456789, "part_size": 16777216, "done": [[0, 5], [7, 7]]}
-
-``done`` lists runs of part numbers (first, last; inclusive), so the record stays small
-for objects of millions of parts. A part is recorded only after its bytes are fsynced, and
-the record is replaced atomically (temp + rename), so after a crash it never claims bytes
-that are not on disk. A later call for the same object, ETag, version, size and part size
-fetches only the parts not recorded; anything else starts over.
+file, a record (:mod:`objsdk._transfer.download_state`) says which parts are on disk: a
+later call for the same object, ETag, version, size and part size fetches only the parts
+not recorded; anything else starts over.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import mmap
 import os
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from . import errors
-from .addressing import check_bucket, check_key
-from .integrity import checksum_from_headers
-from .models import ObjectInfo
-from .objectfile import DEFAULT_MAX_RESUME, ObjectFile
-from .transport import Watch, watch
+from objsdk import errors
+from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.checksums import checksum_from_headers, checksum_headers
+from objsdk._core.parts import Part, plan_parts
+from objsdk._core.sizes import DEFAULT_PARALLEL, DEFAULT_PART_SIZE, MiB
+from objsdk._io.head import head_object
+from objsdk._io.pool import PartPool
+from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
+from objsdk._transfer.download_state import (
+    O_NOFOLLOW,
+    DownloadState,
+    load_state,
+    reusable_parts,
+    save_state,
+)
+from objsdk._transfer.progress import Progress, ProgressTracker
+from objsdk._transport.base import Transport
+from objsdk.models import ObjectInfo
 
 try:
     import fcntl
@@ -49,16 +52,10 @@ except ImportError:  # pragma: no cover - Windows: concurrent downloads are not 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
 
-    from .client import Client
-
 __all__ = ["DownloadResult", "download", "get_into"]
 
-MiB = 1 << 20
-DEFAULT_PART_SIZE = 16 * MiB
-DEFAULT_PARALLEL = 4
 TEMP_SUFFIX = ".objsdk-download"
 STATE_SUFFIX = ".json"
-STATE_FORMAT = 1
 
 # Bytes per readinto call into a caller's buffer: how often progress is reported and
 # cancellation noticed.
@@ -67,8 +64,6 @@ STEP = 1 * MiB
 # CPU cache when pwrite copies it out: on a 2-vCPU VM (2 MiB L2 per core), 256 KiB took
 # 40 % less CPU than 1 MiB and a third of what 4 MiB took for the same 1 GiB download.
 FILE_STEP = 256 * 1024
-
-Progress = Callable[[int, int], None]
 
 # fdatasync is enough (the file's size is set before any part is written); macOS lacks it.
 _sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
@@ -90,160 +85,11 @@ class DownloadResult:
     bytes_fetched: int
 
 
-# -- planning and the state record (pure) ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Part:
-    """Part ``index`` of a transfer: object bytes ``[start, stop)``."""
-
-    index: int
-    start: int
-    stop: int
-
-    @property
-    def length(self) -> int:
-        return self.stop - self.start
-
-
-def plan_parts(start: int, stop: int, part_size: int) -> list[Part]:
-    """Split ``[start, stop)`` into consecutive parts of ``part_size`` bytes (the last
-    one shorter); no parts for an empty range."""
-    if part_size < 1:
-        raise errors.InvalidArgument(f"part_size must be positive, got {part_size}")
-    return [
-        Part(i, s, min(s + part_size, stop)) for i, s in enumerate(range(start, stop, part_size))
-    ]
-
-
-def part_count(size: int, part_size: int) -> int:
-    """How many parts an object of ``size`` bytes has."""
-    return -(-size // part_size)
-
-
-@dataclass(frozen=True)
-class DownloadState:
-    """The record kept beside a temp file: which object it is and which parts it holds."""
-
-    bucket: str
-    key: str
-    etag: str | None
-    version_id: str | None
-    size: int
-    part_size: int
-    done: frozenset[int] = field(default_factory=frozenset)
-
-    def same_download(self, other: DownloadState) -> bool:
-        """True if ``other`` describes the same bytes laid out in the same parts."""
-        return replace(self, done=frozenset()) == replace(other, done=frozenset())
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": STATE_FORMAT,
-                "bucket": self.bucket,
-                "key": self.key,
-                "etag": self.etag,
-                "version_id": self.version_id,
-                "size": self.size,
-                "part_size": self.part_size,
-                "done": _runs(self.done),
-            }
-        )
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> DownloadState | None:
-        """The state in ``text``, or None if it is not a valid record (start over)."""
-        try:
-            raw = json.loads(text)
-            state = cls(
-                bucket=_typed(raw["bucket"], str),
-                key=_typed(raw["key"], str),
-                etag=_optional(raw["etag"], str),
-                version_id=_optional(raw["version_id"], str),
-                size=_typed(raw["size"], int),
-                part_size=_typed(raw["part_size"], int),
-                done=frozenset(_expand(raw["done"])),
-            )
-            if raw["format"] != STATE_FORMAT or state.size < 0 or state.part_size < 1:
-                return None
-        except (ValueError, TypeError, KeyError):  # JSONDecodeError is a ValueError
-            return None
-        if any(i >= part_count(state.size, state.part_size) for i in state.done):
-            return None
-        return state
-
-
-def _typed(value: Any, kind: type[Any]) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise TypeError(f"expected {kind.__name__}, got {value!r}")
-    return value
-
-
-def _optional(value: Any, kind: type[Any]) -> Any:
-    return None if value is None else _typed(value, kind)
-
-
-def _runs(indices: Iterable[int]) -> list[list[int]]:
-    """Sorted part numbers as inclusive runs: {0, 1, 2, 5} -> [[0, 2], [5, 5]]."""
-    runs: list[list[int]] = []
-    for i in sorted(indices):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return runs
-
-
-def _expand(runs: Any) -> Iterable[int]:
-    for run in _typed(runs, list):
-        first, last = (_typed(x, int) for x in _typed(run, list))
-        if not 0 <= first <= last:
-            raise ValueError(f"bad run {run!r}")
-        yield from range(first, last + 1)
-
-
-def reusable_parts(
-    saved: DownloadState | None, wanted: DownloadState, temp_size: int | None
-) -> frozenset[int]:
-    """The parts an earlier, interrupted download left that this one can keep.
-
-    Only if the record describes the same object version (ETag, version id), the same
-    size and part size, and the temp file has the object's size; otherwise none (start
-    over). Without an ETag nothing proves the bytes on disk are of this version.
-    """
-    if saved is None or wanted.etag is None or temp_size != wanted.size:
-        return frozenset()
-    if not saved.same_download(wanted):
-        return frozenset()
-    return saved.done
-
-
-def load_state(path: str) -> DownloadState | None:
-    """The record at ``path``, or None if there is none or it cannot be trusted."""
-    try:
-        with open(path, "rb") as f:
-            return DownloadState.from_json(f.read())
-    except FileNotFoundError:
-        return None
-
-
-def save_state(path: str, state: DownloadState) -> None:
-    """Replace the record at ``path`` atomically: the old one or the new one, never a
-    torn one, is what a crash leaves."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(state.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 # -- the public functions ----------------------------------------------------------------
 
 
 def download(
-    client: Client,
+    transport: Transport,
     bucket: str,
     key: str,
     dest: str | os.PathLike[str] | WritableBuffer,
@@ -282,10 +128,10 @@ def download(
             raise errors.InvalidArgument(
                 f"dest path must be str, got {type(path).__name__} (bucket {bucket!r}, key {key!r})"
             )
-        info = _head(client, bucket, key)
-        return _download_to_path(client, info, path, parallel, part_size, progress, max_resume)
+        info = _head(transport, bucket, key)
+        return _download_to_path(transport, info, path, parallel, part_size, progress, max_resume)
     with _writable_view(dest, bucket, key, "dest") as view:
-        info = _head(client, bucket, key)
+        info = _head(transport, bucket, key)
         size = _size(info)
         if view.nbytes < size:
             raise errors.InvalidArgument(
@@ -293,14 +139,14 @@ def download(
                 f"(bucket {bucket!r}, key {key!r})"
             )
         parts = plan_parts(0, size, part_size)
-        tracker = _Progress(progress, size, 0)
-        _transfer(client, info, parts, _into_buffer(view, 0), parallel, max_resume, tracker)
+        tracker = ProgressTracker(progress, size, announce=True)
+        _transfer(transport, info, parts, _into_buffer(view, 0), parallel, max_resume, tracker)
         _verify(info, lambda update: update(view[:size]))
     return DownloadResult(info, len(parts), len(parts), 0, size)
 
 
 def get_into(
-    client: Client,
+    transport: Transport,
     bucket: str,
     key: str,
     buffer: WritableBuffer,
@@ -326,18 +172,19 @@ def get_into(
     with _writable_view(buffer, bucket, key, "buffer") as view:
         want = view.nbytes
         if want == 0:
-            client.head_object(bucket, key)  # still report a missing bucket or key
+            head_object(transport, bucket, key)  # still report a missing bucket or key
             return 0
         if want <= part_size or parallel == 1:
-            return _read_window(client, bucket, key, view, offset)
-        info = _head(client, bucket, key)
+            return _read_window(transport, bucket, key, view, offset)
+        info = _head(transport, bucket, key)
         size = _size(info)
         if offset >= size:
             return 0
         stop = min(size, offset + want)
         parts = plan_parts(offset, stop, part_size)
         sink = _into_buffer(view, offset)
-        _transfer(client, info, parts, sink, parallel, DEFAULT_MAX_RESUME, _Progress(None, 0, 0))
+        tracker = ProgressTracker(None, stop - offset)
+        _transfer(transport, info, parts, sink, parallel, DEFAULT_MAX_RESUME, tracker)
         if offset == 0 and stop == size:
             _verify(info, lambda update: update(view[:size]))
         return stop - offset
@@ -377,8 +224,8 @@ def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
             ) from None
 
 
-def _head(client: Client, bucket: str, key: str) -> ObjectInfo:
-    info = client.head_object(bucket, key)
+def _head(transport: Transport, bucket: str, key: str) -> ObjectInfo:
+    info = head_object(transport, bucket, key)
     _size(info)
     return info
 
@@ -394,35 +241,31 @@ def _size(info: ObjectInfo) -> int:
     return info.size
 
 
-def _read_window(client: Client, bucket: str, key: str, view: memoryview, offset: int) -> int:
+def _read_window(transport: Transport, bucket: str, key: str, view: memoryview, offset: int) -> int:
     """One closed-range GET of ``[offset, offset + len(view))`` straight into ``view``."""
     try:
-        return _read_window_into(client, bucket, key, view, offset)
+        reader = RangeReader(transport, bucket, key, end=offset + len(view))
+        reader.seek(offset)
+        try:
+            n = 0
+            while n < len(view):
+                with view[n:] as rest:
+                    k = reader.readinto(rest)
+                if k == 0:
+                    break  # end of the object (0 at once if offset is at or past it)
+                n += k
+            return n
+        finally:
+            reader.close()
     except BaseException as e:
         _drop_frame_locals(e)
         raise
 
 
-def _read_window_into(client: Client, bucket: str, key: str, view: memoryview, offset: int) -> int:
-    with ObjectFile(client, bucket, key, end=offset + len(view), verify=False) as f:
-        f.seek(offset)
-        n = 0
-        while n < len(view):
-            with view[n:] as rest:
-                k = f.readinto(rest)
-            if k == 0:
-                break  # end of the object (0 at once if offset is at or past it)
-            n += k
-        return n
-
-
 def _verify(info: ObjectInfo, feed: Callable[[Callable[[Any], None]], None]) -> None:
     """Check the object's full-object checksum, if it has one, over the bytes ``feed``
     passes to its argument in object order."""
-    headers = {f"x-amz-checksum-{name}": value for name, value in info.checksums.items()}
-    if info.checksum_type:
-        headers["x-amz-checksum-type"] = info.checksum_type
-    checksum = checksum_from_headers(headers)
+    checksum = checksum_from_headers(checksum_headers(info.checksums, info.checksum_type))
     if checksum is None:
         return
     feed(checksum.update)
@@ -436,38 +279,15 @@ def _verify(info: ObjectInfo, feed: Callable[[Callable[[Any], None]], None]) -> 
         )
 
 
-class _Progress:
-    """Bytes done so far; reports to the caller's callback one call at a time."""
-
-    def __init__(self, callback: Progress | None, total: int, done: int) -> None:
-        self._callback = callback
-        self._lock = threading.Lock()
-        self.total = total
-        self.done = done
-        if callback is not None:
-            callback(done, total)
-
-    def add(self, n: int) -> None:
-        if self._callback is None:
-            return
-        with self._lock:
-            self.done += n
-            self._callback(self.done, self.total)
-
-
-class _Cancelled(Exception):
-    """Another part failed: this worker stops. Internal: never leaves :func:`_transfer`."""
-
-
-# Writes one part: receives from ``f`` (an ObjectFile window positioned at part.start)
+# Writes one part: receives from ``r`` (a RangeReader window positioned at part.start)
 # into place; calls ``tick(n)`` after every n bytes (progress, and a chance to cancel).
-_Sink = Callable[[ObjectFile, Part, Callable[[int], None]], None]
+_Sink = Callable[[RangeReader, Part, Callable[[int], None]], None]
 
 
 def _into_buffer(view: memoryview, base: int) -> _Sink:
     """Parts land in ``view``, whose first byte is object offset ``base``."""
 
-    def write(f: ObjectFile, part: Part, tick: Callable[[int], None]) -> None:
+    def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
         with view[part.start - base : part.stop - base] as target:
             n = 0
             while n < len(target):
@@ -492,7 +312,7 @@ def _into_file(fd: int) -> _Sink:
     process.
     """
 
-    def write(f: ObjectFile, part: Part, tick: Callable[[int], None]) -> None:
+    def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
         with memoryview(bytearray(min(FILE_STEP, part.length))) as buf:
             pos = part.start
             while pos < part.stop:
@@ -513,7 +333,7 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         data, offset = data[n:], offset + n
 
 
-def _ended_early(f: ObjectFile, offset: int) -> errors.ProtocolError:
+def _ended_early(f: RangeReader, offset: int) -> errors.ProtocolError:
     # Cannot happen with a pinned size unless the server misbehaves; never spin on it.
     return errors.ProtocolError(
         f"object ended at offset {offset}, before the pinned size",
@@ -524,97 +344,55 @@ def _ended_early(f: ObjectFile, offset: int) -> errors.ProtocolError:
 
 
 def _transfer(
-    client: Client,
+    transport: Transport,
     info: ObjectInfo,
     parts: Sequence[Part],
     sink: _Sink,
     parallel: int,
     max_resume: int,
-    progress: _Progress,
+    progress: ProgressTracker,
     on_done: Callable[[Part], None] | None = None,
 ) -> None:
-    """Fetch ``parts`` with up to ``parallel`` threads, each through an ObjectFile window
-    pinned to ``info``'s ETag, size and version.
+    """Fetch ``parts`` on a :class:`PartPool` of up to ``parallel`` threads, each through
+    a :class:`RangeReader` window pinned to ``info``'s ETag, size and version.
 
-    The first failure stops the rest: parts not started are cancelled, running ones are
-    cut short (their connections shut down, even mid-stall), and every thread has ended
+    The first failure stops the rest (see :class:`PartPool`), and every thread has ended
     before this raises. An :class:`~objsdk.ObjectChangedError` wins over other failures
-    (the caller must then start over); otherwise the first failure is raised.
+    (the caller must then start over).
     """
     if not parts:
         return
-    cancel = threading.Event()
-    failures: list[BaseException] = []
-    running: set[Watch] = set()
-    lock = threading.Lock()
+    with PartPool(min(parallel, len(parts)), name="download", watch=transport.watch) as pool:
 
-    def stop() -> None:
-        cancel.set()
-        with lock:
-            watches = list(running)
-        for w in watches:
-            w.interrupt()  # wakes a worker blocked on its socket; its next request fails
+        def tick(n: int) -> None:
+            progress.add(n)
+            if pool.cancelled.is_set():
+                raise errors.Cancelled("download cancelled: another part failed")
 
-    def tick(n: int) -> None:
-        progress.add(n)
-        if cancel.is_set():
-            raise _Cancelled
-
-    def fetch(part: Part) -> None:
-        with watch() as w:
-            with lock:
-                running.add(w)
+        def fetch(part: Part) -> None:
+            reader = RangeReader(
+                transport,
+                info.bucket,
+                info.key,
+                etag=info.etag,
+                size=info.size,
+                version_id=info.version_id,
+                end=part.stop,
+                max_resume=max_resume,
+                cancel=pool.cancelled,
+            )
             try:
-                if cancel.is_set():  # stopped before this part was registered
-                    raise _Cancelled
-                with ObjectFile(
-                    client,
-                    info.bucket,
-                    info.key,
-                    etag=info.etag,
-                    size=info.size,
-                    version_id=info.version_id,
-                    end=part.stop,
-                    max_resume=max_resume,
-                    verify=False,  # the whole object is verified once, in order, at the end
-                ) as f:
-                    f.seek(part.start)
-                    sink(f, part, tick)
+                reader.seek(part.start)
+                sink(reader, part, tick)
+            except BaseException as e:
+                _drop_frame_locals(e)
+                raise
             finally:
-                with lock:
-                    running.discard(w)
-        if on_done is not None:
-            on_done(part)
+                reader.close()
+            if on_done is not None:
+                on_done(part)
 
-    def work(part: Part) -> None:
-        if cancel.is_set():
-            raise _Cancelled
-        try:
-            fetch(part)
-        except BaseException as e:
-            _drop_frame_locals(e)
-            # Once stopped, what the other parts raise is the stop itself (or a failure
-            # racing it), except a changed object, which the caller must know about.
-            if not cancel.is_set() or isinstance(e, errors.ObjectChangedError):
-                with lock:
-                    failures.append(e)
-                stop()
-            raise
-
-    workers = min(parallel, len(parts))
-    futures: list[Future[None]] = []
-    with ThreadPoolExecutor(workers, thread_name_prefix="objsdk-download") as pool:
-        try:
-            futures = [pool.submit(work, part) for part in parts]
-            wait(futures, return_when=FIRST_EXCEPTION)
-        finally:
-            # On a failure here or in the caller's thread (KeyboardInterrupt): stop all.
-            if failures or any(not f.done() for f in futures):
-                stop()
-            pool.shutdown(wait=True, cancel_futures=True)
-    if failures:
-        changed = [e for e in failures if isinstance(e, errors.ObjectChangedError)]
-        raise (changed or failures)[0]
+        pool.run(parts, fetch, prefer=(errors.ObjectChangedError,))
 
 
 def _drop_frame_locals(exc: BaseException) -> None:
@@ -640,7 +418,7 @@ def _drop_frame_locals(exc: BaseException) -> None:
 
 
 def _download_to_path(
-    client: Client,
+    transport: Transport,
     info: ObjectInfo,
     path: str,
     parallel: int,
@@ -653,7 +431,13 @@ def _download_to_path(
     state_path = temp + STATE_SUFFIX
     parts = plan_parts(0, size, part_size)
     wanted = DownloadState(info.bucket, info.key, info.etag, info.version_id, size, part_size)
-    fd = os.open(temp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | O_NOFOLLOW
+    try:
+        fd = os.open(temp, flags, 0o666)
+    except OSError as e:
+        raise errors.InvalidArgument(
+            f"cannot write {temp!r}: {e.strerror} (bucket {info.bucket!r}, key {info.key!r})"
+        ) from e
     try:
         _lock(fd, path, info)
         reused = reusable_parts(load_state(state_path), wanted, os.fstat(fd).st_size)
@@ -665,9 +449,10 @@ def _download_to_path(
             os.ftruncate(fd, size)
         journal = _Journal(state_path, replace(wanted, done=reused))
         todo = [p for p in parts if p.index not in reused]
-        tracker = _Progress(progress, size, sum(p.length for p in parts if p.index in reused))
+        done = sum(p.length for p in parts if p.index in reused)
+        tracker = ProgressTracker(progress, size, done=done, announce=True)
         _transfer(
-            client, info, todo, _into_file(fd), parallel, max_resume, tracker, journal.mark_done
+            transport, info, todo, _into_file(fd), parallel, max_resume, tracker, journal.mark_done
         )
         _verify(info, lambda update: _hash_file(fd, size, update))
         os.fsync(fd)
@@ -679,10 +464,14 @@ def _download_to_path(
     except BaseException:
         os.close(fd)  # temp and state stay: the next call resumes
         raise
-    os.close(fd)
-    os.replace(temp, path)
-    _fsync_dir(os.path.dirname(os.path.abspath(path)))
-    _remove(state_path, state_path + ".tmp")
+    try:
+        # Still under the lock: no other download can write the temp file while it
+        # becomes dest.
+        os.replace(temp, path)
+        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+        _remove(state_path, state_path + ".tmp")
+    finally:
+        os.close(fd)
     fetched = sum(p.length for p in todo)
     return DownloadResult(info, len(parts), len(todo), len(reused), fetched)
 
@@ -708,7 +497,7 @@ def _lock(fd: int, path: str, info: ObjectInfo) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise errors.InvalidArgument(
+        raise errors.DownloadLockedError(
             f"another download to {path!r} is in progress "
             f"(bucket {info.bucket!r}, key {info.key!r})"
         ) from None

@@ -4,7 +4,7 @@ When a read resumes at offset ``want`` it sends ``Range: bytes=<want>-`` and
 ``If-Match: <etag>``. The answer is trusted only if it provably carries the same
 object's bytes from ``want`` on (RFC 9110 §13.1.1 If-Match, §14.4 Content-Range,
 §15.3.7 206). Everything here is a function of status and headers, so it is tested
-without a network; :mod:`objsdk.objectfile` acts on the verdict.
+without a network; :mod:`objsdk._io.objectfile` acts on the verdict.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .ranges import parse_content_range
+from objsdk._core.ranges import parse_content_range
 
 __all__ = ["BadResponse", "Changed", "Continuation", "SizeUnknown", "check_response"]
 

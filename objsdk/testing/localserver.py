@@ -1,7 +1,7 @@
 """What every local server (MinIO, Toxiproxy) does the same way.
 
 A free loopback port, retried when another process takes it between our probe and
-the server's bind; the server launched under :mod:`objsdk.supervisor`, so it and its
+the server's bind; the server launched under :mod:`objsdk.testing.supervisor`, so it and its
 temporary directories go away however this process ends; a stop at exit; and use as a
 context manager. Subclasses say how to launch, how to tell that the server is ready,
 and where its log is.
@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from objsdk.supervisor import Supervised, SupervisorError, free_port
+from objsdk.testing.supervisor import Supervised, SupervisorError, free_port
 
 __all__ = ["LocalServer"]
 

@@ -1,0 +1,75 @@
+"""Object headers both ways: metadata and content type into request headers, response
+headers into :class:`~objsdk.models.ObjectInfo` (pure)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from objsdk import errors
+from objsdk._core.s3xml import parse_http_date
+from objsdk.models import ObjectInfo
+
+__all__ = ["CHECKSUM_ALGORITHMS", "object_headers", "object_info_from_headers", "stored_checksums"]
+
+# Checksum algorithms S3 may store and return as x-amz-checksum-<name>.
+CHECKSUM_ALGORITHMS = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
+
+# Header names are RFC 9110 tokens; S3 stores user metadata keys lower-cased.
+_META_KEY_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+_META_VALUE_RE = re.compile(r"^[\x20-\x7e]*$")
+
+
+def object_headers(
+    bucket: str, key: str, content_type: str | None, metadata: Mapping[str, str] | None
+) -> dict[str, str]:
+    """``Content-Type`` and ``x-amz-meta-*`` headers, refusing what S3 would mangle."""
+    headers = {}
+    if content_type:
+        headers["Content-Type"] = content_type
+    for name, value in (metadata or {}).items():
+        # S3 sends metadata as raw HTTP headers: anything outside printable ASCII is
+        # mangled or refused by servers, so refuse it here with a clear message.
+        if not isinstance(name, str) or not _META_KEY_RE.match(name):
+            raise errors.InvalidArgument(
+                f"metadata key {name!r} must be ASCII letters, digits or -_.!#$%&'*+^`|~ "
+                f"(bucket {bucket!r}, key {key!r})"
+            )
+        if not isinstance(value, str) or not _META_VALUE_RE.match(value):
+            raise errors.InvalidArgument(
+                f"metadata value for {name!r} must be printable ASCII "
+                f"(bucket {bucket!r}, key {key!r})"
+            )
+        headers[f"x-amz-meta-{name.lower()}"] = value
+    return headers
+
+
+def stored_checksums(headers: Mapping[str, str]) -> dict[str, str]:
+    """The ``x-amz-checksum-<algorithm>`` values in ``headers``, by algorithm."""
+    found = {}
+    for algo in CHECKSUM_ALGORITHMS:
+        value = headers.get(f"x-amz-checksum-{algo}")
+        if value:
+            found[algo] = value
+    return found
+
+
+def object_info_from_headers(bucket: str, key: str, headers: Mapping[str, str]) -> ObjectInfo:
+    """An :class:`ObjectInfo` from the (case-insensitive) headers of a HEAD or GET."""
+    length = headers.get("Content-Length")
+    return ObjectInfo(
+        bucket=bucket,
+        key=key,
+        size=int(length) if length is not None and length.isdigit() else None,
+        etag=headers.get("ETag"),
+        last_modified=parse_http_date(headers.get("Last-Modified")),
+        content_type=headers.get("Content-Type"),
+        metadata={
+            name[len("x-amz-meta-") :].lower(): value
+            for name, value in headers.items()
+            if name.lower().startswith("x-amz-meta-")
+        },
+        version_id=headers.get("x-amz-version-id"),
+        checksums=stored_checksums(headers),
+        checksum_type=headers.get("x-amz-checksum-type"),
+    )

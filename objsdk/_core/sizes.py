@@ -1,0 +1,48 @@
+"""Sizes and limits, defined once.
+
+S3's multipart limits are from the S3 user guide ("Amazon S3 multipart upload limits"):
+parts of 5 MiB to 5 GiB (the last may be smaller), at most 10,000 parts, objects of at
+most 5 TiB, and a single PUT of at most 5 GiB (PutObject).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MULTIPART_THRESHOLD",
+    "DEFAULT_PARALLEL",
+    "DEFAULT_PART_SIZE",
+    "DEFAULT_READAHEAD_PART_SIZE",
+    "DEFAULT_WRITER_PARALLEL",
+    "MAX_OBJECT_SIZE",
+    "MAX_PARTS",
+    "MAX_PART_SIZE",
+    "MAX_SINGLE_PUT",
+    "MIN_PART_SIZE",
+    "GiB",
+    "KiB",
+    "MiB",
+]
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+MIN_PART_SIZE = 5 * MiB
+MAX_PART_SIZE = 5 * GiB
+MAX_PARTS = 10_000
+MAX_OBJECT_SIZE = 5 << 40
+MAX_SINGLE_PUT = 5 * GiB
+
+# How much one network read of ObjectFile asks for.
+DEFAULT_CHUNK_SIZE = 1 * MiB
+# Parts of uploads and downloads.
+DEFAULT_PART_SIZE = 16 * MiB
+# Parts fetched ahead by ObjectFile's read-ahead: smaller, so the first one arrives soon.
+DEFAULT_READAHEAD_PART_SIZE = 8 * MiB
+# Uploads below this go as one PUT.
+DEFAULT_MULTIPART_THRESHOLD = 64 * MiB
+# Parts in flight for upload() and download().
+DEFAULT_PARALLEL = 4
+# Parts in flight for ObjectWriter: it also holds the part being filled.
+DEFAULT_WRITER_PARALLEL = 2

@@ -1,0 +1,26 @@
+"""HEAD of one object: what every reader and transfer asks before it plans."""
+
+from __future__ import annotations
+
+from objsdk._core.headers import object_info_from_headers
+from objsdk._transport.base import Transport
+from objsdk.models import ObjectInfo
+
+__all__ = ["head_object"]
+
+
+def head_object(
+    transport: Transport, bucket: str, key: str, *, version_id: str | None = None
+) -> ObjectInfo:
+    """Size, ETag, dates, type, metadata, version and stored checksums of an object."""
+    params = [("versionId", version_id)] if version_id else []
+    resp = transport.request(
+        "HEAD",
+        operation="head_object",
+        bucket=bucket,
+        key=key,
+        params=params,
+        # Without this S3 omits the x-amz-checksum-* headers (HeadObject, ChecksumMode).
+        headers={"x-amz-checksum-mode": "ENABLED"},
+    )
+    return object_info_from_headers(bucket, key, resp.headers)

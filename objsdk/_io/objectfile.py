@@ -1,0 +1,544 @@
+"""``ObjectFile``: a resilient, seekable, zero-copy file over an object's GET stream.
+
+The network side is a :class:`~objsdk._io.range_reader.RangeReader` (one pinned GET that
+resumes where it broke) or, for sequential reads with ``readahead``, a
+:class:`~objsdk._io.readahead.PartStream` of parts fetched in parallel. This class adds
+what a Python file needs on top: buffering, ``seek``/``tell``, ``readline``, pickling,
+and end-to-end verification of a full pass against the stored checksum.
+
+Copies: ``readinto`` receives straight into the caller's buffer; ``read(n)`` collects
+network chunks as memoryviews and joins them once, and returns a network chunk
+untouched when one chunk is the whole answer.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable, Mapping
+from operator import methodcaller
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from objsdk import errors
+from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checksum_headers
+from objsdk._core.sizes import DEFAULT_CHUNK_SIZE, DEFAULT_READAHEAD_PART_SIZE
+from objsdk._io.range_reader import DEFAULT_MAX_RESUME, SKIP_THRESHOLD, RangeReader, ReadStats
+from objsdk._io.readahead import PartResult, PartStream, Prefetcher, part_fetcher
+from objsdk._transport.base import Transport
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer as Buffer
+
+__all__ = ["ObjectFile", "ReadStats"]
+
+T = TypeVar("T")
+
+
+class HasTransport(Protocol):
+    """What ``ObjectFile`` needs of a client: its transport (``Client`` is one)."""
+
+    @property
+    def transport(self) -> Transport: ...
+
+
+class ObjectFile(io.BufferedIOBase):
+    """A read-only, seekable binary file over one object in a bucket.
+
+    Lazy: nothing is sent until the first read (or ``size``). Pinned: the first answer's
+    ETag is sent as ``If-Match`` on every later request, so all bytes come from one
+    version; if the object changes, :class:`~objsdk.ObjectChangedError` is raised. A
+    broken stream is resumed from the next undelivered byte up to ``max_resume``
+    consecutive failures (:class:`~objsdk.ResumeLimitError` after that). With
+    ``verify``, a full pass from byte 0 to the end is checked against the object's
+    stored checksum (:class:`~objsdk.IntegrityError` on mismatch). With ``readahead=N``,
+    sequential reading switches to N threads fetching the next ``part_size`` parts.
+
+    Picklable: a copy reopens lazily at the same position and version. Thread-safe like
+    ``io.BufferedReader``: each call holds a lock, so two threads sharing one file get
+    whole, non-overlapping reads (whose order between them is theirs to arrange).
+    """
+
+    def __init__(
+        self,
+        client: HasTransport,
+        bucket: str,
+        key: str,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_resume: int = DEFAULT_MAX_RESUME,
+        version_id: str | None = None,
+        verify: bool = True,
+        readahead: int = 0,
+        part_size: int = DEFAULT_READAHEAD_PART_SIZE,
+    ) -> None:
+        super().__init__()
+        check_bucket(bucket)
+        check_key(key)
+        _check_int("chunk_size", chunk_size, 1, bucket, key)
+        _check_int("max_resume", max_resume, 0, bucket, key)
+        _check_int("readahead", readahead, 0, bucket, key)
+        _check_int("part_size", part_size, 1, bucket, key)
+        self._client = client
+        self._transport = client.transport
+        self.bucket = bucket
+        self.key = key
+        self.chunk_size = chunk_size
+        self.max_resume = max_resume
+        self.verify = verify
+        self.readahead = readahead
+        self.part_size = part_size
+        self.stats = ReadStats()
+        self._reader = RangeReader(
+            self._transport,
+            bucket,
+            key,
+            version_id=version_id,
+            max_resume=max_resume,
+            checksum_mode=verify,
+            observer=self._observe if verify else None,
+            on_start=self._on_start if verify else None,
+            stats=self.stats,
+        )
+        self._prefetcher: Prefetcher | None = None
+        self._parts: PartStream | None = None
+        self._head_checksum: StreamChecksum | None = None
+        # Bytes read in sequence since the last far seek: read-ahead starts once a whole
+        # part's worth has gone by, so random small reads do not fetch whole parts.
+        # A fresh reader counts as sequential.
+        self._run = part_size
+        # _pos: the caller's position. Received but undelivered bytes sit in
+        # _tail[_tail_off:] at _pos; _recv_pos is the next byte to take from the network
+        # (== _pos + buffered bytes, outside a read call that is collecting chunks).
+        self._pos = 0
+        self._recv_pos = 0
+        self._tail: bytes | memoryview = b""
+        self._tail_off = 0
+        self._checksum: StreamChecksum | None = None
+        self._hashed = 0  # length of the object prefix fed to _checksum
+        self._lock = threading.Lock()
+
+    # The pin, as the first answer set it.
+    @property
+    def etag(self) -> str | None:
+        """The ETag every request is pinned to (None until the first answer)."""
+        return self._reader.etag
+
+    @property
+    def version_id(self) -> str | None:
+        return self._reader.version_id
+
+    def __repr__(self) -> str:
+        return f"<ObjectFile bucket={self.bucket!r} key={self.key!r} pos={self._pos}>"
+
+    # -- io.IOBase plumbing ------------------------------------------------------------
+
+    def readable(self) -> bool:
+        self._check_open()
+        return True
+
+    def seekable(self) -> bool:
+        self._check_open()
+        return True
+
+    def writable(self) -> bool:
+        self._check_open()
+        return False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self._drop_network()
+                self._tail, self._tail_off = b"", 0
+                if self._prefetcher is not None:
+                    self._prefetcher.close()  # joins the workers
+                    self.stats.bytes_wasted = self._prefetcher.wasted
+                    self._prefetcher = None
+            super().close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Reopen lazily in the unpickling process, pinned to the same version.
+        state = {
+            "chunk_size": self.chunk_size,
+            "max_resume": self.max_resume,
+            "version_id": self._reader.version_id,
+            "verify": self.verify,
+            "readahead": self.readahead,
+            "part_size": self.part_size,
+        }
+        pin = (self._reader.etag, self._reader.size)
+        return (_restore, (self._client, self.bucket, self.key, state, pin, self._pos, self.closed))
+
+    # -- size, position ----------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """The object's size in bytes (asks the server with HEAD if not known yet)."""
+        if self._reader.size is None:
+            self._check_open()
+            info = self._reader.head()
+            self._head_checksum = checksum_from_headers(
+                checksum_headers(info.checksums, info.checksum_type)
+            )
+        assert self._reader.size is not None
+        return self._reader.size
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        with self._lock:
+            return self._seek(offset, whence)
+
+    def _seek(self, offset: int, whence: int) -> int:
+        self._check_open()
+        if whence == io.SEEK_SET:
+            if offset < 0:
+                raise ValueError(f"negative seek position {offset}")
+            target = offset
+        # Relative seeks before the start stop at 0, as io.BytesIO does.
+        elif whence == io.SEEK_CUR:
+            target = max(0, self._pos + offset)
+        elif whence == io.SEEK_END:
+            target = max(0, self.size + offset)
+        else:
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+        delta = target - self._pos
+        if 0 <= delta <= len(self._tail) - self._tail_off:
+            self._tail_off += delta  # free: already received
+        else:
+            self._tail, self._tail_off = b"", 0
+            parts = self._parts
+            if parts is not None:
+                if not 0 <= target - parts.pos <= SKIP_THRESHOLD:
+                    self._drop_network()  # far or backward: parts are cancelled
+                    self._run = 0
+                # else the next network read skips forward through the parts
+            elif not self._reader.seek(target):
+                self._run = 0  # far or backward: reopened lazily at the new offset
+            self._recv_pos = target
+        self._pos = target
+        return target
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _resync(self) -> None:
+        """After a read raised: forget what it had received but not delivered.
+
+        The caller's position is the truth; the next read starts again from it (the ETag
+        pin makes re-fetching those bytes safe), so nothing is skipped or repeated.
+        """
+        self._drop_network()
+        self._tail, self._tail_off = b"", 0
+        self._recv_pos = self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        # Fast path: small reads (tarfile asks for 10 KiB at a time) served from the
+        # buffered network chunk with one slice, the one copy. A closed file has an
+        # empty buffer, so it always takes the checked path below. Another thread's
+        # call in progress sends this one down the locked path too.
+        if size is not None and size > 0 and self._lock.acquire(blocking=False):
+            try:
+                start = self._tail_off
+                end = start + size
+                if end <= len(self._tail):
+                    self._tail_off = end
+                    self._pos += size
+                    self.stats.bytes_delivered += size
+                    # bytes(bytes) is the same object; a read-ahead part view is copied.
+                    return bytes(self._tail[start:end])
+            finally:
+                self._lock.release()
+        return self._guard(self._read, size)
+
+    def _guard(self, op: Callable[[Any], T], arg: Any) -> T:
+        """Run a read under the lock: refuse on a closed file, resync if it raises, and
+        recycle read-ahead buffers no longer referenced once it is over."""
+        with self._lock:
+            self._check_open()
+            try:
+                return op(arg)
+            except BaseException:
+                self._resync()
+                raise
+            finally:
+                if self._parts is not None:
+                    self._parts.settle(self._tail)
+
+    def _read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            return self._read_all()
+        chunks: list[bytes | memoryview] = []
+        got = self._take_tail(size, chunks)
+        while got < size:
+            need = size - got
+            if need >= self.chunk_size:
+                # Big reads go straight from the socket into the chunk we return.
+                data = self._net(methodcaller("read", need), b"")
+                if not data:
+                    break
+                chunks.append(data)
+                got += len(data)
+            elif self._fill_tail():
+                got += self._take_tail(need, chunks)
+            else:
+                break
+        return self._deliver(chunks, got)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._guard(self._read1, size)
+
+    def _read1(self, size: int = -1) -> bytes:
+        limit = size if size >= 0 else self.chunk_size
+        chunks: list[bytes | memoryview] = []
+        got = self._take_tail(limit, chunks)
+        if not got and limit:
+            if limit >= self.chunk_size:
+                data = self._net(methodcaller("read1", limit), b"")
+                chunks.append(data)
+                got = len(data)
+            elif self._fill_tail():
+                got = self._take_tail(limit, chunks)
+        return self._deliver(chunks, got)
+
+    def readinto(self, b: Buffer) -> int:
+        return self._guard(self._readinto_all, b)
+
+    def readinto1(self, b: Buffer) -> int:
+        return self._guard(self._readinto_one, b)
+
+    def _readinto_all(self, b: Buffer) -> int:
+        return self._readinto_view(b, one=False)
+
+    def _readinto_one(self, b: Buffer) -> int:
+        return self._readinto_view(b, one=True)
+
+    def _readinto_view(self, b: Buffer, *, one: bool) -> int:
+        with memoryview(b) as outer, outer.cast("B") as view:
+            n = min(len(view), len(self._tail) - self._tail_off)
+            if n:
+                view[:n] = memoryview(self._tail)[self._tail_off : self._tail_off + n]
+                self._tail_off += n
+            while n < len(view) and not (one and n):
+                # Received straight into the caller's memory: no intermediate object.
+                k = self._net(methodcaller("readinto", view[n:]), 0)
+                if k == 0:
+                    break
+                n += k
+            self._pos += n
+            self.stats.bytes_delivered += n
+            return n
+
+    def peek(self, size: int = 0) -> bytes:
+        """Buffered bytes at the current position, without consuming them."""
+        return self._guard(self._peek, size)
+
+    def _peek(self, size: int) -> bytes:
+        if self._tail_off >= len(self._tail):
+            self._fill_tail()
+        return bytes(self._tail[self._tail_off :])
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._guard(self._readline, size)
+
+    def _readline(self, size: int | None = -1) -> bytes:
+        limit = size if size is not None and size >= 0 else None
+        chunks: list[bytes | memoryview] = []
+        got = 0
+        while limit is None or got < limit:
+            if self._tail_off >= len(self._tail) and not self._fill_tail():
+                break
+            end = len(self._tail)
+            if limit is not None:
+                end = min(end, self._tail_off + limit - got)
+            # A read-ahead view starts at its part buffer's first byte, so offsets into
+            # the view are offsets into the buffer, which can be searched.
+            tail = self._tail
+            haystack = tail if isinstance(tail, bytes) else tail.obj
+            assert isinstance(haystack, (bytes, bytearray))
+            newline = haystack.find(b"\n", self._tail_off, end)
+            stop = end if newline < 0 else newline + 1
+            # Lines may span many parts: copy out of read-ahead buffers as we go so no
+            # more than one is held.
+            got += self._take_tail(stop - self._tail_off, chunks, copy=not isinstance(tail, bytes))
+            if newline >= 0:
+                break
+        return self._deliver(chunks, got)
+
+    def _read_all(self) -> bytes:
+        chunks: list[bytes | memoryview] = []
+        got = self._take_tail(len(self._tail), chunks)
+        while data := self._net(methodcaller("read", self.chunk_size), b""):
+            chunks.append(data)
+            got += len(data)
+        return self._deliver(chunks, got)
+
+    # -- buffer bookkeeping ------------------------------------------------------------
+
+    def _take_tail(
+        self, limit: int, chunks: list[bytes | memoryview], *, copy: bool = False
+    ) -> int:
+        """Move up to ``limit`` buffered bytes into ``chunks`` as a view (no copy)."""
+        n = min(limit, len(self._tail) - self._tail_off)
+        if n <= 0:
+            return 0
+        if self._tail_off == 0 and n == len(self._tail) and not copy:
+            chunks.append(self._tail)
+        else:
+            view = memoryview(self._tail)[self._tail_off : self._tail_off + n]
+            chunks.append(bytes(view) if copy else view)
+        self._tail_off += n
+        return n
+
+    def _fill_tail(self) -> bool:
+        """Receive one network chunk into the (consumed) tail; False at end of object.
+
+        From read-ahead parts this is a view of the part buffer: no copy."""
+        empty: tuple[bytes | memoryview, int] = (b"", 0)
+        self._tail, self._tail_off = self._net(methodcaller("fill_view", self.chunk_size), empty)
+        return self._tail_off < len(self._tail)
+
+    def _deliver(self, chunks: list[bytes | memoryview], got: int) -> bytes:
+        self._pos += got
+        self.stats.bytes_delivered += got
+        if len(chunks) == 1 and isinstance(chunks[0], bytes):
+            return chunks[0]  # a single network chunk is handed over as received
+        return b"".join(chunks)  # the one copy
+
+    # -- the network ----------------------------------------------------------------------
+
+    def _net(self, op: Callable[[Any], T], empty: T) -> T:
+        """Run one body read at ``_recv_pos``; ``empty`` at the end of the object."""
+        source = self._source()
+        if source is None:
+            return empty
+        start = source.pos
+        result = op(source)
+        self._run += source.pos - start
+        self._recv_pos = source.pos
+        return result
+
+    def _source(self) -> RangeReader | PartStream | None:
+        """What to receive from at ``_recv_pos``: parallel parts once reading has been
+        sequential for a part's worth (with ``readahead``), else the single stream."""
+        want = self._recv_pos
+        parts = self._parts
+        if parts is None and self.readahead and self._run >= self.part_size:
+            self._reader.drop()
+            parts = self._start_parts(want)
+            if parts is None:
+                return None  # at the end
+        if parts is not None:
+            if parts.pos < want:
+                skip = want - parts.pos
+                parts.discard(skip)
+                self.stats.bytes_discarded += skip
+            return parts
+        if self._reader.pos != want:
+            self._reader.seek(want)
+        return self._reader
+
+    def _start_parts(self, want: int) -> PartStream | None:
+        size = self.size  # HEAD if not known yet: parts need the size and the ETag
+        if want >= size:
+            return None
+        if want == 0 and self.verify and self._checksum is None:
+            self._checksum, self._hashed = self._head_checksum, 0
+        if self._prefetcher is None:
+            reader = self._reader
+            fetch = part_fetcher(
+                self._transport,
+                self.bucket,
+                self.key,
+                etag=reader.etag,
+                size=reader.size,
+                version_id=reader.version_id,
+                max_resume=self.max_resume,
+            )
+            self._prefetcher = Prefetcher(
+                fetch,
+                workers=self.readahead,
+                part_size=self.part_size,
+                watch=self._transport.watch,
+            )
+        self._parts = PartStream(
+            self._prefetcher,
+            want,
+            size,
+            self._observe if self.verify else None,
+            self._count_part,
+        )
+        return self._parts
+
+    def _count_part(self, result: PartResult) -> None:
+        self.stats.requests += result.requests
+        self.stats.resumes += result.resumes
+
+    def _drop_network(self) -> None:
+        """Close the open stream and cancel parts in flight; reopened lazily."""
+        self._reader.drop()
+        if self._parts is not None:
+            parts, self._parts = self._parts, None
+            parts.close()
+
+    # -- integrity ---------------------------------------------------------------------
+
+    def _on_start(self, headers: Mapping[str, str]) -> None:
+        """An answer from byte 0: a full pass starts, verified against what it stores."""
+        self._checksum = checksum_from_headers(headers)
+        self._hashed = 0
+
+    def _observe(self, offset: int, data: bytes | memoryview) -> None:
+        """Hash received bytes in object order; verify when the last one arrives."""
+        checksum = self._checksum
+        if checksum is None:
+            return
+        end = offset + len(data)
+        if end <= self._hashed:
+            return  # received again (a 200 answer to a resume): hashed already
+        if offset > self._hashed:
+            self._checksum = None  # a gap (far seek): this pass cannot be verified
+            return
+        checksum.update(data[self._hashed - offset :] if offset < self._hashed else data)
+        self._hashed = end
+        size = self._reader.size
+        if size is not None and self._hashed >= size:
+            self._checksum = None
+            if not checksum.matches():
+                self._drop_network()
+                raise errors.IntegrityError(
+                    f"{checksum.algorithm} mismatch: stored {checksum.expected}, "
+                    f"received bytes hash to {checksum.actual()}",
+                    bucket=self.bucket,
+                    key=self.key,
+                    offset=self._hashed,
+                )
+
+
+def _check_int(name: str, value: object, least: int, bucket: str, key: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise errors.InvalidArgument(
+            f"{name} must be an int >= {least}, got {value!r} (bucket {bucket!r}, key {key!r})"
+        )
+
+
+def _restore(
+    client: HasTransport,
+    bucket: str,
+    key: str,
+    state: dict[str, Any],
+    pin: tuple[str | None, int | None],
+    pos: int,
+    closed: bool,
+) -> ObjectFile:
+    f = ObjectFile(client, bucket, key, **state)
+    f._reader.etag, f._reader.size = pin
+    f._pos = f._recv_pos = pos
+    if closed:
+        f.close()
+    return f

@@ -1,0 +1,398 @@
+"""``RangeReader``: bytes of one object version from a GET that resumes where it broke.
+
+One GET serves a whole sequential pass. When it breaks (reset, timeout, truncated or
+malformed body, 5xx) the reader reopens at the next undelivered byte with
+``Range: bytes=<next>-`` and ``If-Match: <etag>``, and checks the answer
+(:mod:`objsdk._core.resume`) before taking a byte from it: the caller sees one unbroken
+stream of one object version, or an exception. ``ObjectFile``, read-ahead parts and
+downloads all read through this one class.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from objsdk import errors
+from objsdk._core.ranges import format_range
+from objsdk._core.resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
+from objsdk._core.sizes import DEFAULT_CHUNK_SIZE
+from objsdk._io.head import head_object
+from objsdk._transport.base import Response, Transport
+from objsdk._transport.retry import after_failure, resume_policy
+from objsdk.models import ObjectInfo
+
+__all__ = ["DEFAULT_MAX_RESUME", "SKIP_THRESHOLD", "RangeReader", "ReadStats"]
+
+log = logging.getLogger("objsdk")
+
+DEFAULT_MAX_RESUME = 6
+# A forward seek this close to the open stream reads through instead of paying for a
+# new request (tarfile's "r:" mode skips member padding and small members like this).
+SKIP_THRESHOLD = 256 * 1024
+
+T = TypeVar("T")
+
+Observer = Callable[[int, "bytes | memoryview"], None]
+
+
+@dataclass
+class ReadStats:
+    """What one reader did: bytes handed to the caller, GET/HEAD requests sent, resumes
+    after a broken stream, bytes received but skipped (discarded) and read-ahead bytes
+    fetched but never delivered (wasted)."""
+
+    bytes_delivered: int = 0
+    requests: int = 0
+    resumes: int = 0
+    bytes_discarded: int = 0
+    bytes_wasted: int = 0
+
+
+class _Broken(Exception):
+    """The stream broke; ``cause`` says how. Internal: always resumed or re-raised."""
+
+    def __init__(self, cause: Exception | str) -> None:
+        self.cause = cause if isinstance(cause, Exception) else errors.ProtocolError(cause)
+        super().__init__(self.cause)
+
+
+class _Stream:
+    """One open GET body: the object's bytes from ``pos`` up to ``end``.
+
+    ``observer(offset, data)`` sees every received byte in order (checksums).
+    """
+
+    def __init__(self, resp: Response, start: int, end: int | None, observer: Observer | None):
+        self.resp = resp
+        self.pos = start
+        self.end = end
+        self.observer = observer
+
+    def _account(self, data: bytes | memoryview, asked: int) -> None:
+        n = len(data)
+        if n == 0 and asked and self.end is not None and self.pos < self.end:
+            raise _Broken(f"connection closed {self.end - self.pos} bytes before the end")
+        if n and self.observer is not None:
+            self.observer(self.pos, data)
+        self.pos += n
+
+    def _cap(self, n: int) -> int:
+        # Never read past `end`: a window answered with a whole 200 body goes on beyond it.
+        return n if self.end is None else min(n, self.end - self.pos)
+
+    def read(self, n: int) -> bytes:
+        n = self._cap(n)
+        try:
+            data = self.resp.read(n)
+        except errors.TransportError as e:
+            raise _Broken(e) from e
+        self._account(data, n)
+        return data
+
+    def read1(self, n: int) -> bytes:
+        n = self._cap(n)
+        try:
+            data = self.resp.read1(n)
+        except errors.TransportError as e:
+            raise _Broken(e) from e
+        self._account(data, n)
+        return data
+
+    def readinto(self, view: memoryview) -> int:
+        view = view[: self._cap(len(view))]
+        try:
+            n = self.resp.readinto(view)
+        except errors.TransportError as e:
+            raise _Broken(e) from e
+        self._account(view[:n], len(view))
+        return n
+
+    def discard(self, n: int) -> None:
+        scratch = memoryview(bytearray(min(n, DEFAULT_CHUNK_SIZE)))
+        while n > 0:
+            got = self.readinto(scratch[: min(n, len(scratch))])
+            if got == 0:
+                raise _Broken("end of body while skipping")
+            n -= got
+
+    @property
+    def done(self) -> bool:
+        return self.end is not None and self.pos >= self.end
+
+    def close(self) -> None:
+        self.resp.close()
+
+
+class RangeReader:
+    """Bytes ``[pos, end)`` of one object version, resumed across broken connections.
+
+    Pinned: the first answer's ETag (and size and version) are kept, and every later
+    request carries ``If-Match``; if the object changes,
+    :class:`~objsdk.ObjectChangedError` is raised. A broken stream is resumed from the
+    next undelivered byte up to ``max_resume`` consecutive failures
+    (:class:`~objsdk.ResumeLimitError` after that). ``end`` makes it a window: closed
+    ``Range`` requests, as if the object ended there. ``cancel``, once set, turns the
+    next break into :class:`~objsdk.Cancelled` instead of a resume.
+
+    ``observer(offset, data)`` sees every received byte in object order; ``on_start``
+    gets the headers of every answer that starts at byte 0 (stored checksums).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        bucket: str,
+        key: str,
+        *,
+        version_id: str | None = None,
+        etag: str | None = None,
+        size: int | None = None,
+        end: int | None = None,
+        max_resume: int = DEFAULT_MAX_RESUME,
+        checksum_mode: bool = False,
+        observer: Observer | None = None,
+        on_start: Callable[[Mapping[str, str]], None] | None = None,
+        cancel: threading.Event | None = None,
+        stats: ReadStats | None = None,
+    ) -> None:
+        self.transport = transport
+        self.bucket = bucket
+        self.key = key
+        self.version_id = version_id
+        self.etag = etag
+        self.size = size
+        self.end = end
+        self.max_resume = max_resume
+        self.checksum_mode = checksum_mode
+        self.observer = observer
+        self.on_start = on_start
+        self.cancel = cancel
+        self.stats = stats if stats is not None else ReadStats()
+        self.pos = 0  # the next byte to receive
+        self._stream: _Stream | None = None
+        self._policy = resume_policy(max_resume)
+        self._retry = self._policy
+        self._opened_once = False
+
+    # -- position ----------------------------------------------------------------------
+
+    @property
+    def limit(self) -> int | None:
+        """Where reading stops: the window's end or the object's size, if known."""
+        if self.end is None:
+            return self.size
+        return self.end if self.size is None else min(self.end, self.size)
+
+    def seek(self, pos: int) -> bool:
+        """Receive from ``pos`` next. Returns True if the open stream is kept (a short
+        skip forward reads through it), False if it was dropped (reopened lazily)."""
+        stream = self._stream
+        self.pos = pos
+        if stream is not None and 0 <= pos - stream.pos <= SKIP_THRESHOLD:
+            return True
+        self.drop()
+        return False
+
+    def head(self) -> ObjectInfo:
+        """Size, ETag and version from HEAD, pinned like a GET answer."""
+        self.stats.requests += 1
+        info = head_object(self.transport, self.bucket, self.key, version_id=self.version_id)
+        if self.etag is not None and info.etag != self.etag:
+            raise self._changed(f"ETag {self.etag} is now {info.etag}", self.pos)
+        if info.size is None:
+            raise errors.ProtocolError(
+                "HEAD answer has no Content-Length",
+                operation="head",
+                bucket=self.bucket,
+                key=self.key,
+            )
+        self.etag = info.etag
+        self.version_id = self.version_id or info.version_id
+        self.size = info.size
+        return info
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes (fewer only at the end)."""
+        return self._net(lambda s: s.read(n), b"")
+
+    def read1(self, n: int) -> bytes:
+        """Up to ``n`` bytes with at most one network receive."""
+        return self._net(lambda s: s.read1(n), b"")
+
+    def readinto(self, view: memoryview) -> int:
+        """Receive straight into ``view``; 0 at the end."""
+        return self._net(lambda s: s.readinto(view), 0)
+
+    def fill_view(self, n: int) -> tuple[bytes, int]:
+        """One network chunk of up to ``n`` bytes, as (chunk, offset of pos in it)."""
+        return self.read(n), 0
+
+    def discard(self, n: int) -> None:
+        """Skip ``n`` bytes forward (received and dropped)."""
+        self.seek(self.pos + n)
+
+    @property
+    def done(self) -> bool:
+        limit = self.limit
+        return limit is not None and self.pos >= limit
+
+    def close(self) -> None:
+        self.drop()
+
+    def drop(self) -> None:
+        """Close the open stream, if any; the next read reopens at ``pos``."""
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            stream.close()
+
+    def _net(self, op: Callable[[_Stream], T], empty: T) -> T:
+        """Run one body read at ``pos``, resuming on breaks; ``empty`` at the end."""
+        while True:
+            try:
+                stream = self._stream_at(self.pos)
+                if stream is None:
+                    return empty
+                result = op(stream)
+            except _Broken as e:
+                self._on_break(e)
+                continue
+            if stream.pos > self.pos:
+                self.pos = stream.pos
+                self._retry = self._policy  # progress forgives earlier failures
+            if stream.done:
+                self.drop()  # read whole: the connection goes back to the pool
+            return result
+
+    def _stream_at(self, want: int) -> _Stream | None:
+        """The stream positioned at ``want`` (opened if needed); None at the end."""
+        stream = self._stream
+        if stream is not None and stream.pos < want:
+            skip = want - stream.pos
+            stream.discard(skip)  # raises _Broken on failure: then we resume at want
+            self.stats.bytes_discarded += skip
+        if stream is not None and stream.pos == want:
+            return stream
+        self.drop()
+        limit = self.limit
+        if limit is not None and want >= limit:
+            return None
+        return self._open(want)
+
+    def _open(self, want: int) -> _Stream | None:
+        headers = {"Accept-Encoding": "identity"}  # offsets must be stored bytes
+        if self.end is not None:
+            headers["Range"] = format_range(want, self.end - 1)
+        elif want:
+            headers["Range"] = format_range(want)
+        if self.etag:
+            headers["If-Match"] = self.etag
+        if want == 0 and self.checksum_mode:
+            # S3 returns stored checksums only when asked (GetObject, ChecksumMode).
+            headers["x-amz-checksum-mode"] = "ENABLED"
+        params = [("versionId", self.version_id)] if self.version_id else []
+        self.stats.requests += 1
+        try:
+            resp = self.transport.request(
+                "GET",
+                operation="read",
+                bucket=self.bucket,
+                key=self.key,
+                params=params,
+                headers=headers,
+                stream=True,
+                ok=(200, 206, 412, 416),
+            )
+        except errors.NoSuchKey as e:
+            if not self._opened_once:
+                raise
+            raise self._changed("it was deleted", want) from e
+        except errors.TransportError as e:
+            raise _Broken(e) from e
+        except errors.S3Error as e:
+            if e.status >= 500:  # still failing after the transport's own retries
+                raise _Broken(e) from e
+            raise
+        try:
+            cont = check_response(
+                resp.status, resp.headers, want=want, etag=self.etag, size=self.size, end=self.end
+            )
+        except Changed as e:
+            resp.close()
+            raise self._changed(str(e), want) from None
+        except BadResponse as e:
+            resp.close()
+            raise _Broken(str(e)) from None
+        except SizeUnknown:
+            resp.close()
+            self.head()  # pinned to our ETag
+            if self.size is not None and want >= self.size:
+                return None
+            raise _Broken(f"416 for offset {want} of a {self.size}-byte object") from None
+        self._adopt(cont, resp, want)
+        if cont.eof:
+            resp.close()
+            return None
+        stop = cont.size if self.end is None or cont.size is None else min(cont.size, self.end)
+        stream = _Stream(resp, cont.start, stop, self.observer)
+        self._stream = stream
+        if cont.discard:
+            stream.discard(cont.discard)
+            self.stats.bytes_discarded += cont.discard
+        return stream
+
+    def _adopt(self, cont: Continuation, resp: Response, want: int) -> None:
+        """Pin what a good answer says about the object: ETag, size, version."""
+        self._opened_once = True
+        self.etag = self.etag or cont.etag
+        if self.size is None:
+            self.size = cont.size
+        self.version_id = self.version_id or resp.headers.get("x-amz-version-id")
+        if want == 0 and not cont.eof and self.on_start is not None:
+            self.on_start(resp.headers)
+
+    def _on_break(self, e: _Broken) -> None:
+        self.drop()
+        cause = e.cause
+        if self.cancel is not None and self.cancel.is_set():
+            raise errors.Cancelled(
+                f"read cancelled (bucket {self.bucket!r}, key {self.key!r}, offset {self.pos})"
+            ) from cause
+        policy = after_failure(self._retry, cause)
+        if policy is None:
+            raise errors.ResumeLimitError(
+                f"stream broke {self.max_resume + 1} times in a row without progress "
+                f"(last: {_describe(cause)})",
+                bucket=self.bucket,
+                key=self.key,
+                offset=self.pos,
+            ) from cause
+        self._retry = policy
+        self.stats.resumes += 1
+        log.warning(
+            "resuming read of bucket %r key %r at offset %d after %s",
+            self.bucket,
+            self.key,
+            self.pos,
+            _describe(cause),
+        )
+        self._retry.sleep()
+
+    def _changed(self, why: str, offset: int) -> errors.ObjectChangedError:
+        self.drop()
+        return errors.ObjectChangedError(
+            f"object changed while being read: {why}",
+            bucket=self.bucket,
+            key=self.key,
+            offset=offset,
+        )
+
+
+def _describe(cause: BaseException) -> str:
+    text = str(cause).split("\n")[0][:200]
+    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__

@@ -1,0 +1,1 @@
+"""Whole-object transfers: parallel parts, multipart uploads, downloads, the writer."""

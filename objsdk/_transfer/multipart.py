@@ -1,0 +1,453 @@
+"""Multipart uploads: the five S3 calls, and the one engine that drives them.
+
+:class:`MultipartSession` is shared by :func:`~objsdk._transfer.upload.upload` (parts
+from a file, buffer or stream) and :class:`~objsdk.ObjectWriter` (parts as the caller
+writes them): create, send parts in parallel with their CRC32Cs, complete with the
+full-object CRC32C, or abort, so no parts are left behind.
+
+Retries: parts are PUTs, retried whole by the transport. CompleteMultipartUpload is
+documented as safe to retry with the same upload id and part list (S3 API reference,
+CompleteMultipartUpload), so it is retried on network failures, 5xx answers and
+200-with-error answers; if a retry finds the upload gone (NoSuchUpload) because an
+earlier attempt completed it and its reply was lost, a HEAD checks that the object is
+there with the size and CRC32C we sent, and that counts as success. CreateMultipartUpload
+is retried on 5xx answers only: an answer means no upload was created, while a lost
+reply might hide one (the caller then gets the error).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+
+from objsdk import errors
+from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
+from objsdk._core.headers import stored_checksums
+from objsdk._core.parts import Part
+from objsdk._core.s3xml import (
+    build_complete_body,
+    parse_complete_result,
+    parse_error,
+    parse_list_multipart_uploads,
+    parse_upload_id,
+)
+from objsdk._core.signing import payload_sha256
+from objsdk._io.head import head_object
+from objsdk._io.pool import PartPool
+from objsdk._transfer.progress import ProgressTracker
+from objsdk._transport.base import Body, Transport
+from objsdk._transport.retry import RETRY_STATUSES, after_failure, resume_policy
+from objsdk.models import ObjectInfo
+
+__all__ = [
+    "CompletedPart",
+    "MultipartSession",
+    "MultipartUpload",
+    "abort_multipart_upload",
+    "complete_multipart_upload",
+    "create_multipart_upload",
+    "list_multipart_uploads",
+    "upload_part",
+]
+
+log = logging.getLogger("objsdk")
+
+# Attempts of the calls this module retries itself (Create on 5xx, Complete's 200 errors).
+_ATTEMPTS = 5
+# Codes of a 200-with-error Complete answer worth another attempt.
+_RETRY_CODES = frozenset({"InternalError", "SlowDown", "ServiceUnavailable"})
+
+
+@dataclass(frozen=True)
+class CompletedPart:
+    """What S3 answered for one uploaded part."""
+
+    number: int
+    etag: str
+    checksum_crc32c: str | None = None
+
+
+@dataclass(frozen=True)
+class MultipartUpload:
+    """An upload in progress, as ListMultipartUploads reports it."""
+
+    key: str
+    upload_id: str
+
+
+# -- the five calls -----------------------------------------------------------------------
+
+
+def create_multipart_upload(
+    transport: Transport, bucket: str, key: str, *, headers: Mapping[str, str] | None = None
+) -> str:
+    """Start an upload; return its upload id. ``headers`` carry content type,
+    metadata and ``x-amz-checksum-algorithm``/``x-amz-checksum-type``."""
+    policy = resume_policy(_ATTEMPTS)
+    while True:
+        try:
+            resp = transport.request(
+                "POST",
+                operation="create_multipart_upload",
+                bucket=bucket,
+                key=key,
+                params=[("uploads", "")],
+                headers=headers,
+            )
+            break
+        except errors.S3Error as e:
+            nxt = after_failure(policy, e) if e.status in RETRY_STATUSES else None
+            if nxt is None:
+                raise
+            policy = nxt
+            log.warning("create_multipart_upload: retrying after %s", e)
+            policy.sleep()
+    upload_id = parse_upload_id(resp.content)
+    if not upload_id:
+        raise errors.ProtocolError(
+            "no UploadId in the answer", operation="create_multipart_upload", bucket=bucket, key=key
+        )
+    return upload_id
+
+
+def upload_part(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    upload_id: str,
+    part: Part,
+    body: Body,
+    *,
+    checksum_crc32c: str | None = None,
+) -> CompletedPart:
+    """Upload one part from ``body`` (bytes-like, or a seekable file positioned at the
+    part's first byte). PUT is idempotent, so the transport retries it whole."""
+    headers = {}
+    if checksum_crc32c:
+        headers["x-amz-checksum-crc32c"] = checksum_crc32c
+    resp = transport.request(
+        "PUT",
+        operation=f"upload_part({part.number})",
+        bucket=bucket,
+        key=key,
+        params=[("partNumber", str(part.number)), ("uploadId", upload_id)],
+        headers=headers,
+        body=body,
+        content_length=part.length,
+    )
+    etag = resp.headers.get("ETag")
+    if not etag:
+        raise errors.ProtocolError(
+            f"no ETag for part {part.number}", operation="upload_part", bucket=bucket, key=key
+        )
+    return CompletedPart(part.number, etag, resp.headers.get("x-amz-checksum-crc32c"))
+
+
+def complete_multipart_upload(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    upload_id: str,
+    parts: Iterable[CompletedPart],
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Assemble the parts, retrying as the module says; return the answer's headers
+    plus its ``ETag``, ``ChecksumCRC32C`` and ``ChecksumType`` fields."""
+    body = build_complete_body((p.number, p.etag, p.checksum_crc32c) for p in parts)
+    policy = resume_policy(_ATTEMPTS)
+    while True:
+        resp = transport.request(
+            "POST",
+            operation="complete_multipart_upload",
+            bucket=bucket,
+            key=key,
+            params=[("uploadId", upload_id)],
+            headers=headers,
+            body=body,
+            payload_hash=payload_sha256(body),
+            idempotent=True,
+        )
+        # S3 may answer 200 and report a failure in the body (CompleteMultipartUpload).
+        failure = parse_error(resp.content)
+        if failure is None:
+            break
+        error = errors.error_class_for_code(failure.code)(
+            resp.status,
+            failure.code,
+            failure.message,
+            request_id=failure.request_id,
+            bucket=bucket,
+            key=key,
+            operation="complete_multipart_upload",
+        )
+        nxt = after_failure(policy, error) if failure.code in _RETRY_CODES else None
+        if nxt is None:
+            raise error
+        policy = nxt
+        log.warning("complete_multipart_upload: retrying after %s", error)
+        policy.sleep()
+    result = dict(resp.headers)
+    parsed = parse_complete_result(resp.content)
+    for name, value in (
+        ("ETag", parsed.etag),
+        ("ChecksumCRC32C", parsed.checksum_crc32c),
+        ("ChecksumType", parsed.checksum_type),
+    ):
+        if value:
+            result[name] = value
+    return result
+
+
+def abort_multipart_upload(transport: Transport, bucket: str, key: str, upload_id: str) -> None:
+    """Abandon an upload so its parts are freed (a missing upload is not an error)."""
+    try:
+        transport.request(
+            "DELETE",
+            operation="abort_multipart_upload",
+            bucket=bucket,
+            key=key,
+            params=[("uploadId", upload_id)],
+            ok=(204, 200),
+        )
+    except errors.S3Error as e:
+        if e.code != "NoSuchUpload":
+            raise
+
+
+def list_multipart_uploads(
+    transport: Transport, bucket: str, prefix: str = ""
+) -> Iterator[MultipartUpload]:
+    """Uploads started and neither completed nor aborted, under ``prefix``."""
+    key_marker = upload_marker = ""
+    while True:
+        params = [("uploads", ""), ("prefix", prefix), ("encoding-type", "url")]
+        if key_marker:
+            params += [("key-marker", key_marker), ("upload-id-marker", upload_marker)]
+        resp = transport.request(
+            "GET", operation="list_multipart_uploads", bucket=bucket, params=params
+        )
+        page = parse_list_multipart_uploads(resp.content)
+        for key, upload_id in page.uploads:
+            yield MultipartUpload(key, upload_id)
+        if not page.next_key_marker:
+            return
+        key_marker = page.next_key_marker
+        upload_marker = page.next_upload_id_marker or ""
+
+
+# -- the engine ---------------------------------------------------------------------------
+
+
+class MultipartSession:
+    """One multipart upload of ``bucket/key`` with a full-object CRC32C.
+
+    Parts go out on a :class:`PartPool` of ``parallel`` threads, each with its own
+    CRC32C, and the object's CRC32C is combined from theirs (zlib's ``crc32_combine``),
+    so every byte is read once. :meth:`complete` checks the parts make up the object;
+    :meth:`abort` (after any failure) waits for parts on the wire first, so none lands
+    after the abort ("might or might not succeed", AbortMultipartUpload).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        bucket: str,
+        key: str,
+        *,
+        headers: Mapping[str, str],
+        content_type: str | None,
+        metadata: Mapping[str, str],
+        parallel: int,
+        progress: ProgressTracker,
+    ) -> None:
+        self.transport = transport
+        self.content_type = content_type
+        self.metadata = dict(metadata)
+        self.bucket = bucket
+        self.key = key
+        self.headers = dict(headers)
+        self.parallel = parallel
+        self.progress = progress
+        self.upload_id: str | None = None
+        self.pool: PartPool | None = None
+        self._done: dict[int, tuple[CompletedPart, int, int]] = {}
+        self.completed = False
+
+    def start(self) -> None:
+        """CreateMultipartUpload: one CRC32C over the whole object, not a checksum of
+        checksums ("Checking object integrity": full object vs composite checksums)."""
+        self.upload_id = create_multipart_upload(
+            self.transport,
+            self.bucket,
+            self.key,
+            headers={
+                **self.headers,
+                "x-amz-checksum-algorithm": "CRC32C",
+                "x-amz-checksum-type": "FULL_OBJECT",
+            },
+        )
+        self.pool = PartPool(self.parallel, name="upload", watch=self.transport.watch)
+
+    def _send(self, item: tuple[Part, memoryview]) -> tuple[CompletedPart, int]:
+        part, body = item
+        assert self.upload_id is not None
+        crc = crc32c(body)
+        completed = upload_part(
+            self.transport,
+            self.bucket,
+            self.key,
+            self.upload_id,
+            part,
+            body,
+            checksum_crc32c=encode_crc32c(crc),
+        )
+        if not completed.checksum_crc32c:
+            completed = replace(completed, checksum_crc32c=encode_crc32c(crc))
+        return completed, crc
+
+    def record(self, item: tuple[Part, memoryview], result: tuple[CompletedPart, int]) -> None:
+        """A part is stored: keep what S3 answered and count its bytes."""
+        part = item[0]
+        self._done[part.number] = (result[0], result[1], part.length)
+        self.progress.add(part.length)
+
+    def send_all(
+        self, items: Iterator[tuple[Part, memoryview]], release: Callable[[memoryview], None]
+    ) -> None:
+        """Upload ``items`` ``parallel`` at a time, taking the next only when a slot is
+        free (so a stream is read no faster than it is sent); ``release(body)`` recycles
+        each body once its part is over."""
+        assert self.pool is not None
+        self.pool.run(
+            items,
+            self._send,
+            on_done=self.record,
+            on_release=lambda item: release(item[1]),
+        )
+
+    def submit(self, part: Part, body: memoryview) -> Future[tuple[CompletedPart, int]]:
+        """Upload one part in the background (the writer's way); it is recorded (and
+        counted in progress) by the worker that sends it."""
+        assert self.pool is not None
+
+        def send(item: tuple[Part, memoryview]) -> tuple[CompletedPart, int]:
+            result = self._send(item)
+            self.record(item, result)
+            return result
+
+        return self.pool.submit(send, (part, body)).future
+
+    def complete(
+        self, *, expected_parts: int | None, size: int, crc: int | None = None
+    ) -> ObjectInfo:
+        """CompleteMultipartUpload; the object's CRC32C is ``crc`` or combined from the
+        parts'. Raises if the parts are not 1..N (N as planned, if ``expected_parts``)."""
+        assert self.upload_id is not None
+        if self.pool is not None:
+            self.pool.close()
+        numbers = sorted(self._done)
+        want = expected_parts if expected_parts is not None else len(numbers)
+        if numbers != list(range(1, want + 1)):
+            raise errors.ProtocolError(
+                f"parts {numbers} do not make up the object ({want} planned)",
+                operation="complete_multipart_upload",
+                bucket=self.bucket,
+                key=self.key,
+            )
+        if crc is None:
+            crc = 0
+            for n in numbers:
+                _, part_crc, length = self._done[n]
+                crc = crc32c_combine(crc, part_crc, length)
+        value = encode_crc32c(crc)
+        parts = [self._done[n][0] for n in numbers]
+        try:
+            # The server recomputes the object's CRC32C and refuses a mismatch.
+            answer = complete_multipart_upload(
+                self.transport,
+                self.bucket,
+                self.key,
+                self.upload_id,
+                parts,
+                headers={"x-amz-checksum-crc32c": value, "x-amz-checksum-type": "FULL_OBJECT"},
+            )
+        except errors.S3Error as e:
+            if e.code != "NoSuchUpload" or not self._already_there(size, value):
+                raise
+            answer = {}
+            log.warning(
+                "complete_multipart_upload: a retry found upload %s completed by an earlier "
+                "attempt (bucket %r, key %r)",
+                self.upload_id,
+                self.bucket,
+                self.key,
+            )
+        self.completed = True
+        return upload_info(
+            self.bucket, self.key, size, answer, crc, self.content_type, self.metadata
+        )
+
+    def _already_there(self, size: int, crc: str) -> bool:
+        """Is the object stored with exactly our size and CRC32C (a lost Complete reply)?"""
+        try:
+            info = head_object(self.transport, self.bucket, self.key)
+        except errors.ObjsdkError:
+            return False
+        return info.size == size and info.checksums.get("crc32c") == crc
+
+    def abort(self) -> None:
+        """Abandon the upload after parts in flight have ended (best effort: logged)."""
+        if self.pool is not None:
+            self.pool.cancel()
+            self.pool.close()
+        if self.upload_id is None or self.completed:
+            return
+        try:
+            abort_multipart_upload(self.transport, self.bucket, self.key, self.upload_id)
+        except errors.NoSuchBucket:
+            pass  # the bucket went, and its uploads with it
+        except Exception:
+            log.warning(
+                "could not abort multipart upload %s (bucket %r, key %r); its parts stay "
+                "until it is aborted",
+                self.upload_id,
+                self.bucket,
+                self.key,
+                exc_info=True,
+            )
+        self.upload_id = None
+
+
+def upload_info(
+    bucket: str,
+    key: str,
+    size: int,
+    answer: Mapping[str, str],
+    crc: int,
+    content_type: str | None,
+    metadata: Mapping[str, str],
+) -> ObjectInfo:
+    """What an upload of ``size`` bytes with this ``crc`` stored, from its answer's
+    headers (or Complete's fields)."""
+    found = {k.lower(): v for k, v in answer.items()}
+    checksums = stored_checksums(found)
+    if "checksumcrc32c" in found:  # CompleteMultipartUpload's XML
+        checksums.setdefault("crc32c", found["checksumcrc32c"])
+    # The server checked the value we sent, so it holds even if it was not echoed.
+    checksums.setdefault("crc32c", encode_crc32c(crc))
+    return ObjectInfo(
+        bucket=bucket,
+        key=key,
+        size=size,
+        etag=found.get("etag"),
+        version_id=found.get("x-amz-version-id"),
+        content_type=content_type,
+        metadata=dict(metadata),
+        checksums=checksums,
+        checksum_type=found.get("checksumtype")
+        or found.get("x-amz-checksum-type")
+        or "FULL_OBJECT",
+    )

@@ -1,0 +1,114 @@
+"""One PUT of bytes-like data or a seekable file: ``Client.put_object`` and the small
+cases of ``upload()`` and ``ObjectWriter``."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from typing import IO
+
+from objsdk import errors
+from objsdk._core.checksums import crc32c_b64
+from objsdk._core.headers import object_headers, stored_checksums
+from objsdk._core.signing import UNSIGNED_PAYLOAD, payload_sha256
+from objsdk._transport.base import Body, Transport
+from objsdk.models import ObjectInfo
+
+__all__ = ["put_bytes", "put_object"]
+
+
+def put_bytes(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    data: bytes | bytearray | memoryview,
+    *,
+    headers: Mapping[str, str],
+    content_type: str | None,
+    metadata: Mapping[str, str],
+) -> ObjectInfo:
+    """PUT ``data`` from its own buffer, without a copy, with its SHA-256 signed and a
+    CRC32C the server checks and stores (so every later read can be verified)."""
+    hdrs = {**headers, "x-amz-checksum-crc32c": crc32c_b64(data)}
+    return _put(
+        transport,
+        bucket,
+        key,
+        data,
+        memoryview(data).nbytes,
+        payload_sha256(data),
+        hdrs,
+        content_type,
+        metadata,
+    )
+
+
+def put_object(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    data: bytes | bytearray | memoryview | IO[bytes],
+    *,
+    content_type: str | None,
+    metadata: Mapping[str, str] | None,
+) -> ObjectInfo:
+    """PUT bytes-like data (see :func:`put_bytes`) or a seekable binary file, streamed
+    from its position to its end (never read whole; a retry rewinds it)."""
+    headers = object_headers(bucket, key, content_type, metadata)
+    meta = dict(metadata or {})
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return put_bytes(
+            transport, bucket, key, data, headers=headers, content_type=content_type, metadata=meta
+        )
+    length = _remaining_length(data, bucket, key)
+    return _put(transport, bucket, key, data, length, UNSIGNED_PAYLOAD, headers, content_type, meta)
+
+
+def _put(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    body: Body,
+    length: int,
+    payload_hash: str,
+    headers: Mapping[str, str],
+    content_type: str | None,
+    metadata: Mapping[str, str],
+) -> ObjectInfo:
+    resp = transport.request(
+        "PUT",
+        operation="put_object",
+        bucket=bucket,
+        key=key,
+        headers=headers,
+        body=body,
+        content_length=length,
+        payload_hash=payload_hash,
+    )
+    return ObjectInfo(
+        bucket=bucket,
+        key=key,
+        size=length,
+        etag=resp.headers.get("ETag"),
+        version_id=resp.headers.get("x-amz-version-id"),
+        content_type=content_type,
+        metadata=dict(metadata),
+        checksums=stored_checksums(resp.headers),
+    )
+
+
+def _remaining_length(f: IO[bytes], bucket: str, key: str) -> int:
+    """Bytes from the file's position to its end; refuses streams that cannot rewind."""
+    try:
+        if not f.seekable():
+            raise io.UnsupportedOperation
+        pos = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(pos)
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        raise errors.InvalidArgument(
+            "put_object needs bytes or a seekable binary file (so a retry can rewind it); "
+            f"got {type(f).__name__} for bucket {bucket!r}, key {key!r}"
+        ) from None
+    return max(0, end - pos)

@@ -1,0 +1,410 @@
+"""``upload``: a file, buffer or stream to one object, by the cheapest safe route.
+
+Below ``multipart_threshold`` (and S3's 5 GiB single-PUT limit) one PUT:
+
+* a regular file: ``Transport.send_file`` (over plain http, ``sendfile(2)`` from the
+  page cache to the socket, no byte copied into Python);
+* another seekable stream: streamed by the transport;
+* bytes-like data (``BytesIO`` too, through its buffer): sent from its own memory.
+
+Above it, a multipart upload (:class:`~objsdk._transfer.multipart.MultipartSession`)
+with ``parallel`` parts in flight. The parts of a buffer are slices of it, so nothing is
+copied; a file or stream is read part by part into at most ``parallel + 1`` reused
+buffers. Files are read, never memory-mapped: a file truncated while it uploads (say by
+logrotate's copytruncate) is a :class:`~objsdk.SourceChangedError`, not a SIGBUS that
+kills the process, and a file whose size or mtime changed before completion is refused
+the same way. Any failure, an exception from ``progress`` or a ``KeyboardInterrupt``
+aborts the upload, so no parts are left behind, and is re-raised.
+
+Every route stores a full-object CRC32C (``x-amz-checksum-crc32c``, "Checking object
+integrity" in the S3 user guide), which the server checks on arrival and
+:class:`~objsdk.ObjectFile` checks again on a full read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import IO, BinaryIO
+
+from objsdk import errors
+from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.checksums import crc32c, encode_crc32c
+from objsdk._core.headers import object_headers
+from objsdk._core.parts import Part, plan_upload, upload_part_size
+from objsdk._core.sizes import (
+    DEFAULT_MULTIPART_THRESHOLD,
+    DEFAULT_PARALLEL,
+    MAX_PARTS,
+    MAX_SINGLE_PUT,
+    MiB,
+)
+from objsdk._transfer.multipart import MultipartSession, upload_info
+from objsdk._transfer.progress import Progress, ProgressTracker
+from objsdk._transfer.put import put_bytes
+from objsdk._transport.base import Transport
+from objsdk.errors import SourceChangedError
+from objsdk.models import ObjectInfo
+
+__all__ = ["UploadSource", "upload"]
+
+# Reads of a stream that is not a file, to checksum it before sending it.
+_READ_BLOCK = MiB
+
+UploadSource = str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryview
+
+
+def upload(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    source: UploadSource,
+    *,
+    part_size: int | None = None,
+    parallel: int = DEFAULT_PARALLEL,
+    content_type: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+) -> ObjectInfo:
+    """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
+    multipart upload of ``part_size`` parts (default 16 MiB), ``parallel`` at a time.
+
+    ``source`` is a path, a binary file object (read from its position to its end,
+    and left at its end), or bytes-like data. ``progress(done, total)`` follows the
+    contract of :mod:`objsdk._transfer.progress`, called in the calling thread;
+    ``total`` is None while the size of a stream is unknown. The object always gets a
+    full-object CRC32C, returned in ``checksums["crc32c"]``. Keep ``parallel`` within
+    the client's ``max_pool_connections`` so connections are reused.
+    """
+    check_bucket(bucket)
+    check_key(key)
+    headers = object_headers(bucket, key, content_type, metadata)
+    _check_count("parallel", parallel, 1, bucket, key)
+    _check_count("multipart_threshold", multipart_threshold, 0, bucket, key)
+    if part_size is not None:
+        upload_part_size(None, part_size)  # refuses sizes outside S3's limits
+    job = _Job(transport, bucket, key, headers, content_type, dict(metadata or {}), parallel)
+    with _open_source(source, bucket, key) as src:
+        size = src.size
+        tracker = ProgressTracker(progress, size)
+        if size is None:
+            info = _upload_unsized(job, src, upload_part_size(None, part_size), tracker)
+        elif size == 0 or (size < multipart_threshold and size <= MAX_SINGLE_PUT):
+            # An empty object is one PUT whatever the threshold: a multipart one gets
+            # no stored checksum from MinIO, and gains nothing.
+            info = _put_single(job, src, size, tracker)
+        else:
+            info = _upload_multipart(job, src, plan_upload(size, part_size), tracker)
+        tracker.finish(info.size or 0)
+        return info
+
+
+def _check_count(name: str, value: object, least: int, bucket: str, key: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise errors.InvalidArgument(
+            f"{name} must be an int >= {least}, got {value!r} (bucket {bucket!r}, key {key!r})"
+        )
+
+
+# -- sources ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Source:
+    """What to upload: a regular ``file`` (bytes ``start`` to ``start + size``), a
+    ``view`` of memory, or any other ``stream`` (``size`` None if it cannot seek)."""
+
+    size: int | None
+    start: int = 0
+    file: IO[bytes] | None = None
+    view: memoryview | None = None
+    stream: IO[bytes] | None = None
+    stamp: tuple[int, int] | None = None  # a file's (size, mtime_ns) when it was opened
+
+
+@contextlib.contextmanager
+def _open_source(source: UploadSource, bucket: str, key: str) -> Iterator[_Source]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        with _flat(source, bucket, key) as view:
+            yield _Source(view.nbytes, view=view)
+    elif isinstance(source, (str, os.PathLike)):
+        try:
+            f = open(source, "rb")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise errors.InvalidArgument(
+                f"cannot read {os.fspath(source)!r}: {e.strerror} (bucket {bucket!r}, key {key!r})"
+            ) from e
+        with f:
+            yield _file_source(f)
+    elif isinstance(source, io.BytesIO):
+        # Its buffer, not its bytes: getbuffer() shares the memory.
+        start = source.tell()
+        with source.getbuffer() as whole, whole[start:] as view:
+            size = view.nbytes
+            yield _Source(size, view=view)
+        source.seek(start + size)
+    else:
+        src = _file_source(source)
+        yield src
+        if src.size is not None:
+            source.seek(src.start + src.size)
+
+
+@contextlib.contextmanager
+def _flat(data: bytes | bytearray | memoryview, bucket: str, key: str) -> Iterator[memoryview]:
+    """A flat byte view of any C-contiguous buffer (array('I'), 2-D views...)."""
+    view = memoryview(data)
+    with view:
+        if not view.c_contiguous:
+            raise errors.InvalidArgument(
+                f"upload needs a contiguous buffer (bucket {bucket!r}, key {key!r})"
+            )
+        with view.cast("B") as flat:
+            yield flat
+
+
+def _file_source(f: IO[bytes]) -> _Source:
+    try:
+        seekable = f.seekable()
+    except (AttributeError, OSError, ValueError):
+        seekable = False
+    if not seekable:
+        return _Source(None, stream=f)
+    start = f.tell()
+    end = f.seek(0, os.SEEK_END)
+    f.seek(start)
+    size = max(0, end - start)
+    try:
+        st = os.fstat(f.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return _Source(size, start, stream=f)
+    if stat.S_ISREG(st.st_mode):
+        return _Source(size, start, file=f, stamp=(st.st_size, st.st_mtime_ns))
+    return _Source(size, start, stream=f)
+
+
+def _check_unchanged(src: _Source) -> None:
+    """Refuse a file whose size or mtime moved since the upload began."""
+    if src.file is None or src.stamp is None:
+        return
+    st = os.fstat(src.file.fileno())
+    if (st.st_size, st.st_mtime_ns) != src.stamp:
+        raise SourceChangedError(
+            f"the file changed while being uploaded (size {src.stamp[0]} -> {st.st_size})"
+        )
+
+
+def _fill(stream: IO[bytes], view: memoryview) -> int:
+    """Read into ``view`` until it is full or the stream ends; return the bytes read."""
+    got = 0
+    readinto = getattr(stream, "readinto", None)
+    while got < view.nbytes:
+        if readinto is not None:
+            n = readinto(view[got:])
+        else:
+            chunk = stream.read(view.nbytes - got)
+            n = None if chunk is None else len(chunk)
+            if n:
+                view[got : got + n] = chunk
+        if n is None:
+            raise errors.InvalidArgument("upload cannot read a non-blocking stream")
+        if n == 0:
+            break
+        got += n
+    return got
+
+
+@dataclass
+class _Job:
+    transport: Transport
+    bucket: str
+    key: str
+    headers: dict[str, str]
+    content_type: str | None
+    metadata: dict[str, str]
+    parallel: int
+
+    def put_bytes(self, data: memoryview) -> ObjectInfo:
+        info = put_bytes(
+            self.transport,
+            self.bucket,
+            self.key,
+            data,
+            headers=self.headers,
+            content_type=self.content_type,
+            metadata=self.metadata,
+        )
+        return replace(info, checksum_type=info.checksum_type or "FULL_OBJECT")
+
+    def session(self, tracker: ProgressTracker) -> MultipartSession:
+        return MultipartSession(
+            self.transport,
+            self.bucket,
+            self.key,
+            headers=self.headers,
+            content_type=self.content_type,
+            metadata=self.metadata,
+            parallel=self.parallel,
+            progress=tracker,
+        )
+
+
+# -- one PUT ----------------------------------------------------------------------------
+
+
+def _put_single(job: _Job, src: _Source, size: int, tracker: ProgressTracker) -> ObjectInfo:
+    if src.view is not None:
+        return job.put_bytes(src.view)
+    stream = src.file or src.stream
+    assert stream is not None
+    crc = _crc_of_stream(stream, src.start, size)
+    answer = job.transport.send_file(
+        job.bucket,
+        job.key,
+        stream,
+        offset=src.start,
+        count=size,
+        headers={**job.headers, "x-amz-checksum-crc32c": encode_crc32c(crc)},
+        progress=tracker.reached,
+    )
+    return upload_info(job.bucket, job.key, size, answer, crc, job.content_type, job.metadata)
+
+
+def _crc_of_stream(stream: IO[bytes], start: int, size: int) -> int:
+    """CRC32C of ``size`` bytes of a seekable stream from ``start``, through one small
+    reused buffer; the stream is left at ``start``."""
+    buf = bytearray(min(size, _READ_BLOCK))
+    crc = 0
+    left = size
+    stream.seek(start)
+    with memoryview(buf) as view:
+        while left:
+            n = _fill(stream, view[: min(left, view.nbytes)])
+            if n == 0:
+                raise SourceChangedError(f"the stream ended {left} bytes early")
+            crc = crc32c(view[:n], crc)
+            left -= n
+    stream.seek(start)
+    return crc
+
+
+# -- multipart --------------------------------------------------------------------------
+
+
+def _upload_multipart(
+    job: _Job, src: _Source, parts: list[Part], tracker: ProgressTracker
+) -> ObjectInfo:
+    size = parts[-1].stop
+    if src.view is not None:
+        view = src.view
+        # Slices of the caller's buffer: each part is sent from the memory it is in.
+        slices: Iterator[tuple[Part, memoryview]] = ((p, view[p.start : p.stop]) for p in parts)
+        return _multipart(job, slices, memoryview.release, tracker, len(parts), size, src)
+    stream = src.file or src.stream
+    assert stream is not None
+    stream.seek(src.start)
+    free: list[bytearray] = []
+    items = _stream_parts(stream, parts[0].length, parts, free)
+    return _multipart(job, items, _recycle(free), tracker, len(parts), size, src)
+
+
+def _upload_unsized(
+    job: _Job, src: _Source, part_size: int, tracker: ProgressTracker
+) -> ObjectInfo:
+    """A stream of unknown size: one PUT if it ends within the first part, else parts."""
+    assert src.stream is not None
+    first = bytearray(part_size)
+    with memoryview(first) as view:
+        n = _fill(src.stream, view)
+        if n < part_size:
+            with view[:n] as data:
+                return job.put_bytes(data)
+    free = [first]
+    items = _stream_parts(src.stream, part_size, None, free, filled=n)
+    return _multipart(job, items, _recycle(free), tracker, None, None, src)
+
+
+def _multipart(
+    job: _Job,
+    items: Iterator[tuple[Part, memoryview]],
+    release: Callable[[memoryview], None],
+    tracker: ProgressTracker,
+    expected: int | None,
+    size: int | None,
+    src: _Source,
+) -> ObjectInfo:
+    session = job.session(tracker)
+    session.start()
+    try:
+        session.send_all(items, release)
+        _check_unchanged(src)
+        total = size if size is not None else tracker.done
+        return session.complete(expected_parts=expected, size=total)
+    except BaseException:
+        session.abort()
+        raise
+
+
+def _stream_parts(
+    stream: IO[bytes],
+    part_size: int,
+    plan: list[Part] | None,
+    free: list[bytearray],
+    *,
+    filled: int | None = None,
+) -> Iterator[tuple[Part, memoryview]]:
+    """Parts read in order into buffers from ``free`` (new ones when it is empty).
+
+    With a ``plan`` each part must fill its length; without one the stream is read
+    until it ends. ``filled``: the first buffer in ``free`` already holds that many
+    bytes.
+    """
+    index, offset = 0, 0
+    while True:
+        if plan is not None and index >= len(plan):
+            return
+        if index >= MAX_PARTS:
+            raise errors.InvalidArgument(
+                f"the stream is longer than {MAX_PARTS} parts of {part_size} bytes "
+                "(S3's limit): pass a larger part_size"
+            )
+        want = plan[index].length if plan is not None else part_size
+        buf = free.pop() if free else bytearray(part_size)
+        view = memoryview(buf)[:want]
+        if filled is not None:
+            n, filled = filled, None
+        else:
+            n = _fill(stream, view)
+        if plan is not None and n < want:
+            view.release()
+            raise SourceChangedError(
+                f"the source ended {want - n} bytes early: it shrank while being uploaded"
+            )
+        if n == 0 and index > 0:
+            view.release()
+            return
+        if n < want:
+            with view:
+                body = view[:n]
+        else:
+            body = view
+        yield Part(index, offset, offset + n), body
+        if n < want:
+            return
+        index += 1
+        offset += n
+
+
+def _recycle(free: list[bytearray]) -> Callable[[memoryview], None]:
+    def release(view: memoryview) -> None:
+        buf = view.obj
+        view.release()
+        if isinstance(buf, bytearray):
+            free.append(buf)
+
+    return release

@@ -1,0 +1,131 @@
+"""The transport seam: what the layers above need from HTTP, as two protocols.
+
+A :class:`Transport` signs and sends one request and hands back a :class:`Response`
+whose body streams (``read``/``readinto``) or is read whole (``content``). Every failure
+leaves it as an :mod:`objsdk.errors` exception raised ``from`` the original: transport
+failures as :class:`~objsdk.errors.TransportError`, S3 error answers as
+:class:`~objsdk.errors.S3Error`. Nothing above this package sees ``requests``,
+``urllib3`` or ``http.client``.
+
+Implementations: :class:`~objsdk._transport.http.HTTPTransport` (requests/urllib3) and
+:class:`~objsdk._transport.mock.MockTransport` (a function answers, for unit tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from contextlib import AbstractContextManager
+from typing import IO, Protocol
+
+from objsdk._core.addressing import Endpoint
+from objsdk._core.signing import Credentials
+
+__all__ = ["Body", "Interruptible", "Response", "Transport"]
+
+Body = bytes | bytearray | memoryview | IO[bytes] | None
+
+
+class Response(Protocol):
+    """One HTTP answer. Body reads raise :class:`~objsdk.errors.TransportError` when the
+    connection breaks; reading past the end returns ``b""`` / 0."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Case-insensitive."""
+        ...
+
+    @property
+    def content(self) -> bytes:
+        """The whole (rest of the) body."""
+        ...
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes, fewer only at the end of the body."""
+        ...
+
+    def read1(self, n: int) -> bytes:
+        """Up to ``n`` bytes with at most one receive from the network."""
+        ...
+
+    def readinto(self, view: memoryview) -> int:
+        """Fill ``view`` straight from the network; fewer bytes only at the end."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection: back to the pool if the body was read to its end,
+        else dropped."""
+        ...
+
+
+class Interruptible(Protocol):
+    """Something a worker is blocked on that another thread may cut short."""
+
+    def interrupt(self) -> None: ...
+
+
+class Transport(Protocol):
+    """Sends signed requests to one endpoint."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def credentials(self) -> Credentials | None: ...
+
+    def request(
+        self,
+        method: str,
+        *,
+        operation: str,
+        bucket: str | None = None,
+        key: str | None = None,
+        params: Iterable[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+        body: Body = None,
+        payload_hash: str | None = None,
+        stream: bool = False,
+        content_length: int | None = None,
+        ok: Collection[int] = (200,),
+        idempotent: bool | None = None,
+    ) -> Response:
+        """Send one request; return the response if its status is in ``ok``, else raise
+        its S3 error. With ``stream=False`` the body is read before returning.
+
+        A file ``body`` must be seekable and come with its ``content_length``.
+        ``payload_hash`` is the body's SHA-256 (hex) if known, else it is sent unsigned.
+        Idempotent methods (GET, HEAD, PUT, DELETE) are retried under the transport's
+        policy; ``idempotent=True`` says this request is safe to repeat whatever its
+        method (CompleteMultipartUpload), ``False`` that it is not.
+        """
+        ...
+
+    def send_file(
+        self,
+        bucket: str,
+        key: str,
+        file: IO[bytes],
+        *,
+        offset: int,
+        count: int,
+        headers: Mapping[str, str],
+        progress: Callable[[int], None] | None = None,
+        operation: str = "upload",
+    ) -> Mapping[str, str]:
+        """PUT ``count`` bytes of a regular file from ``offset``; return the answer's
+        headers. ``progress(sent)`` follows the body bytes of the current attempt. The
+        file must not shrink meanwhile (:class:`~objsdk.errors.SourceChangedError`)."""
+        ...
+
+    def watch(self) -> AbstractContextManager[Interruptible]:
+        """Run this thread's requests so that another thread may interrupt them."""
+        ...
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        ...

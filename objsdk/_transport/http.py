@@ -1,0 +1,443 @@
+"""The :class:`~objsdk._transport.base.Transport` over requests and urllib3.
+
+Everything below this module's interface stays here: transport failures become
+:class:`~objsdk.errors.TransportError` subclasses raised ``from`` the original, S3 error
+bodies become :class:`~objsdk.errors.S3Error` subclasses. Private attributes of the HTTP
+libraries are used only through :mod:`objsdk._transport.tricks`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import logging
+import os
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from datetime import datetime, timezone
+from typing import IO, Any
+
+import requests
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError
+from urllib3.response import HTTPResponse
+from urllib3.util.retry import Retry
+
+from objsdk import errors
+from objsdk._core.addressing import Endpoint
+from objsdk._core.s3xml import error_from_response
+from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, sign_request
+from objsdk._transport import tricks
+from objsdk._transport.base import Body, Interruptible
+from objsdk._transport.retry import RETRY_STATUSES
+from objsdk._version import __version__
+
+__all__ = ["USER_AGENT", "HTTPTransport", "translate", "translate_errors"]
+
+log = logging.getLogger("objsdk")
+
+USER_AGENT = f"objsdk/{__version__}"
+
+# Error bodies are small XML documents; never buffer more than this of one.
+_MAX_ERROR_BODY = 64 * 1024
+
+# What a body read can raise when the connection breaks: socket errors (timeouts too),
+# http.client's IncompleteRead for truncated or malformed chunked bodies, and the
+# urllib3/requests wrappers of the same.
+_BROKEN = (
+    OSError,
+    http.client.HTTPException,
+    urllib3.exceptions.HTTPError,
+    requests.exceptions.RequestException,
+)
+
+
+def translate(
+    e: BaseException, operation: str, bucket: str | None, key: str | None
+) -> errors.ObjsdkError:
+    """The objsdk error for a requests/urllib3/socket failure.
+
+    The message names the operation, bucket and key, never the URL (a presigned URL
+    would carry a signature).
+    """
+    where: dict[str, Any] = {"operation": operation, "bucket": bucket, "key": key}
+    if isinstance(e, errors.ObjsdkError):
+        return e
+    if isinstance(e, urllib3.exceptions.NewConnectionError):
+        # A subclass of ConnectTimeoutError in urllib3, though "refused" is not a timeout.
+        return errors.ConnectError(f"cannot reach the server ({_cause(e)})", **where)
+    if isinstance(e, (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)):
+        return errors.Timeout("connect timed out", **where)
+    if isinstance(
+        e,
+        (
+            requests.exceptions.ReadTimeout,
+            urllib3.exceptions.ReadTimeoutError,
+            TimeoutError,
+            # SO_RCVTIMEO expiring on a blocking socket (direct reads): EAGAIN.
+            BlockingIOError,
+        ),
+    ):
+        return errors.Timeout("read timed out", **where)
+    if isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
+        return errors.ConnectError(f"TLS error ({_cause(e)})", **where)
+    if isinstance(
+        e,
+        (
+            requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.ContentDecodingError,
+            urllib3.exceptions.ProtocolError,
+            urllib3.exceptions.DecodeError,
+            http.client.HTTPException,
+        ),
+    ):
+        return errors.ProtocolError(f"connection broken ({_cause(e)})", **where)
+    if isinstance(e, (requests.exceptions.ConnectionError, ConnectionError)):
+        return errors.ConnectError(f"cannot reach the server ({_cause(e)})", **where)
+    if isinstance(e, OSError):
+        return errors.ProtocolError(f"connection broken ({_cause(e)})", **where)
+    return errors.TransportError(f"request failed ({type(e).__name__})", **where)
+
+
+@contextlib.contextmanager
+def translate_errors(operation: str, bucket: str | None, key: str | None) -> Iterator[None]:
+    """Re-raise requests/urllib3/socket failures as objsdk errors (see :func:`translate`)."""
+    try:
+        yield
+    except errors.ObjsdkError:
+        raise
+    except (*_BROKEN, ValueError) as e:
+        raise translate(e, operation, bucket, key) from e
+
+
+def _cause(e: BaseException) -> str:
+    """The innermost exception's type name: informative, and free of URLs."""
+    seen = e
+    while True:
+        inner = seen.__cause__ or seen.__context__
+        if inner is None and seen.args and isinstance(seen.args[0], BaseException):
+            inner = seen.args[0]
+        if inner is None or inner is seen:
+            break
+        seen = inner
+        if isinstance(seen, MaxRetryError) and seen.reason is not None:
+            seen = seen.reason
+    return type(seen).__name__
+
+
+class _Response:
+    """A :class:`~objsdk._transport.base.Response` over a streamed requests response."""
+
+    def __init__(
+        self, resp: requests.Response, operation: str, bucket: str | None, key: str | None
+    ):
+        self._resp = resp
+        self._raw = resp.raw
+        self._fp = tricks.http_client_response(resp.raw)
+        self._direct: tricks.DirectSocket | None = None
+        self._where = (operation, bucket, key)
+        self._ended = False  # the body was read to its end
+        self._body: bytes | None = None
+        self.status = resp.status_code
+        self.headers: Mapping[str, str] = resp.headers
+
+    def _broken(self, e: BaseException) -> errors.ObjsdkError:
+        return translate(e, *self._where)
+
+    @property
+    def content(self) -> bytes:
+        # Stored bytes: never decoded, whatever Content-Encoding says.
+        if self._body is None:
+            try:
+                self._body = bytes(self._raw.read(decode_content=False))
+            except _BROKEN as e:
+                raise self._broken(e) from e
+            self._ended = True
+        return self._body
+
+    def read(self, n: int) -> bytes:
+        try:
+            if self._direct is not None:
+                data = self._direct.recv(n, whole=True)
+            elif n >= _DIRECT_MIN and tricks.DirectSocket.eligible(self._raw, self._fp):
+                assert self._fp is not None
+                self._direct, data = tricks.DirectSocket.take_bytes(self._raw, self._fp, n)
+                if self._direct.left == 0:
+                    self._direct.done()
+            elif self._fp is not None:
+                data = self._fp.read(n)
+            else:
+                data = self._raw.read(n, decode_content=False)
+        except _BROKEN as e:
+            raise self._broken(e) from e
+        self._note(len(data), n)
+        return data
+
+    def read1(self, n: int) -> bytes:
+        try:
+            if self._direct is not None:
+                data = self._direct.recv(n, whole=False)
+            elif self._fp is not None:
+                data = self._fp.read1(n)
+            else:
+                data = self._raw.read1(n, decode_content=False)
+        except _BROKEN as e:
+            raise self._broken(e) from e
+        self._note(len(data), n)
+        return data
+
+    def readinto(self, view: memoryview) -> int:
+        try:
+            if self._direct is not None:
+                n = self._direct.recv_into(view, whole=True)
+            elif len(view) >= _DIRECT_MIN and tricks.DirectSocket.eligible(self._raw, self._fp):
+                assert self._fp is not None
+                self._direct, n = tricks.DirectSocket.take(self._raw, self._fp, view)
+                if self._direct.left == 0:
+                    self._direct.done()
+            elif self._fp is not None:
+                n = self._fp.readinto(view)
+            else:
+                n = self._raw.readinto(view)
+        except _BROKEN as e:
+            raise self._broken(e) from e
+        self._note(n, len(view))
+        return n
+
+    def _note(self, got: int, asked: int) -> None:
+        if (
+            (asked and not got)
+            or (self._direct is not None and self._direct.left == 0)
+            or (self._fp is not None and self._fp.isclosed())
+        ):
+            self._ended = True
+
+    def close(self) -> None:
+        if self._ended and (self._fp is None or self._fp.isclosed()):
+            # Read whole: the connection carries the next request.
+            self._raw.release_conn()
+            return
+        if self._direct is not None:
+            self._direct.restore()
+        self._resp.close()
+
+
+# Reads at least this large may switch a plain-HTTP body to direct socket reads.
+_DIRECT_MIN = 256 * 1024
+
+
+class HTTPTransport:
+    """Signs and sends requests to one endpoint over a pooled ``requests.Session``.
+
+    ``verify`` is True (the system's CAs), False, or a CA bundle path; TLS verification
+    is on unless turned off.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        credentials: Credentials | None,
+        *,
+        region: str,
+        timeout: tuple[float, float],
+        max_pool_connections: int,
+        retry: Retry,
+        verify: bool | str = True,
+    ) -> None:
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.region = region
+        self.timeout = timeout
+        self.retry = retry
+        self.max_pool_connections = max_pool_connections
+        self.session = requests.Session()
+        # The environment's proxies and .netrc must not silently re-route or re-authenticate
+        # signed requests: the signature covers the Host we chose.
+        self.session.trust_env = False
+        self.session.verify = verify
+        adapter = HTTPAdapter(
+            pool_connections=4, pool_maxsize=max_pool_connections, max_retries=retry
+        )
+        tricks.install_watched_pools(adapter)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def watch(self) -> AbstractContextManager[Interruptible]:
+        return tricks.watch()
+
+    def _prepare(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        payload_hash: str,
+        body: Body,
+        content_length: int | None,
+    ) -> requests.PreparedRequest:
+        hdrs = {"User-Agent": USER_AGENT, **headers}
+        if self.credentials is not None:
+            hdrs.update(
+                sign_request(
+                    method,
+                    url,
+                    hdrs,
+                    credentials=self.credentials,
+                    region=self.region,
+                    now=datetime.now(timezone.utc),
+                    payload_hash=payload_hash,
+                )
+            )
+        prepared = requests.Request(method, self.endpoint.url, headers=hdrs).prepare()
+        # Send exactly the URL that was signed: requests would re-quote it and urllib3
+        # would collapse '.'/'..' segments (RFC 3986 §5.2.4), both of which change the key.
+        prepared.url = url
+        if body is not None:
+            data, length = _as_requests_body(body, content_length)
+            prepared.prepare_body(data, None)
+            # Always a plain Content-Length: S3 refuses chunked transfer encoding on PUT.
+            prepared.headers.pop("Transfer-Encoding", None)
+            prepared.headers["Content-Length"] = str(length)
+        return prepared
+
+    def request(
+        self,
+        method: str,
+        *,
+        operation: str,
+        bucket: str | None = None,
+        key: str | None = None,
+        params: Iterable[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+        body: Body = None,
+        payload_hash: str | None = None,
+        stream: bool = False,
+        content_length: int | None = None,
+        ok: Collection[int] = (200,),
+        idempotent: bool | None = None,
+    ) -> _Response:
+        url = self.endpoint.build_url(bucket, key, list(params))
+        own_retries = idempotent is True and method not in (self.retry.allowed_methods or ())
+        policy = self.retry
+        while True:
+            prepared = self._prepare(
+                method, url, headers or {}, payload_hash or UNSIGNED_PAYLOAD, body, content_length
+            )
+            try:
+                return self._send(prepared, method, operation, bucket, key, stream, ok)
+            except (errors.TransportError, errors.S3Error) as e:
+                if not own_retries or not _retryable(e):
+                    raise
+                try:
+                    if isinstance(e, errors.S3Error):
+                        policy = policy.increment(
+                            method="GET", response=HTTPResponse(status=e.status)
+                        )
+                    else:
+                        policy = policy.increment(method="GET", error=_as_urllib3_error(e))
+                except MaxRetryError:
+                    raise e from None
+                log.warning("%s: retrying after %s (bucket %r, key %r)", operation, e, bucket, key)
+                policy.sleep()
+
+    def _send(
+        self,
+        prepared: requests.PreparedRequest,
+        method: str,
+        operation: str,
+        bucket: str | None,
+        key: str | None,
+        stream: bool,
+        ok: Collection[int],
+    ) -> _Response:
+        with translate_errors(operation, bucket, key):
+            resp = self.session.send(
+                prepared, stream=True, timeout=self.timeout, allow_redirects=False
+            )
+        log.debug("%s %s/%s -> %s", method, bucket or "", key or "", resp.status_code)
+        answer = _Response(resp, operation, bucket, key)
+        if resp.status_code not in ok:
+            try:
+                body = b""
+                if method != "HEAD":
+                    with contextlib.suppress(Exception):
+                        body = resp.raw.read(_MAX_ERROR_BODY, decode_content=True) or b""
+                raise error_from_response(
+                    resp.status_code,
+                    resp.headers,
+                    body,
+                    operation=operation,
+                    bucket=bucket,
+                    key=key,
+                )
+            finally:
+                resp.close()
+        if not stream:
+            try:
+                _ = answer.content
+            finally:
+                answer.close()
+        return answer
+
+    def send_file(
+        self,
+        bucket: str,
+        key: str,
+        file: IO[bytes],
+        *,
+        offset: int,
+        count: int,
+        headers: Mapping[str, str],
+        progress: Callable[[int], None] | None = None,
+        operation: str = "upload",
+    ) -> Mapping[str, str]:
+        from objsdk._transport.sendfile import put_file, put_window
+
+        if self.endpoint.scheme == "http" and tricks.CHECKOUT and _is_regular(file):
+            return put_file(self, bucket, key, file, offset, count, headers, progress, operation)
+        return put_window(self, bucket, key, file, offset, count, headers, progress, operation)
+
+
+def _is_regular(file: IO[bytes]) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _retryable(e: errors.ObjsdkError) -> bool:
+    if isinstance(e, errors.S3Error):
+        return e.status in RETRY_STATUSES
+    return isinstance(e, errors.TransportError)
+
+
+def _as_urllib3_error(e: errors.ObjsdkError) -> Exception:
+    # urllib3's Retry counts by kind: a status answer counts like a read error here.
+    if isinstance(e, errors.ConnectError):
+        return urllib3.exceptions.ProtocolError(str(e))
+    return urllib3.exceptions.ReadTimeoutError(None, "", str(e))  # type: ignore[arg-type]
+
+
+def _as_requests_body(body: Body, content_length: int | None) -> tuple[Any, int]:
+    """Hand a body to requests without copying it; return it with its length.
+
+    A ``bytearray`` or ``memoryview`` goes as a flat byte memoryview, which urllib3
+    sends with one ``sendall`` of the buffer itself.
+    """
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        view = memoryview(body)
+        if view.nbytes == 0:
+            return b"", 0
+        if isinstance(body, bytes):
+            return body, view.nbytes
+        return (view if view.format == "B" and view.ndim == 1 else view.cast("B")), view.nbytes
+    if content_length is None:
+        raise errors.InvalidArgument("a file body needs its content_length")
+    if content_length == 0:
+        return b"", 0
+    return body, content_length

@@ -1,0 +1,205 @@
+"""A transport whose answers come from a function: the seam for unit tests.
+
+::
+
+    def handler(request: Request) -> MockResponse:
+        assert request.method == "GET"
+        return MockResponse(200, {"ETag": '"x"'}, b"hello")
+
+    client = Client("http://s3.test", "AK", "SK", transport=MockTransport(handler))
+
+Requests are signed like real ones (``request.headers`` carries ``Authorization``), and
+error answers become :mod:`objsdk.errors` exactly as over the network. A handler may
+raise an objsdk :class:`~objsdk.errors.TransportError` to stand for a network failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import IO
+
+from objsdk import errors
+from objsdk._core.addressing import Endpoint
+from objsdk._core.s3xml import error_from_response
+from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, sign_request
+from objsdk._transport.base import Body, Interruptible
+
+__all__ = ["MockResponse", "MockTransport", "Request"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the code under test sent."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+    operation: str
+    bucket: str | None
+    key: str | None
+
+
+class _Headers(dict[str, str]):
+    """A case-insensitive header mapping (names compared lower-cased)."""
+
+    def __init__(self, items: Mapping[str, str]) -> None:
+        super().__init__({k.lower(): v for k, v in items.items()})
+
+    def __getitem__(self, name: str) -> str:
+        return super().__getitem__(name.lower())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and super().__contains__(name.lower())
+
+    def get(self, name: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return super().get(name.lower(), default)
+
+
+@dataclass
+class MockResponse:
+    """An answer: status, headers, body (streamed out of memory)."""
+
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    _pos: int = 0
+
+    def __post_init__(self) -> None:
+        self.headers = _Headers(self.headers)
+        if "content-length" not in self.headers:
+            self.headers["content-length"] = str(len(self.body))
+
+    @property
+    def content(self) -> bytes:
+        self._pos = len(self.body)
+        return self.body
+
+    def read(self, n: int) -> bytes:
+        data = self.body[self._pos : self._pos + n]
+        self._pos += len(data)
+        return data
+
+    def read1(self, n: int) -> bytes:
+        return self.read(n)
+
+    def readinto(self, view: memoryview) -> int:
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._pos = len(self.body)
+
+
+_TEST_CREDENTIALS = Credentials("AKIDEXAMPLE", "test-secret")
+
+
+class _Watch:
+    def interrupt(self) -> None:
+        pass
+
+
+class MockTransport:
+    """Answers every request by calling ``handler(request)``; records what was sent."""
+
+    def __init__(
+        self,
+        handler: Callable[[Request], MockResponse],
+        *,
+        endpoint: str = "http://s3.test",
+        credentials: Credentials | None = _TEST_CREDENTIALS,
+        region: str = "us-east-1",
+    ) -> None:
+        self.handler = handler
+        self.endpoint = Endpoint.parse(endpoint)
+        self.credentials = credentials
+        self.region = region
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+
+    def request(
+        self,
+        method: str,
+        *,
+        operation: str,
+        bucket: str | None = None,
+        key: str | None = None,
+        params: Iterable[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+        body: Body = None,
+        payload_hash: str | None = None,
+        stream: bool = False,
+        content_length: int | None = None,
+        ok: Collection[int] = (200,),
+        idempotent: bool | None = None,
+    ) -> MockResponse:
+        url = self.endpoint.build_url(bucket, key, list(params))
+        hdrs = dict(headers or {})
+        if self.credentials is not None:
+            hdrs.update(
+                sign_request(
+                    method,
+                    url,
+                    hdrs,
+                    credentials=self.credentials,
+                    region=self.region,
+                    now=datetime.now(timezone.utc),
+                    payload_hash=payload_hash or UNSIGNED_PAYLOAD,
+                )
+            )
+        request = Request(method, url, hdrs, _read_body(body), operation, bucket, key)
+        with self._lock:
+            self.requests.append(request)
+        resp = self.handler(request)
+        if resp.status not in ok:
+            raise error_from_response(
+                resp.status, resp.headers, resp.body, operation=operation, bucket=bucket, key=key
+            )
+        return resp
+
+    def send_file(
+        self,
+        bucket: str,
+        key: str,
+        file: IO[bytes],
+        *,
+        offset: int,
+        count: int,
+        headers: Mapping[str, str],
+        progress: Callable[[int], None] | None = None,
+        operation: str = "upload",
+    ) -> Mapping[str, str]:
+        file.seek(offset)
+        data = file.read(count)
+        if len(data) < count:
+            raise errors.SourceChangedError(f"the file ended {count - len(data)} bytes early")
+        resp = self.request(
+            "PUT", operation=operation, bucket=bucket, key=key, headers=headers, body=data
+        )
+        if progress is not None:
+            progress(count)
+        return resp.headers
+
+    @contextlib.contextmanager
+    def _watch(self) -> Iterator[Interruptible]:
+        yield _Watch()
+
+    def watch(self) -> AbstractContextManager[Interruptible]:
+        return self._watch()
+
+    def close(self) -> None:
+        pass
+
+
+def _read_body(body: Body) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    return body.read()

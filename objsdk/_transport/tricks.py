@@ -1,0 +1,299 @@
+"""Every use of a private attribute of requests, urllib3 or http.client, in one place.
+
+Each trick saves copies or system calls on the hot path, or lets another thread cut a
+stalled request short. Each one sits behind a capability flag, computed at import from
+what is actually there, with a public-API fallback that the callers take automatically
+when the flag is off (non-Linux, TLS, an attribute missing in a newer release). Tests
+switch each flag off to prove the fallback.
+
+* ``WATCH``: urllib3's ``HTTPConnectionPool._make_request`` is wrapped so a
+  :class:`Watch` learns the connection a request uses, and ``interrupt()`` can shut it
+  down from another thread. Fallback: interrupt only refuses further requests.
+* ``RAW_FP``: ``urllib3.response.HTTPResponse._fp`` is http.client's response, whose
+  ``readinto`` receives straight into the caller's buffer (urllib3's own goes through a
+  temporary ``bytes``). Fallback: urllib3's ``read``/``readinto``.
+* ``DIRECT_READS``: after http.client's buffer is drained, a plain-HTTP body of known
+  length is read from the socket itself with ``MSG_WAITALL``, one system call per
+  buffer. The socket must block for that, so the read timeout moves into the kernel as
+  ``SO_RCVTIMEO`` (``struct timeval`` packed as two C longs: right on 64-bit Linux
+  only). When the body is read whole the timeout is put back and http.client is told
+  the body is done, so the connection returns to the pool.
+* ``CHECKOUT``: a connection is borrowed from requests' pool
+  (``HTTPAdapter.get_connection_with_tls_context``, ``HTTPConnectionPool._get_conn`` /
+  ``_put_conn``) to send a file body with ``socket.sendfile``. Fallback: the body is
+  streamed through requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import math
+import socket
+import struct
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.response import BaseHTTPResponse
+
+from objsdk import errors
+
+__all__ = [
+    "CHECKOUT",
+    "DIRECT_READS",
+    "RAW_FP",
+    "WATCH",
+    "DirectSocket",
+    "Watch",
+    "checkin",
+    "checkout",
+    "http_client_response",
+    "install_watched_pools",
+    "watch",
+]
+
+WATCH = hasattr(HTTPConnectionPool, "_make_request")
+RAW_FP = True  # checked per response: the attribute must hold an http.client response
+DIRECT_READS = (
+    sys.platform.startswith("linux")
+    and struct.calcsize("l") == 8  # struct timeval is two 64-bit longs
+    and hasattr(socket, "MSG_WAITALL")
+    and hasattr(socket, "SO_RCVTIMEO")
+)
+CHECKOUT = hasattr(HTTPAdapter, "get_connection_with_tls_context") and hasattr(
+    HTTPConnectionPool, "_get_conn"
+)
+
+
+# -- watch: interrupt another thread's request ------------------------------------------
+
+
+class Watch:
+    """Lets another thread cut short the requests of the thread that opened it.
+
+    Read-ahead and download workers run inside a watch, so closing a reader (or a
+    failure in another part) wakes a worker that is blocked on a stalled connection,
+    whether it waits for headers or for the body.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: object | None = None
+        self.interrupted = False
+        self._done = False
+
+    def attach(self, conn: object) -> None:
+        with self._lock:
+            if self.interrupted:
+                # Not an OSError: urllib3 would retry that; this must end the request.
+                raise errors.Cancelled("request cancelled")
+            self._conn = conn
+
+    def interrupt(self) -> None:
+        """Refuse further requests and shut down the connection in use (if any)."""
+        with self._lock:
+            self.interrupted = True
+            conn, self._conn = (None if self._done else self._conn), None
+        sock = getattr(conn, "sock", None)
+        if isinstance(sock, socket.socket):
+            # shutdown() wakes a recv() blocked in another thread; close() would not.
+            # The connection is never reused: its response is closed, not released.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._done = True
+            self._conn = None
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def watch() -> Iterator[Watch]:
+    """Run this thread's requests under a :class:`Watch`."""
+    w = Watch()
+    previous = getattr(_local, "watch", None)
+    _local.watch = w
+    try:
+        yield w
+    finally:
+        w.finish()
+        _local.watch = previous
+
+
+def current_watch() -> Watch | None:
+    """The watch this thread runs under, if any."""
+    w: Watch | None = getattr(_local, "watch", None)
+    return w
+
+
+class _WatchedPool(HTTPConnectionPool):
+    def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
+        w = current_watch()
+        if w is not None:
+            w.attach(conn)
+        return super()._make_request(conn, *args, **kwargs)
+
+
+class _WatchedHTTPSPool(_WatchedPool, HTTPSConnectionPool):
+    pass
+
+
+def install_watched_pools(adapter: HTTPAdapter) -> None:
+    """Make ``adapter``'s pools report their connections to this thread's watch."""
+    if WATCH:
+        adapter.poolmanager.pool_classes_by_scheme = {
+            "http": _WatchedPool,
+            "https": _WatchedHTTPSPool,
+        }
+
+
+# -- http.client's response under urllib3's ---------------------------------------------
+
+
+def http_client_response(raw: BaseHTTPResponse) -> http.client.HTTPResponse | None:
+    """http.client's response inside urllib3's, if this urllib3 has one there."""
+    if not RAW_FP:
+        return None
+    fp = getattr(raw, "_fp", None)
+    return fp if isinstance(fp, http.client.HTTPResponse) else None
+
+
+class DirectSocket:
+    """Reads the rest of a plain-HTTP body straight from the socket (see ``DIRECT_READS``).
+
+    Built by :meth:`take` once http.client's buffer is drained; ``left`` is the number of
+    body bytes still on the wire. :meth:`done` hands the connection back in a reusable
+    state once they have all been read.
+    """
+
+    def __init__(self, sock: socket.socket, fp: http.client.HTTPResponse, left: int) -> None:
+        self.sock = sock
+        self._fp = fp
+        self.left = left
+        self._timeout = sock.gettimeout()
+        if self._timeout:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(self._timeout))
+        sock.settimeout(None)  # blocking: MSG_WAITALL then fills the whole buffer
+
+    @staticmethod
+    def eligible(raw: BaseHTTPResponse, fp: http.client.HTTPResponse | None) -> bool:
+        """Can this response's body be read directly? Plain HTTP, known length."""
+        if not DIRECT_READS or fp is None or fp.fp is None or fp.chunked or fp.length is None:
+            return False
+        sock = getattr(getattr(raw, "connection", None), "sock", None)
+        return type(sock) is socket.socket  # not an SSLSocket
+
+    @classmethod
+    def take(
+        cls, raw: BaseHTTPResponse, fp: http.client.HTTPResponse, view: memoryview
+    ) -> tuple[DirectSocket, int]:
+        """Drain http.client's buffer into ``view`` (one ``readinto1``: afterwards it
+        stays empty); return the direct reader and how many bytes landed."""
+        assert fp.fp is not None
+        assert fp.length is not None
+        length = fp.length
+        n = fp.fp.readinto1(view[:length])
+        sock = raw.connection.sock  # type: ignore[union-attr]
+        return cls(sock, fp, length - n), n
+
+    @classmethod
+    def take_bytes(
+        cls, raw: BaseHTTPResponse, fp: http.client.HTTPResponse, n: int
+    ) -> tuple[DirectSocket, bytes]:
+        """Like :meth:`take`, returning the drained bytes (at most ``n``)."""
+        assert fp.fp is not None
+        assert fp.length is not None
+        length = fp.length
+        data = fp.fp.read1(min(n, length))
+        sock = raw.connection.sock  # type: ignore[union-attr]
+        return cls(sock, fp, length - len(data)), data
+
+    def recv_into(self, view: memoryview, *, whole: bool) -> int:
+        want = min(len(view), self.left)
+        if want == 0:
+            return 0
+        n = self.sock.recv_into(view, want, socket.MSG_WAITALL if whole else 0)
+        self.left -= n
+        if n == 0:
+            raise errors.ProtocolError(f"connection closed {self.left} bytes before the end")
+        if self.left == 0:
+            self.done()
+        return n
+
+    def recv(self, n: int, *, whole: bool) -> bytes:
+        want = min(n, self.left)
+        if want == 0:
+            return b""
+        data = self.sock.recv(want, socket.MSG_WAITALL if whole else 0)
+        self.left -= len(data)
+        if not data:
+            raise errors.ProtocolError(f"connection closed {self.left} bytes before the end")
+        if self.left == 0:
+            self.done()
+        return data
+
+    def done(self) -> None:
+        """The body is read whole: restore the socket and close http.client's response,
+        so urllib3 can put the connection back in its pool."""
+        self.restore()
+        self._fp.length = 0
+        self._fp._close_conn()  # type: ignore[attr-defined]  # as http.client does at a body's end
+
+    def restore(self) -> None:
+        with contextlib.suppress(OSError):
+            if self._timeout:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(0))
+            self.sock.settimeout(self._timeout)
+
+
+def _timeval(seconds: float) -> bytes:
+    """``struct timeval`` for ``seconds``; a positive timeout never rounds to 0 (which
+    the kernel reads as "no timeout")."""
+    whole = int(seconds)
+    micros = math.ceil((seconds - whole) * 1_000_000)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, 0
+    if seconds > 0 and whole == 0 and micros == 0:
+        micros = 1
+    return struct.pack("ll", whole, micros)
+
+
+# -- borrowing a pooled connection --------------------------------------------------------
+
+
+def checkout(
+    session: requests.Session, prepared: requests.PreparedRequest
+) -> tuple[HTTPConnectionPool, HTTPConnection]:
+    """A connection from the session's pool for ``prepared.url`` (see ``CHECKOUT``)."""
+    assert prepared.url is not None
+    adapter = session.get_adapter(prepared.url)
+    if not isinstance(adapter, HTTPAdapter):  # pragma: no cover - a custom adapter
+        raise TypeError(f"unexpected adapter {type(adapter).__name__}")
+    pool = adapter.get_connection_with_tls_context(
+        prepared, verify=session.verify, cert=session.cert
+    )
+    if not isinstance(pool, HTTPConnectionPool):  # pragma: no cover
+        raise TypeError(f"unexpected connection pool {type(pool).__name__}")
+    conn = pool._get_conn()
+    if not isinstance(conn, HTTPConnection):  # pragma: no cover - urllib3 on emscripten
+        pool._put_conn(conn)
+        raise TypeError(f"unexpected connection type {type(conn).__name__}")
+    return pool, conn
+
+
+def checkin(pool: HTTPConnectionPool, conn: HTTPConnection, *, reusable: bool) -> None:
+    """Give a borrowed connection back; one in an unknown state is closed first."""
+    if reusable:
+        pool._put_conn(conn)
+    else:
+        conn.close()
+        pool._put_conn(None)  # frees its slot
