@@ -3,14 +3,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# A second venv with the lowest versions pyproject allows, so the floors stay true.
+MIN_VENV := .venv-min
+MIN_STAMP := $(MIN_VENV)/.installed
 
-.PHONY: demo test lint perf clean
+.PHONY: demo test test-min lint perf clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+$(MIN_STAMP): pyproject.toml constraints-min.txt
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet -e '.[dev]' -c constraints-min.txt
+	touch $(MIN_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
@@ -19,9 +28,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict objsdk
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest
+	$(MAKE) test-min
+
+# The whole suite again on the minimum versions of requests, urllib3 and crc32c.
+test-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -c "import requests, urllib3; print('minimum versions: requests', requests.__version__, 'urllib3', urllib3.__version__)"
+	$(MIN_VENV)/bin/python -m pytest -q
 
 perf: $(STAMP)
 	cd perf && ../$(BIN)/python bench_read.py --runs 9
@@ -32,4 +48,4 @@ perf: $(STAMP)
 	cd perf && ../$(BIN)/python bench_download.py --runs 7
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MIN_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -10,8 +10,6 @@ from datetime import datetime, timedelta, timezone
 from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
-from urllib3.util.retry import Retry
-
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
 from objsdk._core.ranges import format_range
@@ -45,7 +43,7 @@ from objsdk._transfer.upload import upload as _upload
 from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
 from objsdk._transport.http import HTTPTransport
-from objsdk._transport.retry import make_retry
+from objsdk._transport.retry import Policy, make_retry
 from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
 
 if TYPE_CHECKING:
@@ -82,7 +80,7 @@ class Client:
         session_token: str | None = None,
         timeout: tuple[float, float] = (10.0, 60.0),
         max_pool_connections: int = 16,
-        retries: int | Retry | None = 5,
+        retries: int | Policy | None = 5,
         addressing_style: str = "path",
         verify: bool | str | None = None,
         transport: Transport | None = None,

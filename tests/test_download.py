@@ -15,11 +15,11 @@ import traceback
 import pytest
 
 import objsdk
-from objsdk import Client, ObjectInfo
+from objsdk import Client
 from objsdk._core.parts import Part, part_count, plan_parts
 from objsdk._transfer.download import _drop_frame_locals, download, get_into
-from objsdk._transport.mock import MockResponse, MockTransport, Request
 from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
+from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 STATE = DownloadState(
     bucket="b",
@@ -210,7 +210,7 @@ def test_an_object_without_an_etag_always_starts_over():
 )
 def test_download_refuses_bad_tuning_before_sending_anything(offline, tmp_path, kwargs):
     with pytest.raises(objsdk.InvalidArgument, match=r"must be.*\(bucket 'b0b', key 'k0'\)"):
-        download(offline, "b0b", "k0", tmp_path / "out", **kwargs)
+        download(offline.transport, "b0b", "k0", tmp_path / "out", **kwargs)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -224,7 +224,7 @@ def test_download_refuses_bad_tuning_before_sending_anything(offline, tmp_path, 
 )
 def test_download_refuses_a_destination_it_cannot_write(offline, dest, why):
     with pytest.raises(objsdk.InvalidArgument, match=why):
-        download(offline, "bkt", "key", dest)
+        download(offline.transport, "bkt", "key", dest)
 
 
 def test_download_into_a_buffer_smaller_than_the_object_names_bucket_key_and_sizes():
@@ -240,12 +240,12 @@ def test_download_into_a_buffer_smaller_than_the_object_names_bucket_key_and_siz
 @pytest.mark.parametrize("offset", [-1, 1.0, None])
 def test_get_into_refuses_a_bad_offset_naming_bucket_key_and_offset(offline, offset):
     with pytest.raises(objsdk.InvalidArgument, match=rf"{offset!r}.*'bkt'.*'key'"):
-        get_into(offline, "bkt", "key", bytearray(10), offset=offset)
+        get_into(offline.transport, "bkt", "key", bytearray(10), offset=offset)
 
 
 def test_get_into_refuses_a_read_only_buffer(offline):
     with pytest.raises(objsdk.InvalidArgument, match="read-only"):
-        get_into(offline, "bkt", "key", b"0123")
+        get_into(offline.transport, "bkt", "key", b"0123")
 
 
 # -- the caller's buffer is released after a failure ---------------------------------------

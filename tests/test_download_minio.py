@@ -29,13 +29,8 @@ import pytest
 
 import objsdk
 from objsdk import Client, ObjectFile
-from objsdk._transfer.download import (
-    STATE_SUFFIX,
-    TEMP_SUFFIX,
-    download,
-    get_into,
-    load_state,
-)
+from objsdk._transfer.download import STATE_SUFFIX, TEMP_SUFFIX, download, get_into
+from objsdk._transfer.download_state import load_state
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +100,7 @@ def proxied(local_minio, minio_proxy) -> Iterator[Client]:
 def test_a_download_to_a_path_is_byte_identical(client, bucket, tmp_path, size, part_size):
     data = put(client, bucket, "obj", size)
     dest = tmp_path / "out.bin"
-    result = download(client, bucket, "obj", dest, part_size=part_size)
+    result = download(client.transport, bucket, "obj", dest, part_size=part_size)
     assert dest.read_bytes() == data
     parts = -(-size // part_size)
     assert (result.parts_total, result.parts_fetched, result.parts_reused) == (parts, parts, 0)
@@ -114,13 +109,13 @@ def test_a_download_to_a_path_is_byte_identical(client, bucket, tmp_path, size, 
 
 def test_a_successful_download_leaves_only_the_destination(client, bucket, tmp_path):
     put(client, bucket, "obj", 3 * PART)
-    download(client, bucket, "obj", tmp_path / "out.bin", part_size=PART)
+    download(client.transport, bucket, "obj", tmp_path / "out.bin", part_size=PART)
     assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
 
 
 def test_a_download_accepts_a_str_path(client, bucket, tmp_path):
     data = put(client, bucket, "obj", PART + 1)
-    download(client, bucket, "obj", str(tmp_path / "out.bin"), part_size=PART)
+    download(client.transport, bucket, "obj", str(tmp_path / "out.bin"), part_size=PART)
     assert (tmp_path / "out.bin").read_bytes() == data
 
 
@@ -139,7 +134,7 @@ def big(client: Client) -> Iterator[tuple[str, str, str]]:
 def test_a_256_mib_object_downloads_with_4_parallel_parts_byte_identical(client, big, tmp_path):
     bucket, key, digest = big
     dest = tmp_path / "big.bin"
-    result = download(client, bucket, key, dest, parallel=4)
+    result = download(client.transport, bucket, key, dest, parallel=4)
     assert sha256_file(dest) == digest
     assert result.parts_total == 16
 
@@ -147,7 +142,7 @@ def test_a_256_mib_object_downloads_with_4_parallel_parts_byte_identical(client,
 def test_the_result_describes_the_downloaded_version(client, bucket, tmp_path):
     put(client, bucket, "obj", 1000)
     head = client.head_object(bucket, "obj")
-    result = download(client, bucket, "obj", tmp_path / "out.bin")
+    result = download(client.transport, bucket, "obj", tmp_path / "out.bin")
     assert result.info.size == 1000
     assert result.info.etag == head.etag
     assert result.info.checksums == head.checksums
@@ -157,7 +152,7 @@ def test_an_existing_file_under_the_final_name_is_replaced(client, bucket, tmp_p
     data = put(client, bucket, "obj", PART + 3)
     dest = tmp_path / "out.bin"
     dest.write_bytes(b"previous contents")
-    download(client, bucket, "obj", dest, part_size=PART)
+    download(client.transport, bucket, "obj", dest, part_size=PART)
     assert dest.read_bytes() == data
 
 
@@ -166,13 +161,13 @@ def test_a_failed_download_leaves_an_existing_file_untouched(client, bucket, tmp
     dest = tmp_path / "out.bin"
     dest.write_bytes(b"previous contents")
     with pytest.raises(Stop):
-        download(client, bucket, "obj", dest, part_size=PART, progress=stop_at(0.5))
+        download(client.transport, bucket, "obj", dest, part_size=PART, progress=stop_at(0.5))
     assert dest.read_bytes() == b"previous contents"
 
 
 def test_a_missing_key_raises_no_such_key_and_creates_no_file(client, bucket, tmp_path):
     with pytest.raises(objsdk.NoSuchKey, match="nothing-here"):
-        download(client, bucket, "nothing-here", tmp_path / "out.bin")
+        download(client.transport, bucket, "nothing-here", tmp_path / "out.bin")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -181,7 +176,7 @@ def test_progress_counts_every_byte_once_up_to_the_total(client, bucket, tmp_pat
     put(client, bucket, "obj", size)
     calls: list[tuple[int, int]] = []
     download(
-        client,
+        client.transport,
         bucket,
         "obj",
         tmp_path / "out.bin",
@@ -199,8 +194,8 @@ def test_a_second_download_to_the_same_path_at_once_is_refused(client, bucket, t
     dest = tmp_path / "out.bin"
     with temp_of(dest).open("wb") as other:
         fcntl.flock(other.fileno(), fcntl.LOCK_EX)  # as a running download holds it
-        with pytest.raises(objsdk.InvalidArgument, match="in progress"):
-            download(client, bucket, "obj", dest)
+        with pytest.raises(objsdk.DownloadLockedError, match="in progress"):
+            download(client.transport, bucket, "obj", dest)
     assert not dest.exists()
 
 
@@ -231,7 +226,9 @@ def interrupted(client, bucket, tmp_path) -> Interrupted:
     data = put(client, bucket, "obj", 32 * PART - 5)
     dest = tmp_path / "out.bin"
     with pytest.raises(Stop):
-        download(client, bucket, "obj", dest, part_size=PART, parallel=2, progress=stop_at(0.5))
+        download(
+            client.transport, bucket, "obj", dest, part_size=PART, parallel=2, progress=stop_at(0.5)
+        )
     return Interrupted(bucket, "obj", data, dest, 32)
 
 
@@ -249,7 +246,9 @@ def test_a_failure_cancels_the_parts_not_yet_started(client, bucket, tmp_path):
     put(client, bucket, "obj", 64 * PART)
     dest = tmp_path / "out.bin"
     with pytest.raises(Stop):
-        download(client, bucket, "obj", dest, part_size=PART, parallel=4, progress=stop_at(0.1))
+        download(
+            client.transport, bucket, "obj", dest, part_size=PART, parallel=4, progress=stop_at(0.1)
+        )
     state = load_state(str(state_of(dest)))
     assert state is not None
     assert len(state.done) < 16  # 6 parts made the 10 %; at most 4 more were running
@@ -257,7 +256,9 @@ def test_a_failure_cancels_the_parts_not_yet_started(client, bucket, tmp_path):
 
 def test_a_rerun_fetches_only_the_parts_an_interrupted_download_did_not_finish(client, interrupted):
     done, bytes_done = interrupted.done(), interrupted.bytes_done()
-    result = download(client, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART)
+    result = download(
+        client.transport, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART
+    )
     assert interrupted.dest.read_bytes() == interrupted.data
     assert result.parts_reused == len(done) > 0
     assert result.parts_fetched == result.parts_total - result.parts_reused
@@ -270,7 +271,7 @@ def test_a_rerun_reports_progress_from_the_bytes_already_on_disk(client, interru
     bytes_done = interrupted.bytes_done()
     calls: list[tuple[int, int]] = []
     download(
-        client,
+        client.transport,
         interrupted.bucket,
         interrupted.key,
         interrupted.dest,
@@ -283,7 +284,9 @@ def test_a_rerun_reports_progress_from_the_bytes_already_on_disk(client, interru
 
 def test_a_rerun_after_the_object_changed_starts_over(client, interrupted):
     new = put(client, interrupted.bucket, interrupted.key, len(interrupted.data))
-    result = download(client, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART)
+    result = download(
+        client.transport, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART
+    )
     assert interrupted.dest.read_bytes() == new
     assert result.parts_reused == 0
     assert result.parts_fetched == result.parts_total
@@ -291,7 +294,7 @@ def test_a_rerun_after_the_object_changed_starts_over(client, interrupted):
 
 def test_a_rerun_with_another_part_size_starts_over(client, interrupted):
     result = download(
-        client, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART // 2
+        client.transport, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART // 2
     )
     assert interrupted.dest.read_bytes() == interrupted.data
     assert result.parts_reused == 0
@@ -307,7 +310,9 @@ def test_starting_over_replaces_the_record_before_touching_the_temp_file(
 
     monkeypatch.setattr(os, "ftruncate", crash)
     with pytest.raises(OSError, match="killed"):
-        download(client, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART)
+        download(
+            client.transport, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART
+        )
     monkeypatch.undo()
     assert interrupted.done() == frozenset()  # nothing claims the old version's parts
 
@@ -318,7 +323,9 @@ def test_reused_parts_are_verified_against_the_stored_checksum(client, interrupt
         f.seek(min(done) * PART + 100)
         f.write(b"rot")
     with pytest.raises(objsdk.IntegrityError, match=r"crc32c mismatch.*'obj'"):
-        download(client, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART)
+        download(
+            client.transport, interrupted.bucket, interrupted.key, interrupted.dest, part_size=PART
+        )
     assert not interrupted.dest.exists()
     assert not temp_of(interrupted.dest).exists()  # wrong bytes are not worth resuming
     assert not state_of(interrupted.dest).exists()
@@ -363,7 +370,7 @@ BUFFERS = [a_bytearray, an_mmap, shared_memory, a_double_array]
 def test_a_download_into_a_buffer_is_byte_identical(client, bucket, make, size):
     data = put(client, bucket, "obj", size)
     with make(-(-size // 8) * 8) as (buffer, contents):
-        result = download(client, bucket, "obj", buffer, part_size=PART)
+        result = download(client.transport, bucket, "obj", buffer, part_size=PART)
         assert contents()[:size] == data
     parts = -(-size // PART)
     assert (result.parts_total, result.parts_fetched, result.parts_reused) == (parts, parts, 0)
@@ -373,14 +380,14 @@ def test_a_download_into_a_buffer_is_byte_identical(client, bucket, make, size):
 def test_a_buffer_larger_than_the_object_keeps_its_bytes_past_the_end(client, bucket):
     data = put(client, bucket, "obj", PART + 1)
     buf = bytearray(b"\xee" * (PART + 100))
-    download(client, bucket, "obj", buf, part_size=PART)
+    download(client.transport, bucket, "obj", buf, part_size=PART)
     assert buf == data + b"\xee" * 99
 
 
 def test_a_buffer_smaller_than_the_object_is_refused(client, bucket):
     put(client, bucket, "obj", 100)
     with pytest.raises(objsdk.InvalidArgument, match=r"99 bytes.*100-byte.*'obj'"):
-        download(client, bucket, "obj", bytearray(99))
+        download(client.transport, bucket, "obj", bytearray(99))
 
 
 @pytest.mark.faults
@@ -391,7 +398,7 @@ def test_a_download_into_an_mmap_that_breaks_mid_read_leaves_it_closable(
     minio_proxy.add_toxic("limit_data", bytes=MiB)  # fails inside readinto, no resume
     mm = mmap.mmap(-1, 4 * MiB)
     with pytest.raises(objsdk.ResumeLimitError):
-        download(proxied, bucket, "obj", mm, part_size=2 * MiB, max_resume=0)
+        download(proxied.transport, bucket, "obj", mm, part_size=2 * MiB, max_resume=0)
     mm.close()  # BufferError if the error still held a slice of it
 
 
@@ -404,7 +411,7 @@ def test_a_download_into_shared_memory_that_breaks_mid_read_leaves_it_closable(
     shm = SharedMemory(create=True, size=4 * MiB)
     try:
         with pytest.raises(objsdk.ResumeLimitError):
-            download(proxied, bucket, "obj", shm.buf, part_size=2 * MiB, max_resume=0)
+            download(proxied.transport, bucket, "obj", shm.buf, part_size=2 * MiB, max_resume=0)
         shm.close()  # BufferError if the error still held a slice of it
     finally:
         shm.unlink()
@@ -435,7 +442,7 @@ def test_get_into_an_mmap_that_fails_mid_read_leaves_it_closable(
 def test_no_thread_outlives_a_download(client, bucket, tmp_path):
     put(client, bucket, "obj", 8 * PART)
     before = set(threading.enumerate())
-    download(client, bucket, "obj", tmp_path / "out.bin", part_size=PART, parallel=4)
+    download(client.transport, bucket, "obj", tmp_path / "out.bin", part_size=PART, parallel=4)
     assert set(threading.enumerate()) - before == set()
 
 
@@ -444,7 +451,12 @@ def test_no_thread_outlives_a_failed_download(client, bucket, tmp_path):
     before = set(threading.enumerate())
     with pytest.raises(Stop):
         download(
-            client, bucket, "obj", tmp_path / "out.bin", part_size=PART, progress=stop_at(0.25)
+            client.transport,
+            bucket,
+            "obj",
+            tmp_path / "out.bin",
+            part_size=PART,
+            progress=stop_at(0.25),
         )
     assert set(threading.enumerate()) - before == set()
 
@@ -467,7 +479,7 @@ def test_get_into_fills_the_buffer_with_the_bytes_from_the_offset(
     client, bucket, obj, offset, length
 ):
     buf = bytearray(length)
-    n = get_into(client, bucket, "obj", buf, offset=offset, part_size=PART)
+    n = get_into(client.transport, bucket, "obj", buf, offset=offset, part_size=PART)
     assert n == min(length, OBJ - offset)
     assert buf[:n] == obj[offset : offset + length]
 
@@ -476,12 +488,12 @@ def test_get_into_fills_the_buffer_with_the_bytes_from_the_offset(
 @pytest.mark.parametrize("length", [1000, 3 * PART + 17], ids=["one-range", "parallel"])
 def test_get_into_at_or_past_the_end_returns_zero(client, bucket, obj, offset, length):
     buf = bytearray(b"\xee" * length)
-    assert get_into(client, bucket, "obj", buf, offset=offset, part_size=PART) == 0
+    assert get_into(client.transport, bucket, "obj", buf, offset=offset, part_size=PART) == 0
     assert buf == b"\xee" * length
 
 
 def test_get_into_an_empty_buffer_returns_zero(client, bucket, obj):
-    assert get_into(client, bucket, "obj", bytearray(), offset=5) == 0
+    assert get_into(client.transport, bucket, "obj", bytearray(), offset=5) == 0
 
 
 def test_get_into_reads_a_large_buffer_as_part_size_windows(client, bucket, obj, monkeypatch):
@@ -493,7 +505,7 @@ def test_get_into_reads_a_large_buffer_as_part_size_windows(client, bucket, obj,
             return super().seek(offset, whence)
 
     monkeypatch.setattr("objsdk._transfer.download.ObjectFile", Recording)
-    get_into(client, bucket, "obj", bytearray(2 * PART + 10), offset=7, part_size=PART)
+    get_into(client.transport, bucket, "obj", bytearray(2 * PART + 10), offset=7, part_size=PART)
     assert sorted(windows) == [
         (7, 7 + PART),
         (7 + PART, 7 + 2 * PART),
@@ -510,19 +522,19 @@ def test_get_into_reads_a_small_buffer_with_one_request(client, bucket, obj, mon
             files.append(self)
 
     monkeypatch.setattr("objsdk._transfer.download.ObjectFile", Recording)
-    get_into(client, bucket, "obj", bytearray(1000), offset=5, part_size=PART)
+    get_into(client.transport, bucket, "obj", bytearray(1000), offset=5, part_size=PART)
     assert [f.stats.requests for f in files] == [1]
 
 
 @pytest.mark.parametrize("length", [1000, 3 * PART + 17], ids=["one-range", "parallel"])
 def test_get_into_a_missing_key_raises_no_such_key(client, bucket, length):
     with pytest.raises(objsdk.NoSuchKey, match="nothing-here"):
-        get_into(client, bucket, "nothing-here", bytearray(length), part_size=PART)
+        get_into(client.transport, bucket, "nothing-here", bytearray(length), part_size=PART)
 
 
 def test_get_into_fills_a_typed_buffer_byte_for_byte(client, bucket, obj):
     arr = array.array("d", bytes(PART * 2))
-    n = get_into(client, bucket, "obj", arr, offset=3, part_size=PART // 2)
+    n = get_into(client.transport, bucket, "obj", arr, offset=3, part_size=PART // 2)
     assert n == 2 * PART
     assert arr.tobytes() == obj[3 : 3 + 2 * PART]
 
@@ -538,7 +550,7 @@ def test_cuts_on_every_connection_still_download_every_byte(
     minio_proxy.add_toxic("limit_data", bytes=1 * MiB)  # every connection dies after 1 MiB
     dest = tmp_path / "out.bin"
     with caplog.at_level(logging.WARNING, logger="objsdk"):
-        download(proxied, bucket, "obj", dest, parallel=4, part_size=4 * MiB)
+        download(proxied.transport, bucket, "obj", dest, parallel=4, part_size=4 * MiB)
     assert sha256_file(dest) == hashlib.sha256(data).hexdigest()
     assert sum("resuming read" in r.message for r in caplog.records) >= 18
 
@@ -548,7 +560,7 @@ def test_cuts_on_every_connection_still_fill_a_buffer_exactly(client, proxied, m
     data = put(client, bucket, "obj", 12 * MiB + 5)
     minio_proxy.add_toxic("limit_data", bytes=1 * MiB)
     buf = bytearray(10 * MiB)
-    n = get_into(proxied, bucket, "obj", buf, offset=MiB + 1, part_size=3 * MiB)
+    n = get_into(proxied.transport, bucket, "obj", buf, offset=MiB + 1, part_size=3 * MiB)
     assert n == len(buf)
     assert buf == data[MiB + 1 : 11 * MiB + 1]
 
@@ -606,10 +618,18 @@ def test_a_download_that_loses_the_network_resumes_later_from_its_finished_parts
         ) as flaky,
         pytest.raises(objsdk.ResumeLimitError, match=r"'obj'"),
     ):
-        download(flaky, bucket, "obj", dest, part_size=512 * KiB, max_resume=1, progress=progress)
+        download(
+            flaky.transport,
+            bucket,
+            "obj",
+            dest,
+            part_size=512 * KiB,
+            max_resume=1,
+            progress=progress,
+        )
     assert not dest.exists()
     minio_proxy.enable()
-    result = download(client, bucket, "obj", dest, part_size=512 * KiB)
+    result = download(client.transport, bucket, "obj", dest, part_size=512 * KiB)
     assert dest.read_bytes() == data
     assert result.parts_reused > 0
 
@@ -646,7 +666,7 @@ def test_an_interrupt_stops_a_download_stalled_on_the_network_at_once(
             helper.start()
             with pytest.raises(SigInt):
                 download(
-                    slow,
+                    slow.transport,
                     bucket,
                     "obj",
                     tmp_path / "out.bin",
@@ -672,7 +692,7 @@ KILLED_SCRIPT = textwrap.dedent(
         print(done, total, flush=True)
 
     with Client.from_env() as client:
-        download(client, sys.argv[1], sys.argv[2], sys.argv[3], parallel=4,
+        download(client.transport, sys.argv[1], sys.argv[2], sys.argv[3], parallel=4,
                  part_size=1 << 20, progress=progress)
     print("finished", flush=True)
     """
@@ -707,7 +727,7 @@ def test_a_download_killed_with_sigkill_resumes_from_the_parts_on_disk(
         assert proc.wait() == -9, "the download ended before it was half way"
     assert temp_of(dest).exists()
     assert not dest.exists()
-    result = download(client, bucket, "obj", dest, parallel=4, part_size=1 << 20)
+    result = download(client.transport, bucket, "obj", dest, parallel=4, part_size=1 << 20)
     assert result.parts_reused > 0
     assert result.parts_fetched == result.parts_total - result.parts_reused
     assert sha256_file(dest) == hashlib.sha256(data).hexdigest()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from objsdk.testing import gobuild
 from objsdk.errors import LocalMinioError
+from objsdk.testing import gobuild
 
 REPO = Path(__file__).resolve().parents[1]
 

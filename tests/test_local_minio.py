@@ -313,7 +313,15 @@ def test_supervisor_cli_prints_the_pid_and_cleans_up_at_stdin_eof(tmp_path: Path
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "objsdk.testing.supervisor", "--cleanup", str(scratch), "--", *SLEEPER],
+        [
+            sys.executable,
+            "-m",
+            "objsdk.testing.supervisor",
+            "--cleanup",
+            str(scratch),
+            "--",
+            *SLEEPER,
+        ],
         stdin=subprocess.DEVNULL,  # immediate EOF, as if the parent had died
         capture_output=True,
         text=True,

@@ -2,8 +2,15 @@
 
 import pytest
 
+from objsdk._core.resume import (
+    BadResponse,
+    Changed,
+    Continuation,
+    SizeUnknown,
+    check_response,
+    is_strong_etag,
+)
 from objsdk._transport.retry import resume_policy
-from objsdk._core.resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
 
 ETAG = '"v1"'
 
@@ -126,3 +133,30 @@ def test_a_window_206_must_stop_at_the_window_end():
         check_response(
             206, h(Content_Range="bytes 40-99/100"), want=40, etag=ETAG, size=100, end=60
         )
+
+
+def test_a_weak_etag_cannot_pin_with_if_match():
+    assert not is_strong_etag('W/"abc"')
+    assert not is_strong_etag(None)
+    assert is_strong_etag('"abc"')
+
+
+def test_a_weak_etag_matches_its_strong_form_weakly():
+    cont = check_response(
+        200, h(ETag='W/"abc"', Content_Length="100"), want=0, etag='"abc"', size=None
+    )
+    assert cont.size == 100
+
+
+def test_a_different_last_modified_is_another_version():
+    headers = h(Content_Length="100", Last_Modified="Mon, 23 Nov 2026 10:00:01 GMT")
+    with pytest.raises(Changed, match="Last-Modified"):
+        check_response(
+            200, headers, want=0, etag=None, size=100, last_modified="Mon, 23 Nov 2026 10:00:00 GMT"
+        )
+
+
+def test_the_answer_pins_its_last_modified():
+    headers = h(Content_Length="100", Last_Modified="Mon, 23 Nov 2026 10:00:00 GMT")
+    cont = check_response(200, headers, want=0, etag=None, size=None)
+    assert cont.last_modified == "Mon, 23 Nov 2026 10:00:00 GMT"

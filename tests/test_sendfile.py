@@ -25,8 +25,8 @@ import pytest
 import objsdk
 import objsdk._transport.sendfile
 from objsdk._core.checksums import crc32c_b64
-from objsdk._transport.sendfile import SourceChangedError, put_file
 from objsdk._core.signing import Credentials, encode_key_path, sign_request
+from objsdk._transport.sendfile import SourceChangedError
 
 AK, SK = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 BUCKET, KEY = "bkt", "dir/obj.bin"

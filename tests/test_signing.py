@@ -15,7 +15,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from objsdk.errors import InvalidArgument
 from objsdk._core.signing import (
     EMPTY_SHA256,
     UNSIGNED_PAYLOAD,
@@ -29,6 +28,7 @@ from objsdk._core.signing import (
     signing_key,
     uri_encode,
 )
+from objsdk.errors import InvalidArgument
 
 AWS_CREDS = Credentials("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
 AWS_NOW = datetime(2013, 5, 24, tzinfo=timezone.utc)

@@ -27,13 +27,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import objsdk
-from objsdk._core.checksums import crc32c_b64
-from objsdk._core.checksums import crc32c_combine
+from objsdk._core.checksums import crc32c_b64, crc32c_combine
 from objsdk._core.parts import Part
-from objsdk._transfer.multipart import CompletedPart, MultipartSession
-from objsdk._transfer.progress import ProgressTracker
 from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer import upload as upload_module
+from objsdk._transfer.multipart import CompletedPart, MultipartSession
+from objsdk._transfer.progress import ProgressTracker
 from objsdk._transfer.upload import upload
 from objsdk._transport.mock import MockResponse, MockTransport
 from objsdk.errors import SourceChangedError
@@ -482,7 +481,12 @@ def test_progress_of_a_stream_has_total_none_until_the_end(client, s3):
     calls: list[tuple[int, int | None]] = []
     data = pattern(2 * PART + 1)
     upload(
-        client.transport, BUCKET, KEY, Pipe(data), part_size=PART, progress=lambda d, t: calls.append((d, t))
+        client.transport,
+        BUCKET,
+        KEY,
+        Pipe(data),
+        part_size=PART,
+        progress=lambda d, t: calls.append((d, t)),
     )
     assert all(t is None for _, t in calls[:-1])
     assert calls[-1] == (len(data), len(data))
@@ -500,7 +504,9 @@ def test_progress_of_an_empty_upload_is_called_once(client, s3):
 def test_failed_part_aborts_the_upload_and_raises_its_error(client, s3):
     s3.fault = lambda method, query, n: 400 if query.get("partNumber") == "2" else None
     with pytest.raises(objsdk.S3Error, match="InvalidRequest"):
-        upload(client.transport, BUCKET, KEY, pattern(3 * PART), part_size=PART, multipart_threshold=0)
+        upload(
+            client.transport, BUCKET, KEY, pattern(3 * PART), part_size=PART, multipart_threshold=0
+        )
     assert s3.aborted == ["U1"]
     assert s3.calls("POST", "uploadId") == []
     assert s3.objects == {}
@@ -509,7 +515,9 @@ def test_failed_part_aborts_the_upload_and_raises_its_error(client, s3):
 def test_failed_complete_aborts_the_upload(client, s3):
     s3.fault = lambda method, query, n: 400 if method == "POST" and "uploadId" in query else None
     with pytest.raises(objsdk.S3Error):
-        upload(client.transport, BUCKET, KEY, pattern(2 * PART), part_size=PART, multipart_threshold=0)
+        upload(
+            client.transport, BUCKET, KEY, pattern(2 * PART), part_size=PART, multipart_threshold=0
+        )
     assert s3.aborted == ["U1"]
 
 
@@ -572,7 +580,9 @@ def test_stream_that_ends_early_aborts_with_source_changed(client, s3):
 
 
 def _session_with_parts(numbers: list[int]) -> MultipartSession:
-    transport = MockTransport(lambda request: MockResponse(200, {}, b"<CompleteMultipartUploadResult/>"))
+    transport = MockTransport(
+        lambda request: MockResponse(200, {}, b"<CompleteMultipartUploadResult/>")
+    )
     session = MultipartSession(
         transport,
         "b",

@@ -23,8 +23,8 @@ import objsdk
 from objsdk import Client
 from objsdk._core.checksums import crc32c_b64
 from objsdk._transfer.multipart import list_multipart_uploads
-from objsdk._transport.retry import S3Retry
 from objsdk._transfer.upload import upload
+from objsdk._transport.retry import S3Retry
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +104,7 @@ def sendfile_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("size", SIZES)
 def test_file_round_trips_with_its_crc32c(client, bucket, tmp_path, size, route):
     path, data = source_file(tmp_path, size)
-    info = upload(client, bucket, "obj", path, part_size=PART, **ROUTES[route])
+    info = upload(client.transport, bucket, "obj", path, part_size=PART, **ROUTES[route])
     assert info.size == size
     assert info.checksums["crc32c"] == crc32c_b64(data)
     assert info.checksum_type == "FULL_OBJECT"
@@ -118,10 +118,10 @@ def test_file_round_trips_with_its_crc32c(client, bucket, tmp_path, size, route)
 @pytest.mark.parametrize("route", ROUTES)
 def test_bytes_bytesio_and_pipe_round_trip(client, bucket, route):
     data = os.urandom(3 * PART + 7)
-    upload(client, bucket, "bytes", data, part_size=PART, **ROUTES[route])
-    upload(client, bucket, "bytesio", io.BytesIO(data), part_size=PART, **ROUTES[route])
+    upload(client.transport, bucket, "bytes", data, part_size=PART, **ROUTES[route])
+    upload(client.transport, bucket, "bytesio", io.BytesIO(data), part_size=PART, **ROUTES[route])
     with pipe_of(data) as stream:
-        upload(client, bucket, "pipe", stream, part_size=PART)
+        upload(client.transport, bucket, "pipe", stream, part_size=PART)
     for key in ("bytes", "bytesio", "pipe"):
         assert_stored(client, bucket, key, data)
 
@@ -139,7 +139,7 @@ AWKWARD = [
 def test_awkward_keys_round_trip(client, bucket, tmp_path, route):
     path, data = source_file(tmp_path, PART + 1)
     for key in AWKWARD:
-        upload(client, bucket, key, path, part_size=PART, **ROUTES[route])
+        upload(client.transport, bucket, key, path, part_size=PART, **ROUTES[route])
     assert sorted(e.key for e in client.list_objects(bucket)) == sorted(AWKWARD)
     for key in AWKWARD:
         assert_stored(client, bucket, key, data)
@@ -148,7 +148,7 @@ def test_awkward_keys_round_trip(client, bucket, tmp_path, route):
 @pytest.mark.parametrize("route", ROUTES)
 def test_content_type_and_metadata_are_stored(client, bucket, route):
     upload(
-        client,
+        client.transport,
         bucket,
         "k",
         b"x" * (PART + 1),
@@ -167,21 +167,21 @@ def test_content_type_and_metadata_are_stored(client, bucket, route):
 
 def test_a_file_over_http_is_sent_with_sendfile(client, bucket, tmp_path, sendfile_calls):
     path, data = source_file(tmp_path, 40 * MiB)
-    upload(client, bucket, "k", path)
+    upload(client.transport, bucket, "k", path)
     assert sum(sendfile_calls) == len(data)
     assert_stored(client, bucket, "k", data)
 
 
 def test_bytesio_is_not_sent_with_sendfile(client, bucket, sendfile_calls):
     data = os.urandom(MiB)
-    upload(client, bucket, "k", io.BytesIO(data))
+    upload(client.transport, bucket, "k", io.BytesIO(data))
     assert sendfile_calls == []
     assert_stored(client, bucket, "k", data)
 
 
 def test_multipart_parts_are_not_sent_with_sendfile(client, bucket, tmp_path, sendfile_calls):
     path, data = source_file(tmp_path, 2 * PART)
-    upload(client, bucket, "k", path, part_size=PART, multipart_threshold=0)
+    upload(client.transport, bucket, "k", path, part_size=PART, multipart_threshold=0)
     assert sendfile_calls == []
     assert_stored(client, bucket, "k", data)
 
@@ -202,7 +202,7 @@ def test_error_mid_multipart_leaves_no_upload_and_no_object(client, bucket, tmp_
     path, _ = source_file(tmp_path, 6 * PART)
     with pytest.raises(type(error)):
         upload(
-            client,
+            client.transport,
             bucket,
             "k",
             path,
@@ -211,7 +211,7 @@ def test_error_mid_multipart_leaves_no_upload_and_no_object(client, bucket, tmp_
             parallel=2,
             progress=raise_after_first_part(error),
         )
-    assert list(list_multipart_uploads(client, bucket)) == []
+    assert list(list_multipart_uploads(client.transport, bucket)) == []
     with pytest.raises(objsdk.NoSuchKey):
         client.head_object(bucket, "k")
 
@@ -220,7 +220,13 @@ def test_error_mid_single_put_stores_nothing(client, bucket, tmp_path, monkeypat
     monkeypatch.setattr("objsdk._transport.sendfile.SEND_CHUNK", MiB)
     path, _ = source_file(tmp_path, 8 * MiB)
     with pytest.raises(RuntimeError, match="stop"):
-        upload(client, bucket, "k", path, progress=raise_after_first_part(RuntimeError("stop")))
+        upload(
+            client.transport,
+            bucket,
+            "k",
+            path,
+            progress=raise_after_first_part(RuntimeError("stop")),
+        )
     with pytest.raises(objsdk.NoSuchKey):
         client.head_object(bucket, "k")
 
@@ -266,9 +272,9 @@ def test_connection_cut_during_a_part_is_retried(
     # Every connection is cut after 7 MiB sent to MinIO: its second part breaks midway.
     toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=7 * MiB)
     retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
-    upload(proxied, bucket, "k", path, part_size=PART, multipart_threshold=0, parallel=2)
+    upload(proxied.transport, bucket, "k", path, part_size=PART, multipart_threshold=0, parallel=2)
     assert retries
-    assert list(list_multipart_uploads(proxied, bucket)) == []
+    assert list(list_multipart_uploads(proxied.transport, bucket)) == []
     assert_stored(proxied, bucket, "k", data)
 
 
@@ -279,7 +285,7 @@ def test_connection_cut_during_a_sendfile_put_is_retried(
     path, data = source_file(tmp_path, 12 * MiB)
     toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=3 * MiB)
     retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
-    upload(proxied, bucket, "k", path)
+    upload(proxied.transport, bucket, "k", path)
     assert retries
     assert sum(sendfile_calls) > len(data)  # the body went out twice
     assert_stored(proxied, bucket, "k", data)
@@ -297,7 +303,7 @@ def test_reset_by_peer_during_a_part_is_retried(proxied, minio_proxy, bucket, on
 
     retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxics[0]))
     upload(
-        proxied,
+        proxied.transport,
         bucket,
         "k",
         data,
@@ -307,7 +313,7 @@ def test_reset_by_peer_during_a_part_is_retried(proxied, minio_proxy, bucket, on
         progress=progress,
     )
     assert retries
-    assert list(list_multipart_uploads(proxied, bucket)) == []
+    assert list(list_multipart_uploads(proxied.transport, bucket)) == []
     assert_stored(proxied, bucket, "k", data)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from objsdk import errors
+
 __all__ = ["ContentRange", "format_range", "parse_content_range"]
 
 _CONTENT_RANGE_RE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
@@ -17,7 +19,7 @@ _CONTENT_RANGE_RE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNOR
 def format_range(start: int, end: int | None = None) -> str:
     """``Range`` value for bytes ``start`` .. ``end`` inclusive (open-ended when None)."""
     if start < 0 or (end is not None and end < start):
-        raise ValueError(f"invalid byte range {start}-{end}")
+        raise errors.InvalidArgument(f"invalid byte range {start}-{end}")
     return f"bytes={start}-" if end is None else f"bytes={start}-{end}"
 
 

@@ -14,7 +14,26 @@ from dataclasses import dataclass
 
 from objsdk._core.ranges import parse_content_range
 
-__all__ = ["BadResponse", "Changed", "Continuation", "SizeUnknown", "check_response"]
+__all__ = [
+    "BadResponse",
+    "Changed",
+    "Continuation",
+    "SizeUnknown",
+    "check_response",
+    "is_strong_etag",
+    "same_etag",
+]
+
+
+def is_strong_etag(etag: str | None) -> bool:
+    """Can ``etag`` pin a version with ``If-Match``? Only a strong one: If-Match uses the
+    strong comparison, so a weak ETag (``W/"..."``) never matches (RFC 9110 §13.1.1)."""
+    return bool(etag) and not etag.startswith("W/")  # type: ignore[union-attr]
+
+
+def same_etag(a: str, b: str) -> bool:
+    """The weak comparison of two ETags (RFC 9110 §8.8.3.2): opaque tags equal."""
+    return a.removeprefix("W/") == b.removeprefix("W/")
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,7 @@ class Continuation:
     etag: str | None
     discard: int = 0
     eof: bool = False
+    last_modified: str | None = None
 
 
 class Changed(Exception):
@@ -62,21 +82,30 @@ def check_response(
     etag: str | None,
     size: int | None,
     end: int | None = None,
+    last_modified: str | None = None,
 ) -> Continuation:
     """Validate a GET answer for offset ``want`` of the object pinned to ``etag``/``size``.
 
     ``end`` (exclusive) is the end of the requested window when the request asked for
     ``bytes=<want>-<end - 1>``; the 206 must then stop there (or at the object's end).
+    ``last_modified`` pins the version when no strong ETag can (it was sent as
+    ``If-Unmodified-Since``): a different ``Last-Modified`` is another version.
 
     Raises :class:`Changed` if it belongs to another version, :class:`BadResponse` if it
     cannot be trusted to hold the right bytes.
     """
     if status == 412:
-        raise Changed("If-Match failed: the object's ETag is no longer " + str(etag))
+        if is_strong_etag(etag):
+            raise Changed(f"If-Match failed: the object's ETag is no longer {etag}")
+        raise Changed(f"If-Unmodified-Since failed: modified since {last_modified}")
     got_etag = headers.get("ETag")
-    if etag is not None and got_etag is not None and got_etag != etag:
+    if etag is not None and got_etag is not None and not same_etag(got_etag, etag):
         # Servers that ignore If-Match still reveal the change through the ETag.
         raise Changed(f"ETag changed from {etag} to {got_etag}")
+    got_date = headers.get("Last-Modified")
+    if last_modified is not None and got_date is not None and got_date != last_modified:
+        raise Changed(f"Last-Modified changed from {last_modified} to {got_date}")
+    date = got_date or last_modified
 
     if status == 416:
         # "bytes */<size>": the range starts at or past the end (RFC 9110 §15.5.17).
@@ -89,7 +118,9 @@ def check_response(
             raise Changed(f"object size changed from {size} to {total}")
         if want < total:
             raise BadResponse(f"416 for offset {want} of a {total}-byte object")
-        return Continuation(start=want, size=total, etag=got_etag or etag, eof=True)
+        return Continuation(
+            start=want, size=total, etag=got_etag or etag, eof=True, last_modified=date
+        )
 
     if status == 200:
         # A full body: the server ignored or was not sent a Range.
@@ -104,6 +135,7 @@ def check_response(
             etag=got_etag or etag,
             discard=0 if eof else want,
             eof=eof,
+            last_modified=date,
         )
 
     if status == 206:
@@ -121,6 +153,6 @@ def check_response(
         length = _int(headers.get("Content-Length"))
         if length is not None and length != cr.length:
             raise BadResponse(f"Content-Length {length} disagrees with Content-Range")
-        return Continuation(start=want, size=total, etag=got_etag or etag)
+        return Continuation(start=want, size=total, etag=got_etag or etag, last_modified=date)
 
     raise BadResponse(f"unexpected HTTP {status}")

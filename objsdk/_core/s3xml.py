@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
@@ -26,6 +26,7 @@ __all__ = [
     "build_complete_body",
     "build_delete_body",
     "error_from_response",
+    "http_date",
     "parse_complete_result",
     "parse_copy_result",
     "parse_delete_result",
@@ -72,6 +73,11 @@ def parse_http_date(text: str | None) -> datetime | None:
         return parsedate_to_datetime(text).astimezone(timezone.utc)
     except (TypeError, ValueError):
         return None
+
+
+def http_date(when: datetime | None) -> str | None:
+    """An aware datetime as an HTTP date (RFC 9110 §5.6.7), for If-Unmodified-Since."""
+    return None if when is None else format_datetime(when.astimezone(timezone.utc), usegmt=True)
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,10 @@ class ObjectFile(io.BufferedIOBase):
         self._check_open()
         if whence == io.SEEK_SET:
             if offset < 0:
-                raise ValueError(f"negative seek position {offset}")
+                raise errors.InvalidArgument(
+                    f"seek offset must be >= 0, got {offset} "
+                    f"(bucket {self.bucket!r}, key {self.key!r})"
+                )
             target = offset
         # Relative seeks before the start stop at 0, as io.BytesIO does.
         elif whence == io.SEEK_CUR:
@@ -207,7 +210,10 @@ class ObjectFile(io.BufferedIOBase):
         elif whence == io.SEEK_END:
             target = max(0, self.size + offset)
         else:
-            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+            raise errors.InvalidArgument(
+                f"seek whence must be 0, 1 or 2, got {whence!r} "
+                f"(bucket {self.bucket!r}, key {self.key!r})"
+            )
         delta = target - self._pos
         if 0 <= delta <= len(self._tail) - self._tail_off:
             self._tail_off += delta  # free: already received
@@ -373,7 +379,9 @@ class ObjectFile(io.BufferedIOBase):
     def _read_all(self) -> bytes:
         chunks: list[bytes | memoryview] = []
         got = self._take_tail(len(self._tail), chunks)
-        while data := self._net(methodcaller("read", self.chunk_size), b""):
+        # To the end: no reason to receive in pieces smaller than the default chunk.
+        read = methodcaller("read", max(self.chunk_size, DEFAULT_CHUNK_SIZE))
+        while data := self._net(read, b""):
             chunks.append(data)
             got += len(data)
         return self._deliver(chunks, got)
@@ -429,10 +437,14 @@ class ObjectFile(io.BufferedIOBase):
         want = self._recv_pos
         parts = self._parts
         if parts is None and self.readahead and self._run >= self.part_size:
-            self._reader.drop()
-            parts = self._start_parts(want)
-            if parts is None:
-                return None  # at the end
+            if want >= self.size:  # HEAD if not known yet: parts need the size and a pin
+                return None
+            if self._reader.pinned:
+                self._reader.drop()
+                parts = self._start_parts(want)
+            else:
+                # Nothing ties parallel parts to one version: stay on one stream.
+                self.readahead = 0
         if parts is not None:
             if parts.pos < want:
                 skip = want - parts.pos
@@ -443,10 +455,8 @@ class ObjectFile(io.BufferedIOBase):
             self._reader.seek(want)
         return self._reader
 
-    def _start_parts(self, want: int) -> PartStream | None:
-        size = self.size  # HEAD if not known yet: parts need the size and the ETag
-        if want >= size:
-            return None
+    def _start_parts(self, want: int) -> PartStream:
+        size = self.size
         if want == 0 and self.verify and self._checksum is None:
             self._checksum, self._hashed = self._head_checksum, 0
         if self._prefetcher is None:
@@ -456,6 +466,7 @@ class ObjectFile(io.BufferedIOBase):
                 self.bucket,
                 self.key,
                 etag=reader.etag,
+                last_modified=reader.last_modified,
                 size=reader.size,
                 version_id=reader.version_id,
                 max_resume=self.max_resume,

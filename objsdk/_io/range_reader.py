@@ -18,7 +18,16 @@ from typing import TypeVar
 
 from objsdk import errors
 from objsdk._core.ranges import format_range
-from objsdk._core.resume import BadResponse, Changed, Continuation, SizeUnknown, check_response
+from objsdk._core.resume import (
+    BadResponse,
+    Changed,
+    Continuation,
+    SizeUnknown,
+    check_response,
+    is_strong_etag,
+    same_etag,
+)
+from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import DEFAULT_CHUNK_SIZE
 from objsdk._io.head import head_object
 from objsdk._transport.base import Response, Transport
@@ -132,7 +141,11 @@ class RangeReader:
 
     Pinned: the first answer's ETag (and size and version) are kept, and every later
     request carries ``If-Match``; if the object changes,
-    :class:`~objsdk.ObjectChangedError` is raised. A broken stream is resumed from the
+    :class:`~objsdk.ObjectChangedError` is raised. A server that sends no ETag, or only
+    a weak one (which ``If-Match`` never matches), is pinned by ``Last-Modified`` with
+    ``If-Unmodified-Since`` (one-second resolution) and the size; with neither, a broken
+    stream is not resumed (:class:`~objsdk.ReadError`), since nothing would prove the
+    rest comes from the same version. A broken stream is resumed from the
     next undelivered byte up to ``max_resume`` consecutive failures
     (:class:`~objsdk.ResumeLimitError` after that). ``end`` makes it a window: closed
     ``Range`` requests, as if the object ended there. ``cancel``, once set, turns the
@@ -150,6 +163,7 @@ class RangeReader:
         *,
         version_id: str | None = None,
         etag: str | None = None,
+        last_modified: str | None = None,
         size: int | None = None,
         end: int | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
@@ -164,6 +178,7 @@ class RangeReader:
         self.key = key
         self.version_id = version_id
         self.etag = etag
+        self.last_modified = last_modified
         self.size = size
         self.end = end
         self.max_resume = max_resume
@@ -201,7 +216,7 @@ class RangeReader:
         """Size, ETag and version from HEAD, pinned like a GET answer."""
         self.stats.requests += 1
         info = head_object(self.transport, self.bucket, self.key, version_id=self.version_id)
-        if self.etag is not None and info.etag != self.etag:
+        if self.etag is not None and not same_etag(info.etag or "", self.etag):
             raise self._changed(f"ETag {self.etag} is now {info.etag}", self.pos)
         if info.size is None:
             raise errors.ProtocolError(
@@ -211,9 +226,15 @@ class RangeReader:
                 key=self.key,
             )
         self.etag = info.etag
+        self.last_modified = self.last_modified or http_date(info.last_modified)
         self.version_id = self.version_id or info.version_id
         self.size = info.size
         return info
+
+    @property
+    def pinned(self) -> bool:
+        """Can later requests be tied to the version the first answer came from?"""
+        return is_strong_etag(self.etag) or self.last_modified is not None
 
     # -- reading -----------------------------------------------------------------------
 
@@ -290,8 +311,18 @@ class RangeReader:
             headers["Range"] = format_range(want, self.end - 1)
         elif want:
             headers["Range"] = format_range(want)
-        if self.etag:
-            headers["If-Match"] = self.etag
+        if is_strong_etag(self.etag):
+            headers["If-Match"] = self.etag  # type: ignore[assignment]
+        elif self.last_modified:
+            headers["If-Unmodified-Since"] = self.last_modified
+        elif self._opened_once:
+            raise errors.ReadError(
+                "cannot resume this read safely: the server sent neither an ETag nor "
+                "Last-Modified to pin the object's version",
+                bucket=self.bucket,
+                key=self.key,
+                offset=want,
+            )
         if want == 0 and self.checksum_mode:
             # S3 returns stored checksums only when asked (GetObject, ChecksumMode).
             headers["x-amz-checksum-mode"] = "ENABLED"
@@ -320,7 +351,13 @@ class RangeReader:
             raise
         try:
             cont = check_response(
-                resp.status, resp.headers, want=want, etag=self.etag, size=self.size, end=self.end
+                resp.status,
+                resp.headers,
+                want=want,
+                etag=self.etag,
+                size=self.size,
+                end=self.end,
+                last_modified=self.last_modified,
             )
         except Changed as e:
             resp.close()
@@ -350,6 +387,7 @@ class RangeReader:
         """Pin what a good answer says about the object: ETag, size, version."""
         self._opened_once = True
         self.etag = self.etag or cont.etag
+        self.last_modified = self.last_modified or cont.last_modified
         if self.size is None:
             self.size = cont.size
         self.version_id = self.version_id or resp.headers.get("x-amz-version-id")

@@ -29,6 +29,8 @@ from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_key
 from objsdk._core.checksums import checksum_from_headers, checksum_headers
 from objsdk._core.parts import Part, plan_parts
+from objsdk._core.resume import is_strong_etag
+from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import DEFAULT_PARALLEL, DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.pool import PartPool
@@ -362,6 +364,10 @@ def _transfer(
     """
     if not parts:
         return
+    last_modified = http_date(info.last_modified)
+    if not is_strong_etag(info.etag) and last_modified is None:
+        # Nothing ties parts to one version: one stream, which refuses to resume unpinned.
+        parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
     with PartPool(min(parallel, len(parts)), name="download", watch=transport.watch) as pool:
 
         def tick(n: int) -> None:
@@ -375,6 +381,7 @@ def _transfer(
                 info.bucket,
                 info.key,
                 etag=info.etag,
+                last_modified=last_modified,
                 size=info.size,
                 version_id=info.version_id,
                 end=part.stop,

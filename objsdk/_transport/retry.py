@@ -12,6 +12,8 @@ from __future__ import annotations
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from objsdk import errors
+
 __all__ = [
     "IDEMPOTENT_METHODS",
     "RETRY_STATUSES",
@@ -71,7 +73,9 @@ def make_retry(retries: int | Retry | None) -> Retry:
     if isinstance(retries, Retry):
         return retries
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be a non-negative int or a urllib3 Retry, got {retries!r}")
+        raise errors.InvalidArgument(
+            f"retries must be a non-negative int or a urllib3 Retry, got {retries!r}"
+        )
     return default_retry(retries)
 
 

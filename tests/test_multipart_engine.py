@@ -1,0 +1,101 @@
+"""The multipart engine's retry rules, on a MockTransport (no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+import objsdk
+from objsdk._core.checksums import crc32c, encode_crc32c
+from objsdk._core.parts import Part
+from objsdk._transfer.multipart import CompletedPart, MultipartSession, create_multipart_upload
+from objsdk._transfer.progress import ProgressTracker
+from objsdk._transport.mock import MockResponse, MockTransport, Request
+
+DATA = b"hello world"
+CRC = encode_crc32c(crc32c(DATA))
+COMPLETE_OK = (
+    b"<CompleteMultipartUploadResult><ETag>&quot;e-1&quot;</ETag></CompleteMultipartUploadResult>"
+)
+
+
+def error(code: str) -> bytes:
+    return f"<Error><Code>{code}</Code><Message>m</Message></Error>".encode()
+
+
+def session(answers: list[MockResponse], head: MockResponse | None = None) -> MultipartSession:
+    def handler(request: Request) -> MockResponse:
+        if request.method == "HEAD":
+            assert head is not None
+            return head
+        return answers.pop(0)
+
+    s = MultipartSession(
+        MockTransport(handler),
+        "b",
+        "k",
+        headers={},
+        content_type=None,
+        metadata={},
+        parallel=1,
+        progress=ProgressTracker(None, None),
+    )
+    s.upload_id = "U1"
+    s.record((Part(0, 0, len(DATA)), memoryview(DATA)), (CompletedPart(1, '"p1"'), crc32c(DATA)))
+    return s
+
+
+def posts(s: MultipartSession) -> list[Request]:
+    return [r for r in s.transport.requests if r.method == "POST"]  # type: ignore[attr-defined]
+
+
+def test_complete_answered_200_with_internal_error_is_retried(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    s = session([MockResponse(200, {}, error("InternalError")), MockResponse(200, {}, COMPLETE_OK)])
+    info = s.complete(expected_parts=1, size=len(DATA))
+    assert info.etag == '"e-1"'
+    assert len(posts(s)) == 2
+    assert posts(s)[0].body == posts(s)[1].body  # same upload id, same part list
+
+
+def test_complete_that_finds_its_upload_gone_but_the_object_stored_succeeds():
+    # An earlier attempt completed it and its reply was lost.
+    head = MockResponse(200, {"Content-Length": str(len(DATA)), "x-amz-checksum-crc32c": CRC})
+    s = session([MockResponse(404, {}, error("NoSuchUpload"))], head)
+    info = s.complete(expected_parts=1, size=len(DATA))
+    assert info.checksums["crc32c"] == CRC
+
+
+def test_complete_that_finds_its_upload_gone_and_another_object_there_fails():
+    head = MockResponse(200, {"Content-Length": "3", "x-amz-checksum-crc32c": "AAAAAA=="})
+    s = session([MockResponse(404, {}, error("NoSuchUpload"))], head)
+    with pytest.raises(objsdk.S3Error, match="NoSuchUpload"):
+        s.complete(expected_parts=1, size=len(DATA))
+
+
+def test_complete_is_sent_with_the_full_object_crc32c():
+    s = session([MockResponse(200, {}, COMPLETE_OK)])
+    s.complete(expected_parts=1, size=len(DATA))
+    assert posts(s)[0].headers["x-amz-checksum-crc32c"] == CRC
+    assert posts(s)[0].headers["x-amz-checksum-type"] == "FULL_OBJECT"
+
+
+def test_create_is_retried_on_a_503_answer(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    answers = [
+        MockResponse(503, {}, error("SlowDown")),
+        MockResponse(
+            200,
+            {},
+            b"<InitiateMultipartUploadResult><UploadId>U9</UploadId></InitiateMultipartUploadResult>",
+        ),
+    ]
+    transport = MockTransport(lambda request: answers.pop(0))
+    assert create_multipart_upload(transport, "b", "k") == "U9"
+    assert len(transport.requests) == 2
+
+
+def test_create_is_not_retried_on_a_client_error():
+    transport = MockTransport(lambda request: MockResponse(403, {}, error("AccessDenied")))
+    with pytest.raises(objsdk.AccessDenied):
+        create_multipart_upload(transport, "b", "k")
+    assert len(transport.requests) == 1

@@ -1,0 +1,136 @@
+"""Each private-attribute trick of the transport, and the public fallback taken when it
+is switched off: same bytes, same errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+
+import pytest
+import urllib3.connection
+
+import objsdk
+import objsdk._transport.http
+from objsdk import Client
+from objsdk._transport import tricks
+from objsdk._transport.tricks import _timeval
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+
+
+def unpack(raw: bytes) -> tuple[int, int]:
+    return struct.unpack("ll", raw)
+
+
+def test_timeval_keeps_whole_seconds_and_microseconds():
+    assert unpack(_timeval(1.5)) == (1, 500_000)
+
+
+def test_timeval_never_rounds_a_positive_timeout_to_zero():
+    # Zero means "no timeout" to the kernel: a sub-microsecond timeout must not become it.
+    assert unpack(_timeval(1e-9)) == (0, 1)
+
+
+def test_timeval_rounds_up_to_the_next_second():
+    assert unpack(_timeval(0.9999999)) == (1, 0)
+
+
+@pytest.fixture(scope="module")
+def big(client: Client) -> Iterator[tuple[str, bytes]]:
+    bucket = "tricks-" + os.urandom(4).hex()
+    client.create_bucket(bucket)
+    data = os.urandom(6 * MiB + 123)
+    client.put_object(bucket, "big", data)
+    yield bucket, data
+    client.delete_object(bucket, "big")
+    client.delete_bucket(bucket)
+
+
+def read_all(client: Client, bucket: str, *, readinto: bool) -> bytes:
+    out = bytearray()
+    with client.open(bucket, "big") as f:
+        if readinto:
+            buf = bytearray(MiB)
+            while n := f.readinto(buf):
+                out += buf[:n]
+        else:
+            while chunk := f.read(MiB):
+                out += chunk
+    return bytes(out)
+
+
+@pytest.mark.parametrize("flag", ["DIRECT_READS", "RAW_FP"])
+@pytest.mark.parametrize("readinto", [False, True])
+def test_reads_give_the_same_bytes_with_the_trick_off(client, big, monkeypatch, flag, readinto):
+    bucket, data = big
+    monkeypatch.setattr(tricks, flag, False)
+    assert hashlib.sha256(read_all(client, bucket, readinto=readinto)).digest() == (
+        hashlib.sha256(data).digest()
+    )
+
+
+def test_direct_reads_hand_the_connection_back_to_the_pool(big, local_minio, monkeypatch):
+    # A body read straight from the socket is closed properly, so the next request
+    # reuses its connection instead of opening a new one (no TIME_WAIT pile-up).
+    bucket, data = big
+    connects: list[object] = []
+    real = urllib3.connection.HTTPConnection.connect
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        connects.append(self)
+        return real(self)
+
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
+    with local_minio.client() as client:
+        for _ in range(5):
+            assert read_all(client, bucket, readinto=True) == data
+    assert len(connects) == 1
+
+
+def test_direct_reads_are_used_on_plain_http(client, big, monkeypatch):
+    bucket, data = big
+    taken: list[int] = []
+    real = tricks.DirectSocket.take
+
+    def spy(raw, fp, view):  # type: ignore[no-untyped-def]
+        taken.append(len(view))
+        return real(raw, fp, view)
+
+    monkeypatch.setattr(tricks.DirectSocket, "take", staticmethod(spy))
+    assert read_all(client, bucket, readinto=True) == data
+    assert taken
+
+
+def test_upload_without_connection_checkout_streams_the_file(client, big, tmp_path, monkeypatch):
+    bucket, _ = big
+    monkeypatch.setattr(tricks, "CHECKOUT", False)
+    sent: list[object] = []
+    monkeypatch.setattr(socket.socket, "sendfile", lambda *a, **k: sent.append(a))
+    path = tmp_path / "f"
+    data = os.urandom(3 * MiB)
+    path.write_bytes(data)
+    client.upload(bucket, "up", str(path))
+    assert sent == []
+    assert client.get_object(bucket, "up") == data
+    client.delete_object(bucket, "up")
+
+
+def test_close_without_the_watch_trick_still_stops_read_ahead(big, local_minio, monkeypatch):
+    bucket, data = big
+    monkeypatch.setattr(tricks, "WATCH", False)
+    with local_minio.client() as client:
+        before = set(threading.enumerate())
+        with client.open(bucket, "big", readahead=3, part_size=MiB) as f:
+            assert f.read(2 * MiB) == data[: 2 * MiB]
+        assert set(threading.enumerate()) - before == set()
+
+
+def test_a_kernel_timeout_on_a_direct_read_is_an_objsdk_timeout():
+    err = objsdk._transport.http.translate(BlockingIOError(11, "EAGAIN"), "read", "b", "k")
+    assert isinstance(err, objsdk.Timeout)
