@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 
 import objsdk
-from objsdk import Client, ObjectFile
+from objsdk import Client
+from objsdk._io.range_reader import RangeReader
 from objsdk._transfer.download import STATE_SUFFIX, TEMP_SUFFIX, download, get_into
 from objsdk._transfer.download_state import load_state
 
@@ -426,7 +427,7 @@ def test_get_into_an_mmap_that_fails_mid_read_leaves_it_closable(
     mm = mmap.mmap(-1, 4 * MiB)
     with ThreadPoolExecutor(1) as pool:
         # One window: the get_into path that does not go through the worker pool.
-        running = pool.submit(get_into, proxied, bucket, "obj", mm, part_size=4 * MiB)
+        running = pool.submit(get_into, proxied.transport, bucket, "obj", mm, part_size=4 * MiB)
         time.sleep(0.5)
         minio_proxy.disable()  # MinIO can take the overwrite once the GET is gone
         client.put_object(bucket, "obj", os.urandom(4 * MiB))
@@ -499,12 +500,12 @@ def test_get_into_an_empty_buffer_returns_zero(client, bucket, obj):
 def test_get_into_reads_a_large_buffer_as_part_size_windows(client, bucket, obj, monkeypatch):
     windows: list[tuple[int, int | None]] = []
 
-    class Recording(ObjectFile):
-        def seek(self, offset: int, whence: int = 0) -> int:
-            windows.append((offset, self._end))
-            return super().seek(offset, whence)
+    class Recording(RangeReader):
+        def seek(self, pos: int) -> bool:
+            windows.append((pos, self.end))
+            return super().seek(pos)
 
-    monkeypatch.setattr("objsdk._transfer.download.ObjectFile", Recording)
+    monkeypatch.setattr("objsdk._transfer.download.RangeReader", Recording)
     get_into(client.transport, bucket, "obj", bytearray(2 * PART + 10), offset=7, part_size=PART)
     assert sorted(windows) == [
         (7, 7 + PART),
@@ -514,14 +515,14 @@ def test_get_into_reads_a_large_buffer_as_part_size_windows(client, bucket, obj,
 
 
 def test_get_into_reads_a_small_buffer_with_one_request(client, bucket, obj, monkeypatch):
-    files: list[ObjectFile] = []
+    files: list[RangeReader] = []
 
-    class Recording(ObjectFile):
+    class Recording(RangeReader):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             files.append(self)
 
-    monkeypatch.setattr("objsdk._transfer.download.ObjectFile", Recording)
+    monkeypatch.setattr("objsdk._transfer.download.RangeReader", Recording)
     get_into(client.transport, bucket, "obj", bytearray(1000), offset=5, part_size=PART)
     assert [f.stats.requests for f in files] == [1]
 
@@ -581,7 +582,7 @@ def test_an_overwrite_mid_download_raises_object_changed_and_leaves_no_file(
     dest = tmp_path / "out.bin"
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(
-            download, proxied, bucket, "obj", dest, part_size=2 * MiB, progress=progress
+            download, proxied.transport, bucket, "obj", dest, part_size=2 * MiB, progress=progress
         )
         assert going.wait(30)
         # MinIO holds a read lock while it streams a GET: drop the connections so it can

@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "objsdk"
 
 
 def test_no_module_of_objsdk_imports_itself_back_through_others():
-    graph = grimp.build_graph("objsdk")
+    # A cycle only type checkers follow is no cycle at run time.
+    graph = grimp.build_graph("objsdk", exclude_type_checking_imports=True)
     cycles = []
     for module in sorted(graph.modules):
         for imported in graph.find_modules_directly_imported_by(module):

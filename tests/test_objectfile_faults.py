@@ -114,8 +114,9 @@ def test_a_stall_becomes_a_read_timeout_and_is_resumed(proxied, minio_proxy, sou
     with proxied.open(BUCKET, "big.bin", max_resume=10) as f:
         head = f.read(4 << 20)
         # Large reads switch to direct socket reads; the timeout must survive that.
-        assert f._stream is not None
-        assert f._stream._sock is not None
+        stream = f._reader._stream
+        assert stream is not None
+        assert stream.resp._direct is not None
         injector = inject_during_read(minio_proxy, "timeout", after=0.3, lasting=3.0, timeout=0)
         try:
             rest = sha_of_rest(f, block=4 << 20)

@@ -14,7 +14,7 @@ import pytest
 import urllib3.connection
 
 import objsdk
-import objsdk._transport.http
+import objsdk._transport.translate
 from objsdk import Client
 from objsdk._transport import tricks
 from objsdk._transport.tricks import _timeval
@@ -132,5 +132,5 @@ def test_close_without_the_watch_trick_still_stops_read_ahead(big, local_minio, 
 
 
 def test_a_kernel_timeout_on_a_direct_read_is_an_objsdk_timeout():
-    err = objsdk._transport.http.translate(BlockingIOError(11, "EAGAIN"), "read", "b", "k")
+    err = objsdk._transport.translate.translate(BlockingIOError(11, "EAGAIN"), "read", "b", "k")
     assert isinstance(err, objsdk.Timeout)

@@ -24,7 +24,7 @@ import crc32c
 import pytest
 
 import objsdk
-import objsdk._transfer.writer
+import objsdk._transfer.multipart
 from objsdk import Client
 from objsdk._transfer.multipart import list_multipart_uploads
 from objsdk._transfer.writer import ObjectWriter
@@ -243,14 +243,14 @@ def test_a_bucket_deleted_mid_upload_surfaces_as_the_part_error(client, fresh_bu
 def test_a_part_changed_in_flight_is_refused_by_its_crc32c_and_the_upload_aborted(
     client, bucket, monkeypatch
 ):
-    real = objsdk._transfer.writer.upload_part
+    real = objsdk._transfer.multipart.upload_part
 
     def corrupting(client, bucket, key, upload_id, part, body, **kw):
         if part.number == 2:
             body[100] ^= 0x01  # after the part's CRC32C was computed
         return real(client, bucket, key, upload_id, part, body, **kw)
 
-    monkeypatch.setattr(objsdk._transfer.writer, "upload_part", corrupting)
+    monkeypatch.setattr(objsdk._transfer.multipart, "upload_part", corrupting)
     w = ObjectWriter(client, bucket, "k", part_size=PART)
     w.write(os.urandom(3 * PART))
     with pytest.raises(objsdk.S3Error, match=r"upload_part\(2\)") as info:
@@ -262,7 +262,7 @@ def test_a_part_changed_in_flight_is_refused_by_its_crc32c_and_the_upload_aborte
 def test_a_part_changed_before_its_checksum_is_caught_by_the_full_object_crc32c(
     client, bucket, monkeypatch
 ):
-    real = objsdk._transfer.writer.upload_part
+    real = objsdk._transfer.multipart.upload_part
 
     def corrupting(client, bucket, key, upload_id, part, body, **kw):
         if part.number == 2:
@@ -270,7 +270,7 @@ def test_a_part_changed_before_its_checksum_is_caught_by_the_full_object_crc32c(
             kw["checksum_crc32c"] = b64crc(bytes(body))
         return real(client, bucket, key, upload_id, part, body, **kw)
 
-    monkeypatch.setattr(objsdk._transfer.writer, "upload_part", corrupting)
+    monkeypatch.setattr(objsdk._transfer.multipart, "upload_part", corrupting)
     w = ObjectWriter(client, bucket, "k", part_size=PART)
     w.write(os.urandom(3 * PART))
     with pytest.raises(objsdk.S3Error, match="complete_multipart_upload"):

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from objsdk._core.signing import encode_key_path, encode_query
 from objsdk.errors import InvalidArgument
 
-__all__ = ["Endpoint", "check_bucket", "check_key"]
+__all__ = ["Endpoint", "check_bucket", "check_count", "check_key"]
 
 # S3's limit on key length, in UTF-8 bytes ("Creating object key names", S3 user guide).
 MAX_KEY_BYTES = 1024
@@ -107,3 +107,12 @@ class Endpoint:
             path = path.rstrip("/") + "/" + encode_key_path(key)
         query = encode_query(params)
         return f"{self.scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+def check_count(name: str, value: object, least: int, bucket: str, key: str) -> None:
+    """Refuse an argument that is not an int of at least ``least`` (bools are not
+    counts), naming it and the object it was for."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidArgument(
+            f"{name} must be an int >= {least}, got {value!r} (bucket {bucket!r}, key {key!r})"
+        )

@@ -20,7 +20,7 @@ from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from objsdk import errors
-from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checksum_headers
 from objsdk._core.sizes import DEFAULT_CHUNK_SIZE, DEFAULT_READAHEAD_PART_SIZE
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, SKIP_THRESHOLD, RangeReader, ReadStats
@@ -75,10 +75,10 @@ class ObjectFile(io.BufferedIOBase):
         super().__init__()
         check_bucket(bucket)
         check_key(key)
-        _check_int("chunk_size", chunk_size, 1, bucket, key)
-        _check_int("max_resume", max_resume, 0, bucket, key)
-        _check_int("readahead", readahead, 0, bucket, key)
-        _check_int("part_size", part_size, 1, bucket, key)
+        check_count("chunk_size", chunk_size, 1, bucket, key)
+        check_count("max_resume", max_resume, 0, bucket, key)
+        check_count("readahead", readahead, 0, bucket, key)
+        check_count("part_size", part_size, 1, bucket, key)
         self._client = client
         self._transport = client.transport
         self.bucket = bucket
@@ -200,8 +200,7 @@ class ObjectFile(io.BufferedIOBase):
         if whence == io.SEEK_SET:
             if offset < 0:
                 raise errors.InvalidArgument(
-                    f"seek offset must be >= 0, got {offset} "
-                    f"(bucket {self.bucket!r}, key {self.key!r})"
+                    f"negative seek position {offset} (bucket {self.bucket!r}, key {self.key!r})"
                 )
             target = offset
         # Relative seeks before the start stop at 0, as io.BytesIO does.
@@ -379,8 +378,9 @@ class ObjectFile(io.BufferedIOBase):
     def _read_all(self) -> bytes:
         chunks: list[bytes | memoryview] = []
         got = self._take_tail(len(self._tail), chunks)
-        # To the end: no reason to receive in pieces smaller than the default chunk.
-        read = methodcaller("read", max(self.chunk_size, DEFAULT_CHUNK_SIZE))
+        # To the end: pieces of at least 64 KiB, however small chunk_size is (each piece
+        # is kept if the stream breaks in a later one).
+        read = methodcaller("read", max(self.chunk_size, 64 * 1024))
         while data := self._net(read, b""):
             chunks.append(data)
             got += len(data)
@@ -529,13 +529,6 @@ class ObjectFile(io.BufferedIOBase):
                     key=self.key,
                     offset=self._hashed,
                 )
-
-
-def _check_int(name: str, value: object, least: int, bucket: str, key: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise errors.InvalidArgument(
-            f"{name} must be an int >= {least}, got {value!r} (bucket {bucket!r}, key {key!r})"
-        )
 
 
 def _restore(

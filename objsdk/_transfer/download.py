@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
-from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import checksum_from_headers, checksum_headers
 from objsdk._core.parts import Part, plan_parts
 from objsdk._core.resume import is_strong_etag
@@ -119,11 +119,9 @@ def download(
     """
     check_bucket(bucket)
     check_key(key)
-    _check_tuning(bucket, key, parallel, part_size)
-    if max_resume < 0:
-        raise errors.InvalidArgument(
-            f"max_resume must be >= 0, got {max_resume} (bucket {bucket!r}, key {key!r})"
-        )
+    check_count("parallel", parallel, 1, bucket, key)
+    check_count("part_size", part_size, 1, bucket, key)
+    check_count("max_resume", max_resume, 0, bucket, key)
     if isinstance(dest, (str, os.PathLike)):
         path = os.fspath(dest)
         if not isinstance(path, str):
@@ -166,11 +164,9 @@ def get_into(
     """
     check_bucket(bucket)
     check_key(key)
-    _check_tuning(bucket, key, parallel, part_size)
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise errors.InvalidArgument(
-            f"offset must be a non-negative int, got {offset!r} (bucket {bucket!r}, key {key!r})"
-        )
+    check_count("parallel", parallel, 1, bucket, key)
+    check_count("part_size", part_size, 1, bucket, key)
+    check_count("offset", offset, 0, bucket, key)
     with _writable_view(buffer, bucket, key, "buffer") as view:
         want = view.nbytes
         if want == 0:
@@ -193,14 +189,6 @@ def get_into(
 
 
 # -- helpers -----------------------------------------------------------------------------
-
-
-def _check_tuning(bucket: str, key: str, parallel: int, part_size: int) -> None:
-    for name, value in (("parallel", parallel), ("part_size", part_size)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise errors.InvalidArgument(
-                f"{name} must be a positive int, got {value!r} (bucket {bucket!r}, key {key!r})"
-            )
 
 
 def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
@@ -243,25 +231,33 @@ def _size(info: ObjectInfo) -> int:
     return info.size
 
 
-def _read_window(transport: Transport, bucket: str, key: str, view: memoryview, offset: int) -> int:
+def _read_window(
+    transport: Transport, bucket: str, key: str, view: memoryview, offset: int
+) -> int:
     """One closed-range GET of ``[offset, offset + len(view))`` straight into ``view``."""
     try:
-        reader = RangeReader(transport, bucket, key, end=offset + len(view))
-        reader.seek(offset)
-        try:
-            n = 0
-            while n < len(view):
-                with view[n:] as rest:
-                    k = reader.readinto(rest)
-                if k == 0:
-                    break  # end of the object (0 at once if offset is at or past it)
-                n += k
-            return n
-        finally:
-            reader.close()
+        return _read_window_into(transport, bucket, key, view, offset)
     except BaseException as e:
-        _drop_frame_locals(e)
+        _drop_frame_locals(e)  # the finished frames below hold slices of the view
         raise
+
+
+def _read_window_into(
+    transport: Transport, bucket: str, key: str, view: memoryview, offset: int
+) -> int:
+    reader = RangeReader(transport, bucket, key, end=offset + len(view))
+    reader.seek(offset)
+    try:
+        n = 0
+        while n < len(view):
+            with view[n:] as rest:
+                k = reader.readinto(rest)
+            if k == 0:
+                break  # end of the object (0 at once if offset is at or past it)
+            n += k
+        return n
+    finally:
+        reader.close()
 
 
 def _verify(info: ObjectInfo, feed: Callable[[Callable[[Any], None]], None]) -> None:

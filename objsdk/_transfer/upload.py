@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import IO, BinaryIO
 
 from objsdk import errors
-from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c, encode_crc32c
 from objsdk._core.headers import object_headers
 from objsdk._core.parts import Part, plan_upload, upload_part_size
@@ -84,8 +84,8 @@ def upload(
     check_bucket(bucket)
     check_key(key)
     headers = object_headers(bucket, key, content_type, metadata)
-    _check_count("parallel", parallel, 1, bucket, key)
-    _check_count("multipart_threshold", multipart_threshold, 0, bucket, key)
+    check_count("parallel", parallel, 1, bucket, key)
+    check_count("multipart_threshold", multipart_threshold, 0, bucket, key)
     if part_size is not None:
         upload_part_size(None, part_size)  # refuses sizes outside S3's limits
     job = _Job(transport, bucket, key, headers, content_type, dict(metadata or {}), parallel)
@@ -102,13 +102,6 @@ def upload(
             info = _upload_multipart(job, src, plan_upload(size, part_size), tracker)
         tracker.finish(info.size or 0)
         return info
-
-
-def _check_count(name: str, value: object, least: int, bucket: str, key: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise errors.InvalidArgument(
-            f"{name} must be an int >= {least}, got {value!r} (bucket {bucket!r}, key {key!r})"
-        )
 
 
 # -- sources ----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
 from objsdk import errors
-from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c
 from objsdk._core.headers import object_headers
 from objsdk._core.parts import Part, upload_part_size
@@ -92,8 +92,7 @@ class ObjectWriter(io.BufferedIOBase):
         check_key(key)
         # S3 user guide, "Amazon S3 multipart upload limits".
         upload_part_size(None, part_size)
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-            raise errors.InvalidArgument(f"parallel must be an int >= 1, got {parallel!r}")
+        check_count("parallel", parallel, 1, bucket, key)
         # Checked now, so bad metadata fails before any byte is written or sent.
         self._headers = object_headers(bucket, key, content_type, metadata)
         self._transport: Transport = client.transport

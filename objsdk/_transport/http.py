@@ -9,10 +9,10 @@ libraries are used only through :mod:`objsdk._transport.tricks`.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import logging
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+import stat
+from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from typing import IO, Any
@@ -31,99 +31,15 @@ from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, sign_request
 from objsdk._transport import tricks
 from objsdk._transport.base import Body, Interruptible
 from objsdk._transport.retry import RETRY_STATUSES
-from objsdk._version import __version__
+from objsdk._transport.sendfile import CallbackError, put_file, put_window
+from objsdk._transport.translate import _BROKEN, USER_AGENT, translate, translate_errors
 
-__all__ = ["USER_AGENT", "HTTPTransport", "translate", "translate_errors"]
+__all__ = ["HTTPTransport"]
 
 log = logging.getLogger("objsdk")
 
-USER_AGENT = f"objsdk/{__version__}"
-
 # Error bodies are small XML documents; never buffer more than this of one.
 _MAX_ERROR_BODY = 64 * 1024
-
-# What a body read can raise when the connection breaks: socket errors (timeouts too),
-# http.client's IncompleteRead for truncated or malformed chunked bodies, and the
-# urllib3/requests wrappers of the same.
-_BROKEN = (
-    OSError,
-    http.client.HTTPException,
-    urllib3.exceptions.HTTPError,
-    requests.exceptions.RequestException,
-)
-
-
-def translate(
-    e: BaseException, operation: str, bucket: str | None, key: str | None
-) -> errors.ObjsdkError:
-    """The objsdk error for a requests/urllib3/socket failure.
-
-    The message names the operation, bucket and key, never the URL (a presigned URL
-    would carry a signature).
-    """
-    where: dict[str, Any] = {"operation": operation, "bucket": bucket, "key": key}
-    if isinstance(e, errors.ObjsdkError):
-        return e
-    if isinstance(e, urllib3.exceptions.NewConnectionError):
-        # A subclass of ConnectTimeoutError in urllib3, though "refused" is not a timeout.
-        return errors.ConnectError(f"cannot reach the server ({_cause(e)})", **where)
-    if isinstance(e, (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)):
-        return errors.Timeout("connect timed out", **where)
-    if isinstance(
-        e,
-        (
-            requests.exceptions.ReadTimeout,
-            urllib3.exceptions.ReadTimeoutError,
-            TimeoutError,
-            # SO_RCVTIMEO expiring on a blocking socket (direct reads): EAGAIN.
-            BlockingIOError,
-        ),
-    ):
-        return errors.Timeout("read timed out", **where)
-    if isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
-        return errors.ConnectError(f"TLS error ({_cause(e)})", **where)
-    if isinstance(
-        e,
-        (
-            requests.exceptions.ChunkedEncodingError,
-            requests.exceptions.ContentDecodingError,
-            urllib3.exceptions.ProtocolError,
-            urllib3.exceptions.DecodeError,
-            http.client.HTTPException,
-        ),
-    ):
-        return errors.ProtocolError(f"connection broken ({_cause(e)})", **where)
-    if isinstance(e, (requests.exceptions.ConnectionError, ConnectionError)):
-        return errors.ConnectError(f"cannot reach the server ({_cause(e)})", **where)
-    if isinstance(e, OSError):
-        return errors.ProtocolError(f"connection broken ({_cause(e)})", **where)
-    return errors.TransportError(f"request failed ({type(e).__name__})", **where)
-
-
-@contextlib.contextmanager
-def translate_errors(operation: str, bucket: str | None, key: str | None) -> Iterator[None]:
-    """Re-raise requests/urllib3/socket failures as objsdk errors (see :func:`translate`)."""
-    try:
-        yield
-    except errors.ObjsdkError:
-        raise
-    except (*_BROKEN, ValueError) as e:
-        raise translate(e, operation, bucket, key) from e
-
-
-def _cause(e: BaseException) -> str:
-    """The innermost exception's type name: informative, and free of URLs."""
-    seen = e
-    while True:
-        inner = seen.__cause__ or seen.__context__
-        if inner is None and seen.args and isinstance(seen.args[0], BaseException):
-            inner = seen.args[0]
-        if inner is None or inner is seen:
-            break
-        seen = inner
-        if isinstance(seen, MaxRetryError) and seen.reason is not None:
-            seen = seen.reason
-    return type(seen).__name__
 
 
 class _Response:
@@ -394,16 +310,16 @@ class HTTPTransport:
         progress: Callable[[int], None] | None = None,
         operation: str = "upload",
     ) -> Mapping[str, str]:
-        from objsdk._transport.sendfile import put_file, put_window
-
-        if self.endpoint.scheme == "http" and tricks.CHECKOUT and _is_regular(file):
-            return put_file(self, bucket, key, file, offset, count, headers, progress, operation)
-        return put_window(self, bucket, key, file, offset, count, headers, progress, operation)
+        direct = self.endpoint.scheme == "http" and tricks.CHECKOUT and _is_regular(file)
+        route = put_file if direct else put_window
+        try:
+            return route(self, bucket, key, file, offset, count, headers, progress, operation)
+        except CallbackError as e:
+            error = e.error
+        raise error  # outside the handler: the caller's exception, with its own context
 
 
 def _is_regular(file: IO[bytes]) -> bool:
-    import stat
-
     try:
         return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
     except (AttributeError, OSError, ValueError):

@@ -32,13 +32,13 @@ from urllib3.util.retry import Retry
 from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import UNSIGNED_PAYLOAD, sign_request
 from objsdk._transport import tricks
-from objsdk._transport.http import USER_AGENT, translate_errors
+from objsdk._transport.translate import USER_AGENT, translate_errors
 from objsdk.errors import SourceChangedError
 
 if TYPE_CHECKING:
     from objsdk._transport.http import HTTPTransport
 
-__all__ = ["put_file", "put_window"]
+__all__ = ["CallbackError", "put_file", "put_window"]
 
 log = logging.getLogger("objsdk")
 
@@ -57,7 +57,7 @@ class _Broken(Exception):
         self.error = error
 
 
-class _CallbackError(BaseException):
+class CallbackError(BaseException):
     """Carries an exception raised by the caller's progress callback past the network
     error handling (which must not retry it or rename it) to be re-raised as it was."""
 
@@ -82,13 +82,10 @@ def put_file(
 
     ``file`` must be a regular file and the endpoint plain http. ``headers`` (content
     type, metadata, ``x-amz-checksum-crc32c``) are signed and sent as given.
-    ``progress(sent)`` is called with the body bytes sent so far in the current attempt.
+    ``progress(sent)`` is called with the body bytes sent so far in the current attempt;
+    what it raises comes out wrapped in :class:`CallbackError`.
     """
-    try:
-        return _put_file(transport, bucket, key, file, offset, count, headers, progress, operation)
-    except _CallbackError as e:
-        error = e.error
-    raise error  # outside the handler, so it keeps its own cause and context
+    return _put_file(transport, bucket, key, file, offset, count, headers, progress, operation)
 
 
 def put_window(
@@ -104,21 +101,16 @@ def put_window(
 ) -> Mapping[str, str]:
     """The same PUT with the body streamed through requests (TLS, or no sendfile)."""
     body = _Window(file, offset, count, progress)
-    try:
-        resp = transport.request(
-            "PUT",
-            operation=operation,
-            bucket=bucket,
-            key=key,
-            headers=headers,
-            body=cast(IO[bytes], body),
-            content_length=count,
-        )
-    except _CallbackError as e:
-        error = e.error
-    else:
-        return resp.headers
-    raise error
+    resp = transport.request(
+        "PUT",
+        operation=operation,
+        bucket=bucket,
+        key=key,
+        headers=headers,
+        body=cast(IO[bytes], body),
+        content_length=count,
+    )
+    return resp.headers
 
 
 class _Window:
@@ -157,7 +149,7 @@ class _Window:
                 self._on_read(self._pos)
             except BaseException as e:
                 # Through urllib3 and requests untouched, to be re-raised as it was.
-                raise _CallbackError(e) from e
+                raise CallbackError(e) from e
         return data
 
     def tell(self) -> int:
@@ -310,7 +302,7 @@ def _send(
             try:
                 progress(sent)
             except BaseException as e:
-                raise _CallbackError(e) from e
+                raise CallbackError(e) from e
     try:
         resp = conn.getresponse()
     except _NETWORK_ERRORS as e:
