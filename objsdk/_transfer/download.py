@@ -231,9 +231,7 @@ def _size(info: ObjectInfo) -> int:
     return info.size
 
 
-def _read_window(
-    transport: Transport, bucket: str, key: str, view: memoryview, offset: int
-) -> int:
+def _read_window(transport: Transport, bucket: str, key: str, view: memoryview, offset: int) -> int:
     """One closed-range GET of ``[offset, offset + len(view))`` straight into ``view``."""
     try:
         return _read_window_into(transport, bucket, key, view, offset)
