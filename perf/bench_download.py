@@ -4,7 +4,7 @@ Variants (each writes the whole object to a new file in a temp dir under the sys
 directory, which is then deleted):
   ObjectFile, one stream          ``client.open().readinto(256 KiB buf)`` + ``write``: one GET
   ObjectFile, one stream + fsync  the same, then fsync, for durability like download()
-  download(parallel=1)            ``objsdk._transfer.download.download``, parts one at a time
+  download(parallel=1)            ``Client.download``, parts one at a time
   download(parallel=4)            four parts in flight (the default)
   boto3 download_file             boto3's default TransferConfig (8 MiB parts, 10 threads)
   boto3 download_file + fsync     the same, then fsync, for durability like download()
@@ -41,8 +41,6 @@ from common import (
     verdict,
     write_json,
 )
-
-from objsdk._transfer.download import download, get_into
 
 BUCKET = "objsdk-perf"
 
@@ -82,7 +80,7 @@ def main() -> None:
                 return done()
 
             def objsdk_download(parallel: int) -> int:
-                download(client, BUCKET, key, dest, parallel=parallel)
+                client.download(BUCKET, key, dest, parallel=parallel)
                 return done()
 
             def boto3_download(fsync: bool) -> int:
@@ -98,7 +96,7 @@ def main() -> None:
             memory = bytearray(size)
 
             def into_memory() -> int:
-                return get_into(client, BUCKET, key, memory, parallel=4, part_size=16 * MiB)
+                return client.get_into(BUCKET, key, memory, parallel=4, part_size=16 * MiB)
 
             results = interleave(
                 {

@@ -36,8 +36,6 @@ from common import (
     write_json,
 )
 
-from objsdk._transfer.upload import upload
-
 BUCKET = "objsdk-perf"
 
 
@@ -104,7 +102,7 @@ def main() -> None:
                 return bare_sendfile_put(client.presign("PUT", BUCKET, "up-bare"), path, size)
 
             def objsdk_single() -> int:
-                info = upload(client, BUCKET, "up-single", path, multipart_threshold=size + 1)
+                info = client.upload(BUCKET, "up-single", path, multipart_threshold=size + 1)
                 assert "-" not in (info.etag or "-"), info.etag  # one PUT, not parts
                 return info.size or 0
 
@@ -115,7 +113,7 @@ def main() -> None:
                 return size
 
             def objsdk_multipart() -> int:
-                info = upload(client, BUCKET, "up-multipart", path, parallel=4)
+                info = client.upload(BUCKET, "up-multipart", path, parallel=4)
                 return info.size or 0
 
             def boto3_upload() -> int:

@@ -9,6 +9,7 @@ import socket
 import struct
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import urllib3.connection
@@ -134,3 +135,27 @@ def test_close_without_the_watch_trick_still_stops_read_ahead(big, local_minio, 
 def test_a_kernel_timeout_on_a_direct_read_is_an_objsdk_timeout():
     err = objsdk._transport.translate.translate(BlockingIOError(11, "EAGAIN"), "read", "b", "k")
     assert isinstance(err, objsdk.Timeout)
+
+
+def test_interrupting_a_watch_spares_a_connection_it_gave_back(big, local_minio, monkeypatch):
+    # A shared client: a connection one thread released may already serve another, so
+    # a later interrupt of the first thread's watch must leave it alone.
+    bucket, data = big
+    connects: list[object] = []
+    real = urllib3.connection.HTTPConnection.connect
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        connects.append(self)
+        return real(self)
+
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
+    with (
+        local_minio.client() as client,
+        ThreadPoolExecutor(1) as other,
+        client.transport.watch() as w,
+    ):
+        assert client.get_object(bucket, "big", length=10) == data[:10]
+        w.interrupt()  # while this thread is still inside its watch
+        second = other.submit(client.get_object, bucket, "big", offset=5, length=10)
+        assert second.result() == data[5:15]
+    assert len(connects) == 1

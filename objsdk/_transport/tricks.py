@@ -95,6 +95,13 @@ class Watch:
                 raise errors.Cancelled("request cancelled")
             self._conn = conn
 
+    def detach(self, conn: object) -> None:
+        """``conn`` went back to the pool: another thread may take it, so this watch
+        must never shut it down."""
+        with self._lock:
+            if self._conn is conn:
+                self._conn = None
+
     def interrupt(self) -> None:
         """Refuse further requests and shut down the connection in use (if any)."""
         with self._lock:
@@ -103,7 +110,8 @@ class Watch:
         sock = getattr(conn, "sock", None)
         if isinstance(sock, socket.socket):
             # shutdown() wakes a recv() blocked in another thread; close() would not.
-            # The connection is never reused: its response is closed, not released.
+            # The connection is still this thread's (a released one was detached), and
+            # is never reused: its response is closed, not released.
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
@@ -141,6 +149,12 @@ class _WatchedPool(HTTPConnectionPool):
         if w is not None:
             w.attach(conn)
         return super()._make_request(conn, *args, **kwargs)
+
+    def _put_conn(self, conn: Any) -> None:
+        w = current_watch()
+        if w is not None:
+            w.detach(conn)
+        super()._put_conn(conn)
 
 
 class _WatchedHTTPSPool(_WatchedPool, HTTPSConnectionPool):

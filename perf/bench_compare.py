@@ -1,0 +1,161 @@
+"""The same workloads through two installs of objsdk, interleaved in one run.
+
+Measures whether a change of the library made it slower: every case runs in a fresh
+child process of either Python (this venv's, and ``--baseline-python``'s, e.g. a venv
+with the previous commit installed), against one local MinIO, alternating which goes
+first. Each child reports its wall time and its own CPU time for the timed part only.
+
+    .venv/bin/python perf/bench_compare.py --baseline-python ../base/.venv/bin/python --runs 5
+
+Cases use only the public API, so both installs run the very same code path names:
+``read(1 MiB)``, ``readinto(1 MiB)``, ``tar r|*`` extraction, ``download`` to a file
+(4 parts in flight), ``get_into`` a bytearray, ``upload`` (single PUT by sendfile and
+4-way multipart) and ``open_write``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import MiB, ensure_bucket, server
+
+BUCKET = "bench-compare"
+
+CHILD = r"""
+import json, os, sys, tarfile, tempfile, time
+from objsdk import Client
+
+case, bucket, size, scratch = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+env = os.environ
+client = Client(env["AWS_ENDPOINT_URL"], env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
+MiB = 1 << 20
+
+
+def run():
+    if case == "read(1 MiB)":
+        with client.open(bucket, "data") as f:
+            while f.read(MiB):
+                pass
+    elif case == "readinto(1 MiB)":
+        buf = bytearray(MiB)
+        with client.open(bucket, "data") as f:
+            while f.readinto(buf):
+                pass
+    elif case == "tar r|* extract":
+        with tempfile.TemporaryDirectory(dir=scratch) as out:
+            with client.open(bucket, "data.tar") as f, tarfile.open(fileobj=f, mode="r|*") as t:
+                t.extractall(out, filter="data")
+    elif case == "download(parallel=4)":
+        dest = os.path.join(scratch, "dl.bin")
+        client.download(bucket, "data", dest, parallel=4)
+        os.unlink(dest)
+    elif case == "get_into(parallel=4)":
+        client.get_into(bucket, "data", bytearray(size), parallel=4)
+    elif case == "upload single PUT":
+        client.upload(bucket, "up1", os.path.join(scratch, "src.bin"), multipart_threshold=size + 1)
+    elif case == "upload multipart(4)":
+        client.upload(bucket, "up2", os.path.join(scratch, "src.bin"), parallel=4)
+    elif case == "open_write":
+        block = os.urandom(MiB)
+        with client.open_write(bucket, "up3") as w:
+            for _ in range(size // MiB):
+                w.write(block)
+    else:
+        raise SystemExit("unknown case " + case)
+
+
+cpu0, t0 = time.process_time(), time.perf_counter()
+run()
+print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - cpu0}))
+"""
+
+CASES = [
+    "read(1 MiB)",
+    "readinto(1 MiB)",
+    "tar r|* extract",
+    "download(parallel=4)",
+    "get_into(parallel=4)",
+    "upload single PUT",
+    "upload multipart(4)",
+    "open_write",
+]
+
+
+def make_tar(size: int) -> bytes:
+    """A tar of 10 MiB members adding up to about ``size`` bytes."""
+    import io
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for i in range(max(1, size // (10 * MiB))):
+            data = os.urandom(10 * MiB)
+            info = tarfile.TarInfo(f"m/{i:04d}.bin")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--baseline-python", required=True, help="the python of the baseline venv")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--size-mib", type=int, default=256)
+    ap.add_argument("--cases", nargs="*", default=CASES)
+    args = ap.parse_args()
+    size = args.size_mib * MiB
+    pythons = {"new": sys.executable, "old": args.baseline_python}
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    with server() as srv, tempfile.TemporaryDirectory(dir="/dev/shm") as scratch:
+        client = srv.client
+        ensure_bucket(client, BUCKET)
+        client.upload(BUCKET, "data", os.urandom(size))
+        client.upload(BUCKET, "data.tar", make_tar(size))
+        Path(scratch, "src.bin").write_bytes(os.urandom(size))
+        env = {**os.environ, **srv.env()}
+        for run in range(args.runs + 1):  # the first round warms up and is not counted
+            for case in args.cases:
+                order = ["new", "old"] if run % 2 else ["old", "new"]
+                for who in order:
+                    out = subprocess.run(
+                        [pythons[who], "-c", CHILD, case, BUCKET, str(size), scratch],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    if run:
+                        results.setdefault((case, who), []).append(json.loads(out.stdout))
+    gib = size / (1 << 30)
+    print(f"\n{args.size_mib} MiB, median of {args.runs} interleaved runs (after a warm-up)\n")
+    print("| case | old MiB/s | new MiB/s | new/old | old CPU-s/GiB | new CPU-s/GiB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    worst = float("inf")
+    for case in args.cases:
+        row = {}
+        for who in ("old", "new"):
+            runs = results[(case, who)]
+            wall = statistics.median(r["wall"] for r in runs)
+            cpu = statistics.median(r["cpu"] for r in runs)
+            row[who] = (args.size_mib / wall, cpu / gib)
+        ratio = row["new"][0] / row["old"][0]
+        worst = min(worst, ratio)
+        print(
+            f"| {case} | {row['old'][0]:.0f} | {row['new'][0]:.0f} | {ratio:.2f}x "
+            f"| {row['old'][1]:.2f} | {row['new'][1]:.2f} |"
+        )
+    print(f"\nlowest new/old ratio: {worst:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
