@@ -23,7 +23,13 @@ from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checksum_headers
 from objsdk._core.sizes import DEFAULT_CHUNK_SIZE, DEFAULT_READAHEAD_PART_SIZE
-from objsdk._io.range_reader import DEFAULT_MAX_RESUME, SKIP_THRESHOLD, RangeReader, ReadStats
+from objsdk._io.range_reader import (
+    DEFAULT_MAX_RESUME,
+    SKIP_THRESHOLD,
+    RangeIgnored,
+    RangeReader,
+    ReadStats,
+)
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher, part_fetcher
 from objsdk._transport.base import Transport
 
@@ -426,7 +432,13 @@ class ObjectFile(io.BufferedIOBase):
         if source is None:
             return empty
         start = source.pos
-        result = op(source)
+        try:
+            result = op(source)
+        except RangeIgnored:
+            # Parts would each receive the object from byte 0: one stream is cheaper.
+            self.readahead = 0
+            self._drop_network()
+            return self._net(op, empty)
         self._run += source.pos - start
         self._recv_pos = source.pos
         return result

@@ -34,7 +34,7 @@ from objsdk._transport.base import Response, Transport
 from objsdk._transport.retry import after_failure, resume_policy
 from objsdk.models import ObjectInfo
 
-__all__ = ["DEFAULT_MAX_RESUME", "SKIP_THRESHOLD", "RangeReader", "ReadStats"]
+__all__ = ["DEFAULT_MAX_RESUME", "SKIP_THRESHOLD", "RangeIgnored", "RangeReader", "ReadStats"]
 
 log = logging.getLogger("objsdk")
 
@@ -59,6 +59,12 @@ class ReadStats:
     resumes: int = 0
     bytes_discarded: int = 0
     bytes_wasted: int = 0
+
+
+class RangeIgnored(errors.ProtocolError):
+    """The server answered a ranged GET with the whole object (200). Raised only to
+    readers made with ``strict_range``: parallel parts then cost O(N²) bytes, so their
+    owner falls back to one stream."""
 
 
 class _Broken(Exception):
@@ -172,6 +178,7 @@ class RangeReader:
         on_start: Callable[[Mapping[str, str]], None] | None = None,
         cancel: threading.Event | None = None,
         stats: ReadStats | None = None,
+        strict_range: bool = False,
     ) -> None:
         self.transport = transport
         self.bucket = bucket
@@ -186,6 +193,7 @@ class RangeReader:
         self.observer = observer
         self.on_start = on_start
         self.cancel = cancel
+        self.strict_range = strict_range
         self.stats = stats if stats is not None else ReadStats()
         self.pos = 0  # the next byte to receive
         self._stream: _Stream | None = None
@@ -371,6 +379,14 @@ class RangeReader:
             if self.size is not None and want >= self.size:
                 return None
             raise _Broken(f"416 for offset {want} of a {self.size}-byte object") from None
+        if cont.discard and self.strict_range:
+            resp.close()
+            raise RangeIgnored(
+                f"the server ignored Range for offset {want}",
+                operation="read",
+                bucket=self.bucket,
+                key=self.key,
+            )
         self._adopt(cont, resp, want)
         if cont.eof:
             resp.close()

@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from objsdk import errors
+from objsdk._core.sizes import MiB
 from objsdk._io.pool import PartPool, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
 from objsdk._transport.base import Transport
@@ -34,7 +35,7 @@ from objsdk._transport.base import Transport
 __all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
 
 # A worker fills its part in slices of this size, checking for cancellation.
-_PART_SLICE = 1 << 20
+_PART_SLICE = MiB
 
 Observer = Callable[[int, "bytes | memoryview"], None]
 
@@ -81,6 +82,7 @@ def part_fetcher(
             max_resume=max_resume,
             cancel=cancel,
             stats=stats,
+            strict_range=True,  # the owner falls back to one stream instead
         )
         try:
             reader.seek(start)

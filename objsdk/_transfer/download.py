@@ -34,7 +34,7 @@ from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import DEFAULT_PARALLEL, DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.pool import PartPool
-from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
+from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeIgnored, RangeReader
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
     DownloadState,
@@ -354,46 +354,120 @@ def _transfer(
 
     The first failure stops the rest (see :class:`PartPool`), and every thread has ended
     before this raises. An :class:`~objsdk.ObjectChangedError` wins over other failures
-    (the caller must then start over).
+    (the caller must then start over). A server that ignores ``Range`` is noticed at
+    the first part that would have to skip bytes, and the parts not done yet are then
+    read through one stream instead (in O(N) bytes, not O(N²)).
     """
     if not parts:
         return
-    last_modified = http_date(info.last_modified)
-    if not is_strong_etag(info.etag) and last_modified is None:
+    pin = _Pin(info)
+    if not pin.pinned:
         # Nothing ties parts to one version: one stream, which refuses to resume unpinned.
         parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
-    with PartPool(min(parallel, len(parts)), name="download", watch=transport.watch) as pool:
+    finished: set[int] = set()
+    start = progress.done
+    try:
+        with PartPool(min(parallel, len(parts)), name="download", watch=transport.watch) as pool:
 
-        def tick(n: int) -> None:
-            progress.add(n)
-            if pool.cancelled.is_set():
-                raise errors.Cancelled("download cancelled: another part failed")
+            def tick(n: int) -> None:
+                progress.add(n)
+                if pool.cancelled.is_set():
+                    raise errors.Cancelled("download cancelled: another part failed")
 
-        def fetch(part: Part) -> None:
-            reader = RangeReader(
-                transport,
-                info.bucket,
-                info.key,
-                etag=info.etag,
-                last_modified=last_modified,
-                size=info.size,
-                version_id=info.version_id,
-                end=part.stop,
-                max_resume=max_resume,
-                cancel=pool.cancelled,
-            )
-            try:
-                reader.seek(part.start)
-                sink(reader, part, tick)
-            except BaseException as e:
-                _drop_frame_locals(e)
-                raise
-            finally:
-                reader.close()
+            def fetch(part: Part) -> None:
+                reader = pin.reader(transport, part.stop, max_resume, pool.cancelled)
+                try:
+                    reader.seek(part.start)
+                    sink(reader, part, tick)
+                except BaseException as e:
+                    _drop_frame_locals(e)
+                    raise
+                finally:
+                    reader.close()
+                finished.add(part.index)
+                if on_done is not None:
+                    on_done(part)
+
+            pool.run(parts, fetch, prefer=(errors.ObjectChangedError,))
+    except RangeIgnored:
+        rest = [p for p in parts if p.index not in finished]
+        base = start + sum(p.length for p in parts if p.index in finished)
+        _one_stream(transport, pin, rest, sink, max_resume, progress, base, on_done)
+
+
+@dataclass(frozen=True)
+class _Pin:
+    """What ties every part of a transfer to the version HEAD described."""
+
+    info: ObjectInfo
+
+    @property
+    def last_modified(self) -> str | None:
+        return http_date(self.info.last_modified)
+
+    @property
+    def pinned(self) -> bool:
+        return is_strong_etag(self.info.etag) or self.last_modified is not None
+
+    def reader(
+        self,
+        transport: Transport,
+        end: int,
+        max_resume: int,
+        cancel: threading.Event | None = None,
+        *,
+        strict_range: bool = True,
+    ) -> RangeReader:
+        info = self.info
+        return RangeReader(
+            transport,
+            info.bucket,
+            info.key,
+            etag=info.etag,
+            last_modified=self.last_modified,
+            size=info.size,
+            version_id=info.version_id,
+            end=end,
+            max_resume=max_resume,
+            cancel=cancel,
+            strict_range=strict_range,
+        )
+
+
+def _one_stream(
+    transport: Transport,
+    pin: _Pin,
+    parts: Sequence[Part],
+    sink: _Sink,
+    max_resume: int,
+    progress: ProgressTracker,
+    base: int,
+    on_done: Callable[[Part], None] | None,
+) -> None:
+    """``parts``, in order, through one pinned stream (a server that ignores Range).
+    Progress goes on from ``base`` bytes (abandoned parts were counted already, so it
+    holds still until the new stream passes them)."""
+    if not parts:
+        return
+    fetched = 0
+
+    def tick(n: int) -> None:
+        nonlocal fetched
+        fetched += n
+        progress.reached(base + fetched)
+
+    reader = pin.reader(transport, parts[-1].stop, max_resume, strict_range=False)
+    try:
+        for part in parts:
+            reader.seek(part.start)
+            sink(reader, part, tick)
             if on_done is not None:
                 on_done(part)
-
-        pool.run(parts, fetch, prefer=(errors.ObjectChangedError,))
+    except BaseException as e:
+        _drop_frame_locals(e)
+        raise
+    finally:
+        reader.close()
 
 
 def _drop_frame_locals(exc: BaseException) -> None:

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from objsdk._core.parts import part_count
+from objsdk._core.sizes import MiB
 
 __all__ = ["DownloadState", "load_state", "reusable_parts", "save_state"]
 
 STATE_FORMAT = 1
 # A genuine record is a few hundred bytes; refuse to parse a huge one.
-MAX_STATE_BYTES = 1 << 20
+MAX_STATE_BYTES = MiB
 # Never follow a link planted where a temp or state file goes.
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
