@@ -17,8 +17,9 @@ import pytest
 import objsdk
 from objsdk import Client
 from objsdk._core.parts import Part, part_count, plan_parts
-from objsdk._transfer.download import _drop_frame_locals, download, get_into
+from objsdk._transfer.download import download, get_into
 from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
+from objsdk._transfer.fetch import drop_frame_locals
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 STATE = DownloadState(
@@ -265,6 +266,6 @@ def test_an_error_keeps_no_slice_of_the_callers_mmap_once_its_frames_are_dropped
             error = e
     with pytest.raises(BufferError):
         mm.close()  # the failed frame still holds a slice
-    _drop_frame_locals(error)
+    drop_frame_locals(error)
     mm.close()
     assert "_fail_holding_a_slice" in "".join(traceback.format_tb(error.__traceback__))

@@ -159,6 +159,12 @@ class RangeReader:
 
     ``observer(offset, data)`` sees every received byte in object order; ``on_start``
     gets the headers of every answer that starts at byte 0 (stored checksums).
+
+    Time bound: a GET that reached the server is never retried by the transport, only
+    by this reader's policy, so one read that makes no progress against a server that
+    accepts connections and never answers ends within ``(max_resume + 1) x read
+    timeout`` plus at most 5 s of backoff per attempt: with the defaults (60 s, 6
+    resumes), under 8 minutes. (Connect failures are retried by the transport first.)
     """
 
     def __init__(
@@ -346,6 +352,10 @@ class RangeReader:
                 headers=headers,
                 stream=True,
                 ok=(200, 206, 412, 416),
+                # This reader's own policy retries (backoff, max_resume): the transport
+                # retries only connect errors, so a silent server costs at most
+                # (max_resume + 1) read timeouts, not that many times its retries too.
+                idempotent=False,
             )
         except errors.NoSuchKey as e:
             if not self._opened_once:

@@ -101,7 +101,9 @@ class Transport(Protocol):
         ``payload_hash`` is the body's SHA-256 (hex) if known, else it is sent unsigned.
         Idempotent methods (GET, HEAD, PUT, DELETE) are retried under the transport's
         policy; ``idempotent=True`` says this request is safe to repeat whatever its
-        method (CompleteMultipartUpload), ``False`` that it is not.
+        method (CompleteMultipartUpload); ``False`` retries it only while it provably
+        never left (connect errors), for a caller that runs its own retry policy (so
+        that retries of timeouts never nest).
         """
         ...
 

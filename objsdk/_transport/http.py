@@ -172,12 +172,18 @@ class HTTPTransport:
         # signed requests: the signature covers the Host we chose.
         self.session.trust_env = False
         self.session.verify = verify
+        self._verify = verify
         adapter = HTTPAdapter(
             pool_connections=4, pool_maxsize=max_pool_connections, max_retries=retry
         )
         tricks.install_watched_pools(adapter)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
+        # The same pools, retrying only what provably never left (connect errors), as
+        # urllib3 does for POST: for callers that run their own retry policy (a resuming
+        # reader), so that retries of read timeouts never nest.
+        self._once = HTTPAdapter(max_retries=retry.new(read=0, status=0, other=0))
+        self._once.poolmanager = adapter.poolmanager
 
     def close(self) -> None:
         self.session.close()
@@ -236,6 +242,7 @@ class HTTPTransport:
         idempotent: bool | None = None,
     ) -> _Response:
         url = self.endpoint.build_url(bucket, key, list(params))
+        once = idempotent is False
         own_retries = idempotent is True and method not in (self.retry.allowed_methods or ())
         policy = self.retry
         while True:
@@ -243,7 +250,7 @@ class HTTPTransport:
                 method, url, headers or {}, payload_hash or UNSIGNED_PAYLOAD, body, content_length
             )
             try:
-                return self._send(prepared, method, operation, bucket, key, stream, ok)
+                return self._send(prepared, method, operation, bucket, key, stream, ok, once)
             except (errors.TransportError, errors.S3Error) as e:
                 if not own_retries or not _retryable(e):
                     raise
@@ -268,11 +275,21 @@ class HTTPTransport:
         key: str | None,
         stream: bool,
         ok: Collection[int],
+        once: bool,
     ) -> _Response:
         with translate_errors(operation, bucket, key):
-            resp = self.session.send(
-                prepared, stream=True, timeout=self.timeout, allow_redirects=False
-            )
+            if once:
+                resp = self._once.send(
+                    prepared,
+                    stream=True,
+                    timeout=self.timeout,
+                    verify=self._verify,
+                    cert=self.session.cert,
+                )
+            else:
+                resp = self.session.send(
+                    prepared, stream=True, timeout=self.timeout, allow_redirects=False
+                )
         log.debug("%s %s/%s -> %s", method, bucket or "", key or "", resp.status_code)
         answer = _Response(resp, operation, bucket, key)
         if resp.status_code not in ok:

@@ -99,6 +99,8 @@ def after_failure(policy: Retry, error: Exception) -> Retry | None:
     """The policy for the next attempt after ``error``, or None when none is left.
     The caller sleeps with ``policy.sleep()`` before that attempt."""
     try:
-        return policy.increment(method="GET", error=error)
+        # Without the history: it would keep each error, whose traceback keeps the
+        # frames of the read it broke, and so the caller's buffer, alive past the call.
+        return policy.increment(method="GET", error=error).new(history=())
     except MaxRetryError:
         return None

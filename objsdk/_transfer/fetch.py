@@ -1,0 +1,263 @@
+"""Fetching parts of one pinned object version into place: the engine under
+:func:`~objsdk._transfer.download.download` and ``get_into``.
+
+Each part is a :class:`~objsdk._io.range_reader.RangeReader` window pinned to the
+version HEAD described (ETag, or Last-Modified when there is no strong ETag; size;
+version id), run on a :class:`~objsdk._io.pool.PartPool`. Bytes go straight into place:
+``readinto`` on slices of a caller's buffer, or ``readinto`` a small per-part buffer and
+``os.pwrite`` at the part's offset in a file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from objsdk import errors
+from objsdk._core.parts import Part
+from objsdk._core.resume import is_strong_etag
+from objsdk._core.s3xml import http_date
+from objsdk._core.sizes import MiB
+from objsdk._io.pool import PartPool
+from objsdk._io.range_reader import RangeIgnored, RangeReader
+from objsdk._transfer.progress import ProgressTracker
+from objsdk._transport.base import Transport
+from objsdk.models import ObjectInfo
+
+__all__ = [
+    "FILE_STEP",
+    "STEP",
+    "Sink",
+    "drop_frame_locals",
+    "fetch_parts",
+    "into_buffer",
+    "into_file",
+]
+
+# Bytes per readinto call into a caller's buffer: how often progress is reported and
+# cancellation noticed.
+STEP = 1 * MiB
+# The buffer a file download receives into before pwrite. Small enough to still be in the
+# CPU cache when pwrite copies it out: on a 2-vCPU VM (2 MiB L2 per core), 256 KiB took
+# 40 % less CPU than 1 MiB and a third of what 4 MiB took for the same 1 GiB download.
+FILE_STEP = 256 * 1024
+
+# fdatasync is enough (the file's size is set before any part is written); macOS lacks it.
+_sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
+
+
+# Writes one part: receives from ``r`` (a RangeReader window positioned at part.start)
+# into place; calls ``tick(n)`` after every n bytes (progress, and a chance to cancel).
+Sink = Callable[[RangeReader, Part, Callable[[int], None]], None]
+
+
+def into_buffer(view: memoryview, base: int) -> Sink:
+    """Parts land in ``view``, whose first byte is object offset ``base``."""
+
+    def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
+        with view[part.start - base : part.stop - base] as target:
+            n = 0
+            while n < len(target):
+                with target[n : n + STEP] as step:
+                    k = f.readinto(step)  # straight from the socket into the caller's memory
+                if k == 0:
+                    raise _ended_early(f, part.start + n)
+                n += k
+                tick(k)
+
+    return write
+
+
+def into_file(fd: int) -> Sink:
+    """Parts land in the open file ``fd`` at their offsets, durable before they return.
+
+    Why pwrite from a small buffer and not readinto on an mmap of the file, which saves
+    a copy: on a 2-vCPU VM, 1 GiB with 4 parts in flight and a flush per part took a
+    median 1.02 s and 0.62 s of CPU this way, against 1.45 s and 0.89 s through a shared
+    mapping (a page fault per 4 KiB page costs more than copying a buffer that is still
+    in the CPU cache). Also, a full disk is then an OSError, not a SIGBUS that kills the
+    process.
+    """
+
+    def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
+        with memoryview(bytearray(min(FILE_STEP, part.length))) as buf:
+            pos = part.start
+            while pos < part.stop:
+                k = f.readinto(buf[: part.stop - pos])
+                if k == 0:
+                    raise _ended_early(f, pos)
+                _pwrite_all(fd, buf[:k], pos)
+                pos += k
+                tick(k)
+        _sync_data(fd)  # the part is on disk before the state record may claim it
+
+    return write
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data:
+        n = os.pwrite(fd, data, offset)
+        data, offset = data[n:], offset + n
+
+
+def _ended_early(f: RangeReader, offset: int) -> errors.ProtocolError:
+    # Cannot happen with a pinned size unless the server misbehaves; never spin on it.
+    return errors.ProtocolError(
+        f"object ended at offset {offset}, before the pinned size",
+        operation="download",
+        bucket=f.bucket,
+        key=f.key,
+    )
+
+
+def fetch_parts(
+    transport: Transport,
+    info: ObjectInfo,
+    parts: Sequence[Part],
+    sink: Sink,
+    parallel: int,
+    max_resume: int,
+    progress: ProgressTracker,
+    on_done: Callable[[Part], None] | None = None,
+) -> None:
+    """Fetch ``parts`` on a :class:`PartPool` of up to ``parallel`` threads, each through
+    a :class:`RangeReader` window pinned to ``info``'s ETag, size and version.
+
+    The first failure stops the rest (see :class:`PartPool`), and every thread has ended
+    before this raises. An :class:`~objsdk.ObjectChangedError` wins over other failures
+    (the caller must then start over). A server that ignores ``Range`` is noticed at
+    the first part that would have to skip bytes, and the parts not done yet are then
+    read through one stream instead (in O(N) bytes, not O(N²)).
+    """
+    if not parts:
+        return
+    pin = _Pin(info)
+    if not pin.pinned:
+        # Nothing ties parts to one version: one stream, which refuses to resume unpinned.
+        parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
+    finished: set[int] = set()
+    start = progress.done
+    try:
+        with PartPool(min(parallel, len(parts)), name="download", watch=transport.watch) as pool:
+
+            def tick(n: int) -> None:
+                progress.add(n)
+                if pool.cancelled.is_set():
+                    raise errors.Cancelled("download cancelled: another part failed")
+
+            def fetch(part: Part) -> None:
+                reader = pin.reader(transport, part.stop, max_resume, pool.cancelled)
+                try:
+                    reader.seek(part.start)
+                    sink(reader, part, tick)
+                except BaseException as e:
+                    drop_frame_locals(e)
+                    raise
+                finally:
+                    reader.close()
+                finished.add(part.index)
+                if on_done is not None:
+                    on_done(part)
+
+            pool.run(parts, fetch, prefer=(errors.ObjectChangedError,))
+    except RangeIgnored:
+        rest = [p for p in parts if p.index not in finished]
+        base = start + sum(p.length for p in parts if p.index in finished)
+        _one_stream(transport, pin, rest, sink, max_resume, progress, base, on_done)
+
+
+@dataclass(frozen=True)
+class _Pin:
+    """What ties every part of a transfer to the version HEAD described."""
+
+    info: ObjectInfo
+
+    @property
+    def last_modified(self) -> str | None:
+        return http_date(self.info.last_modified)
+
+    @property
+    def pinned(self) -> bool:
+        return is_strong_etag(self.info.etag) or self.last_modified is not None
+
+    def reader(
+        self,
+        transport: Transport,
+        end: int,
+        max_resume: int,
+        cancel: threading.Event | None = None,
+        *,
+        strict_range: bool = True,
+    ) -> RangeReader:
+        info = self.info
+        return RangeReader(
+            transport,
+            info.bucket,
+            info.key,
+            etag=info.etag,
+            last_modified=self.last_modified,
+            size=info.size,
+            version_id=info.version_id,
+            end=end,
+            max_resume=max_resume,
+            cancel=cancel,
+            strict_range=strict_range,
+        )
+
+
+def _one_stream(
+    transport: Transport,
+    pin: _Pin,
+    parts: Sequence[Part],
+    sink: Sink,
+    max_resume: int,
+    progress: ProgressTracker,
+    base: int,
+    on_done: Callable[[Part], None] | None,
+) -> None:
+    """``parts``, in order, through one pinned stream (a server that ignores Range).
+    Progress goes on from ``base`` bytes (abandoned parts were counted already, so it
+    holds still until the new stream passes them)."""
+    if not parts:
+        return
+    fetched = 0
+
+    def tick(n: int) -> None:
+        nonlocal fetched
+        fetched += n
+        progress.reached(base + fetched)
+
+    reader = pin.reader(transport, parts[-1].stop, max_resume, strict_range=False)
+    try:
+        for part in parts:
+            reader.seek(part.start)
+            sink(reader, part, tick)
+            if on_done is not None:
+                on_done(part)
+    except BaseException as e:
+        drop_frame_locals(e)
+        raise
+    finally:
+        reader.close()
+
+
+def drop_frame_locals(exc: BaseException) -> None:
+    """Clear the locals of the finished frames in ``exc``'s tracebacks (and its causes').
+
+    Those frames hold slices of the destination buffer; as long as one lives, the
+    caller's mmap or SharedMemory cannot be closed (BufferError: exported pointers
+    exist), and the exception travels back to the caller. The traceback itself (files,
+    lines) is kept.
+    """
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        traceback.clear_frames(e.__traceback__)
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
