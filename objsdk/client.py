@@ -25,7 +25,6 @@ from objsdk._core.signing import Credentials, encode_key_path, payload_sha256, p
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
-    DEFAULT_PARALLEL,
     DEFAULT_PART_SIZE,
     DEFAULT_READAHEAD_PART_SIZE,
     DEFAULT_WRITER_PARALLEL,
@@ -282,14 +281,15 @@ class Client:
         max_resume: int = DEFAULT_MAX_RESUME,
         version_id: str | None = None,
         verify: bool = True,
-        readahead: int = 0,
+        readahead: int | None = None,
         part_size: int = DEFAULT_READAHEAD_PART_SIZE,
     ) -> ObjectFile:
         """A seekable, resumable binary file over the object (see :class:`ObjectFile`).
 
         Nothing is sent until the first read. With ``readahead=N``, N threads fetch the
-        next ``part_size`` parts in parallel while you read (sequential reading only).
-        Use it as a context manager.
+        next ``part_size`` parts in parallel while you read (sequential reading only);
+        ``0`` is one stream; ``None`` (the default) adapts to the network: parts ahead
+        are added while the rate keeps rising. Use it as a context manager.
         """
         return ObjectFile(
             self,
@@ -309,7 +309,7 @@ class Client:
         key: str,
         dest: str | os.PathLike[str] | WritableBuffer,
         *,
-        parallel: int = DEFAULT_PARALLEL,
+        parallel: int | None = None,
         part_size: int = DEFAULT_PART_SIZE,
         progress: Progress | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
@@ -318,7 +318,9 @@ class Client:
 
         Paths are written atomically (temp file, fsync, rename) and a download that was
         killed resumes where it stopped if the object is unchanged. Buffers are filled
-        straight from the socket. See :func:`objsdk._transfer.download.download`.
+        straight from the socket. ``parallel=None`` adapts the parts in flight to the
+        network (one at first, more while the rate keeps rising); a number pins it.
+        See :func:`objsdk._transfer.download.download`.
         """
         return _download(
             self._transport,
@@ -338,7 +340,7 @@ class Client:
         buffer: WritableBuffer,
         *,
         offset: int = 0,
-        parallel: int = DEFAULT_PARALLEL,
+        parallel: int | None = None,
         part_size: int = DEFAULT_PART_SIZE,
     ) -> int:
         """Fill ``buffer`` with the object's bytes from ``offset`` (fewer at the end);
@@ -360,7 +362,7 @@ class Client:
         source: UploadSource,
         *,
         part_size: int | None = None,
-        parallel: int = DEFAULT_PARALLEL,
+        parallel: int | None = None,
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,

@@ -10,7 +10,7 @@ from objsdk._core.resume import (
     check_response,
     is_strong_etag,
 )
-from objsdk._transport.retry import resume_policy
+from objsdk._transport.retry import after_failure, resume_policy
 
 ETAG = '"v1"'
 
@@ -160,3 +160,30 @@ def test_the_answer_pins_its_last_modified():
     headers = h(Content_Length="100", Last_Modified="Mon, 23 Nov 2026 10:00:00 GMT")
     cont = check_response(200, headers, want=0, etag=None, size=None)
     assert cont.last_modified == "Mon, 23 Nov 2026 10:00:00 GMT"
+
+
+def test_backoff_still_grows_after_failures_are_recorded():
+    policy = resume_policy(5).new(backoff_jitter=0.0)
+    sleeps = []
+    for _ in range(4):
+        nxt = after_failure(policy, OSError("reset"))
+        assert nxt is not None
+        policy = nxt
+        sleeps.append(policy.get_backoff_time())
+    assert sleeps == sorted(sleeps)
+    assert sleeps[-1] > sleeps[0]
+
+
+def test_recorded_failures_do_not_keep_the_errors_alive():
+    # An error's traceback holds the frames of the read it broke, and so the buffer
+    # being read into: a policy kept by the reader must not hold on to it.
+    nxt = after_failure(resume_policy(5), OSError("reset"))
+    assert nxt is not None
+    assert all(h.error is None for h in nxt.history)
+
+
+def test_after_failure_is_none_once_the_limit_is_spent():
+    policy = resume_policy(1)
+    nxt = after_failure(policy, OSError("a"))
+    assert nxt is not None
+    assert after_failure(nxt, OSError("b")) is None

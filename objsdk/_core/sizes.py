@@ -8,9 +8,10 @@ most 5 TiB, and a single PUT of at most 5 GiB (PutObject).
 from __future__ import annotations
 
 __all__ = [
+    "ADAPTIVE_CAP",
+    "ADAPTIVE_WINDOW",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MULTIPART_THRESHOLD",
-    "DEFAULT_PARALLEL",
     "DEFAULT_PART_SIZE",
     "DEFAULT_READAHEAD_PART_SIZE",
     "DEFAULT_WRITER_PARALLEL",
@@ -42,7 +43,9 @@ DEFAULT_PART_SIZE = 16 * MiB
 DEFAULT_READAHEAD_PART_SIZE = 8 * MiB
 # Uploads below this go as one PUT.
 DEFAULT_MULTIPART_THRESHOLD = 64 * MiB
-# Parts in flight for upload() and download().
-DEFAULT_PARALLEL = 4
 # Parts in flight for ObjectWriter: it also holds the part being filled.
 DEFAULT_WRITER_PARALLEL = 2
+# Adaptive parallelism (parallel=None, readahead=None): at most this many parts in flight,
+# each level measured over at least this many bytes per part in flight.
+ADAPTIVE_CAP = 16
+ADAPTIVE_WINDOW = 4 * MiB

@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from collections.abc import Callable, Mapping
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from objsdk import errors
+from objsdk._core.adaptive import Adaptive
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checksum_headers
-from objsdk._core.sizes import DEFAULT_CHUNK_SIZE, DEFAULT_READAHEAD_PART_SIZE
+from objsdk._core.sizes import (
+    ADAPTIVE_CAP,
+    ADAPTIVE_WINDOW,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_READAHEAD_PART_SIZE,
+)
 from objsdk._io.range_reader import (
     DEFAULT_MAX_RESUME,
     SKIP_THRESHOLD,
@@ -58,7 +65,10 @@ class ObjectFile(io.BufferedIOBase):
     consecutive failures (:class:`~objsdk.ResumeLimitError` after that). With
     ``verify``, a full pass from byte 0 to the end is checked against the object's
     stored checksum (:class:`~objsdk.IntegrityError` on mismatch). With ``readahead=N``,
-    sequential reading switches to N threads fetching the next ``part_size`` parts.
+    sequential reading switches to N threads fetching the next ``part_size`` parts;
+    ``readahead=0`` is one stream; ``None`` (the default) measures one stream, then
+    reads more parts ahead while the rate keeps rising and drops back when it does not
+    (``stats.readahead`` tells what it chose).
 
     Picklable: a copy reopens lazily at the same position and version. Thread-safe like
     ``io.BufferedReader``: each call holds a lock, so two threads sharing one file get
@@ -75,7 +85,7 @@ class ObjectFile(io.BufferedIOBase):
         max_resume: int = DEFAULT_MAX_RESUME,
         version_id: str | None = None,
         verify: bool = True,
-        readahead: int = 0,
+        readahead: int | None = None,
         part_size: int = DEFAULT_READAHEAD_PART_SIZE,
     ) -> None:
         super().__init__()
@@ -83,7 +93,8 @@ class ObjectFile(io.BufferedIOBase):
         check_key(key)
         check_count("chunk_size", chunk_size, 1, bucket, key)
         check_count("max_resume", max_resume, 0, bucket, key)
-        check_count("readahead", readahead, 0, bucket, key)
+        if readahead is not None:
+            check_count("readahead", readahead, 0, bucket, key)
         check_count("part_size", part_size, 1, bucket, key)
         self._client = client
         self._transport = client.transport
@@ -94,6 +105,10 @@ class ObjectFile(io.BufferedIOBase):
         self.verify = verify
         self.readahead = readahead
         self.part_size = part_size
+        # readahead=None: the parts read ahead follow the rate (1 = one stream).
+        self._auto = (
+            Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW) if readahead is None else None
+        )
         self.stats = ReadStats()
         self._reader = RangeReader(
             self._transport,
@@ -436,19 +451,41 @@ class ObjectFile(io.BufferedIOBase):
             result = op(source)
         except RangeIgnored:
             # Parts would each receive the object from byte 0: one stream is cheaper.
-            self.readahead = 0
+            self._one_stream_from_now()
             self._drop_network()
             return self._net(op, empty)
-        self._run += source.pos - start
+        got = source.pos - start
+        self._run += got
         self._recv_pos = source.pos
+        auto = self._auto
+        if auto is not None and not auto.settled and source is self._reader:
+            auto.observe(got, time.monotonic())
         return result
+
+    def _ahead(self) -> int:
+        """Parts to read ahead now: the fixed number, or the adaptive level (a level of
+        1 is the single stream)."""
+        if self._auto is not None:
+            level = self._auto.target
+            return level if level > 1 else 0
+        return self.readahead or 0
+
+    def _one_stream_from_now(self) -> None:
+        self._auto = None
+        self.readahead = 0
+        self.stats.readahead = 0
 
     def _source(self) -> RangeReader | PartStream | None:
         """What to receive from at ``_recv_pos``: parallel parts once reading has been
         sequential for a part's worth (with ``readahead``), else the single stream."""
         want = self._recv_pos
         parts = self._parts
-        if parts is None and self.readahead and self._run >= self.part_size:
+        if parts is not None and self._auto is not None and self._ahead() == 0:
+            # More parts did not pay: back to the single stream, for good.
+            self._drop_network()
+            self._one_stream_from_now()
+            parts = None
+        if parts is None and self._ahead() and self._run >= self.part_size:
             if want >= self.size:  # HEAD if not known yet: parts need the size and a pin
                 return None
             if self._reader.pinned:
@@ -456,7 +493,7 @@ class ObjectFile(io.BufferedIOBase):
                 parts = self._start_parts(want)
             else:
                 # Nothing ties parallel parts to one version: stay on one stream.
-                self.readahead = 0
+                self._one_stream_from_now()
         if parts is not None:
             if parts.pos < want:
                 skip = want - parts.pos
@@ -483,12 +520,15 @@ class ObjectFile(io.BufferedIOBase):
                 version_id=reader.version_id,
                 max_resume=self.max_resume,
             )
+            auto = self._auto
             self._prefetcher = Prefetcher(
                 fetch,
-                workers=self.readahead,
+                workers=ADAPTIVE_CAP if auto is not None else self._ahead(),
                 part_size=self.part_size,
                 watch=self._transport.watch,
+                ahead=(lambda: max(1, auto.target)) if auto is not None else None,
             )
+        self.stats.readahead = self._ahead()
         self._parts = PartStream(
             self._prefetcher,
             want,
@@ -501,6 +541,10 @@ class ObjectFile(io.BufferedIOBase):
     def _count_part(self, result: PartResult) -> None:
         self.stats.requests += result.requests
         self.stats.resumes += result.resumes
+        auto = self._auto
+        if auto is not None and not auto.settled:
+            auto.observe(result.nbytes, time.monotonic())
+            self.stats.readahead = self._ahead()
 
     def _drop_network(self) -> None:
         """Close the open stream and cancel parts in flight; reopened lazily."""

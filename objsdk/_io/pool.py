@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
@@ -26,9 +27,11 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from objsdk import errors
+from objsdk._core.adaptive import Adaptive
+from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
 from objsdk._transport.base import Interruptible
 
-__all__ = ["PartPool", "Task"]
+__all__ = ["PartPool", "SharedLevel", "Task"]
 
 I = TypeVar("I")  # noqa: E741 - an item
 R = TypeVar("R")
@@ -121,13 +124,15 @@ class PartPool:
         items: Iterable[I],
         fn: Callable[[I], R],
         *,
-        in_flight: int | None = None,
+        in_flight: int | Callable[[], int] | None = None,
         on_done: Callable[[I, R], None] | None = None,
         on_release: Callable[[I], None] | None = None,
         prefer: tuple[type[BaseException], ...] = (),
     ) -> None:
         """Run ``fn(item)`` for every item, at most ``in_flight`` (default: workers) at
-        once, pulling the next item from ``items`` only when a slot is free.
+        once, pulling the next item from ``items`` only when a slot is free. A callable
+        ``in_flight`` is asked again as tasks run, so the level may change (it is capped
+        at ``workers``).
 
         ``on_done(item, result)`` runs in the caller's thread as each finishes;
         ``on_release(item)`` runs for every item taken once its task is over, whatever
@@ -135,14 +140,19 @@ class PartPool:
         raised once all tasks have ended; a failure of a type in ``prefer`` wins over
         others (it tells the caller something it must act on).
         """
-        limit = in_flight or self.workers
+
+        def limit() -> int:
+            want = in_flight() if callable(in_flight) else (in_flight or self.workers)
+            return max(1, min(want, self.workers))
+
+        dynamic = callable(in_flight)
         it = iter(items)
         running: dict[Future[R], tuple[I, Task[R]]] = {}
         failures: list[BaseException] = []
         more = True
         try:
             while True:
-                while more and len(running) < limit and not failures:
+                while more and len(running) < limit() and not failures:
                     try:
                         item = next(it)
                     except StopIteration:
@@ -152,7 +162,11 @@ class PartPool:
                     running[task.future] = (item, task)
                 if not running:
                     break
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                # A changing level is looked at again every 50 ms, not only when a part
+                # ends, so a raised level starts its parts at once.
+                finished, _ = wait(
+                    running, timeout=0.05 if dynamic else None, return_when=FIRST_COMPLETED
+                )
                 for fut in finished:
                     item, _task = running.pop(fut)
                     try:
@@ -195,6 +209,30 @@ class PartPool:
         if exc_type is not None:
             self.cancel()
         self.close()
+
+
+class SharedLevel:
+    """An :class:`Adaptive` level that worker threads feed and the pool reads."""
+
+    @classmethod
+    def unless(cls, parallel: int | None) -> SharedLevel | None:
+        """An adaptive level (the defaults of :mod:`~objsdk._core.sizes`) where
+        ``parallel`` is None, the caller's own choice otherwise."""
+        if parallel is not None:
+            return None
+        return cls(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW))
+
+    def __init__(self, adaptive: Adaptive) -> None:
+        self._adaptive = adaptive
+        self._lock = threading.Lock()
+        adaptive.begin(time.monotonic())
+
+    def observe(self, nbytes: int) -> None:
+        with self._lock:
+            self._adaptive.observe(nbytes, time.monotonic())
+
+    def target(self) -> int:
+        return self._adaptive.target
 
 
 def _first(failures: list[BaseException], prefer: tuple[type[BaseException], ...]) -> BaseException:

@@ -51,14 +51,16 @@ Observer = Callable[[int, "bytes | memoryview"], None]
 @dataclass
 class ReadStats:
     """What one reader did: bytes handed to the caller, GET/HEAD requests sent, resumes
-    after a broken stream, bytes received but skipped (discarded) and read-ahead bytes
-    fetched but never delivered (wasted)."""
+    after a broken stream, bytes received but skipped (discarded), read-ahead bytes
+    fetched but never delivered (wasted), and the parts read ahead at the end (0 for
+    one stream: with ``readahead=None``, what the adaptive level settled on)."""
 
     bytes_delivered: int = 0
     requests: int = 0
     resumes: int = 0
     bytes_discarded: int = 0
     bytes_wasted: int = 0
+    readahead: int = 0  # parts in flight at the end (0: one stream); what auto chose
 
 
 class RangeIgnored(errors.ProtocolError):

@@ -123,10 +123,18 @@ class Prefetcher:
     """Worker threads and part buffers shared by the part streams of one reader."""
 
     def __init__(
-        self, fetch: Fetch, *, workers: int, part_size: int, watch: WatchFactory | None = None
+        self,
+        fetch: Fetch,
+        *,
+        workers: int,
+        part_size: int,
+        watch: WatchFactory | None = None,
+        ahead: Callable[[], int] | None = None,
     ) -> None:
         self.fetch = fetch
         self.workers = workers
+        # How many parts to keep in flight ahead of the reader (all buffers allow if None).
+        self.ahead = ahead
         self.part_size = part_size
         self.limit = max(workers + 1, 4)
         self._made = 0
@@ -191,8 +199,14 @@ class PartStream:
         return self.pos >= self.end
 
     def _schedule(self, *, block: bool = False) -> None:
-        """Keep parts in flight ahead of ``pos``, as many as free buffers allow."""
+        """Keep parts in flight ahead of ``pos``, as many as free buffers (and the
+        pool's ``ahead``) allow."""
         while self._next < self.end:
+            ahead = self.pool.ahead
+            if not block and ahead is not None:
+                pending = sum(1 for p in self._parts if p.stop > self.pos)
+                if pending >= ahead():
+                    return
             buf = self.pool.take_buffer(block=block)
             if buf is None:
                 return

@@ -28,7 +28,7 @@ from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import checksum_from_headers, checksum_headers
 from objsdk._core.parts import Part, plan_parts
-from objsdk._core.sizes import DEFAULT_PARALLEL, DEFAULT_PART_SIZE, MiB
+from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._transfer.download_state import (
@@ -63,7 +63,8 @@ class DownloadResult:
 
     ``info`` describes the version downloaded (size, ETag, version, checksums).
     ``parts_reused`` parts were already on disk from an interrupted earlier call;
-    ``parts_fetched`` parts (``bytes_fetched`` bytes) were fetched by this one.
+    ``parts_fetched`` parts (``bytes_fetched`` bytes) were fetched by this one, with
+    ``parallel`` parts in flight at the end (what ``parallel=None`` settled on).
     """
 
     info: ObjectInfo
@@ -71,6 +72,7 @@ class DownloadResult:
     parts_fetched: int
     parts_reused: int
     bytes_fetched: int
+    parallel: int = 1
 
 
 # -- the public functions ----------------------------------------------------------------
@@ -82,13 +84,14 @@ def download(
     key: str,
     dest: str | os.PathLike[str] | WritableBuffer,
     *,
-    parallel: int = DEFAULT_PARALLEL,
+    parallel: int | None = None,
     part_size: int = DEFAULT_PART_SIZE,
     progress: Progress | None = None,
     max_resume: int = DEFAULT_MAX_RESUME,
 ) -> DownloadResult:
     """Download a whole object to a path or into a writable buffer, ``parallel`` parts of
-    ``part_size`` bytes at a time.
+    ``part_size`` bytes at a time; ``parallel=None`` (the default) starts with one and
+    adds parts in flight while the aggregate rate keeps rising (up to 16).
 
     A path is written to ``<dest>.objsdk-download``, verified against the object's
     full-object checksum if it has one, fsynced and renamed over ``dest``: ``dest`` is
@@ -105,7 +108,8 @@ def download(
     """
     check_bucket(bucket)
     check_key(key)
-    check_count("parallel", parallel, 1, bucket, key)
+    if parallel is not None:
+        check_count("parallel", parallel, 1, bucket, key)
     check_count("part_size", part_size, 1, bucket, key)
     check_count("max_resume", max_resume, 0, bucket, key)
     if isinstance(dest, (str, os.PathLike)):
@@ -126,9 +130,11 @@ def download(
             )
         parts = plan_parts(0, size, part_size)
         tracker = ProgressTracker(progress, size, announce=True)
-        fetch_parts(transport, info, parts, into_buffer(view, 0), parallel, max_resume, tracker)
+        used = fetch_parts(
+            transport, info, parts, into_buffer(view, 0), parallel, max_resume, tracker
+        )
         _verify(info, lambda update: update(view[:size]))
-    return DownloadResult(info, len(parts), len(parts), 0, size)
+    return DownloadResult(info, len(parts), len(parts), 0, size, used)
 
 
 def get_into(
@@ -138,7 +144,7 @@ def get_into(
     buffer: WritableBuffer,
     *,
     offset: int = 0,
-    parallel: int = DEFAULT_PARALLEL,
+    parallel: int | None = None,
     part_size: int = DEFAULT_PART_SIZE,
 ) -> int:
     """Fill ``buffer`` with the object's bytes from ``offset``; return how many.
@@ -146,11 +152,12 @@ def get_into(
     ``len(buffer)`` bytes, fewer at the end of the object, 0 at or past it. Bytes are
     received straight from the socket into the buffer. A buffer larger than
     ``part_size`` is filled by ``parallel`` ranged GETs of one pinned version (after a
-    HEAD); a smaller one by a single ranged GET.
+    HEAD; ``None`` adapts, as in :func:`download`); a smaller one by a single ranged GET.
     """
     check_bucket(bucket)
     check_key(key)
-    check_count("parallel", parallel, 1, bucket, key)
+    if parallel is not None:
+        check_count("parallel", parallel, 1, bucket, key)
     check_count("part_size", part_size, 1, bucket, key)
     check_count("offset", offset, 0, bucket, key)
     with _writable_view(buffer, bucket, key, "buffer") as view:
@@ -268,7 +275,7 @@ def _download_to_path(
     transport: Transport,
     info: ObjectInfo,
     path: str,
-    parallel: int,
+    parallel: int | None,
     part_size: int,
     progress: Progress | None,
     max_resume: int,
@@ -298,7 +305,7 @@ def _download_to_path(
         todo = [p for p in parts if p.index not in reused]
         done = sum(p.length for p in parts if p.index in reused)
         tracker = ProgressTracker(progress, size, done=done, announce=True)
-        fetch_parts(
+        used = fetch_parts(
             transport, info, todo, into_file(fd), parallel, max_resume, tracker, journal.mark_done
         )
         _verify(info, lambda update: _hash_file(fd, size, update))
@@ -320,7 +327,7 @@ def _download_to_path(
     finally:
         os.close(fd)
     fetched = sum(p.length for p in todo)
-    return DownloadResult(info, len(parts), len(todo), len(reused), fetched)
+    return DownloadResult(info, len(parts), len(todo), len(reused), fetched, used)
 
 
 class _Journal:

@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from objsdk import errors
+from objsdk._core.adaptive import Adaptive
 from objsdk._core.parts import Part
 from objsdk._core.resume import is_strong_etag
 from objsdk._core.s3xml import http_date
-from objsdk._core.sizes import MiB
-from objsdk._io.pool import PartPool
+from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW, MiB
+from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._io.range_reader import RangeIgnored, RangeReader
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.base import Transport
@@ -118,13 +119,17 @@ def fetch_parts(
     info: ObjectInfo,
     parts: Sequence[Part],
     sink: Sink,
-    parallel: int,
+    parallel: int | None,
     max_resume: int,
     progress: ProgressTracker,
     on_done: Callable[[Part], None] | None = None,
-) -> None:
+) -> int:
     """Fetch ``parts`` on a :class:`PartPool` of up to ``parallel`` threads, each through
-    a :class:`RangeReader` window pinned to ``info``'s ETag, size and version.
+    a :class:`RangeReader` window pinned to ``info``'s ETag, size and version; return
+    the number of parts that were in flight at the end.
+
+    ``parallel=None`` adapts (:class:`~objsdk._core.adaptive.Adaptive`): one part at a
+    time first, more while the aggregate rate keeps rising, up to ``ADAPTIVE_CAP``.
 
     The first failure stops the rest (see :class:`PartPool`), and every thread has ended
     before this raises. An :class:`~objsdk.ObjectChangedError` wins over other failures
@@ -133,18 +138,26 @@ def fetch_parts(
     read through one stream instead (in O(N) bytes, not O(N²)).
     """
     if not parts:
-        return
+        return 0
     pin = _Pin(info)
     if not pin.pinned:
         # Nothing ties parts to one version: one stream, which refuses to resume unpinned.
         parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
     finished: set[int] = set()
     start = progress.done
+    level = (
+        SharedLevel(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW))
+        if parallel is None
+        else None
+    )
+    workers = min(ADAPTIVE_CAP if parallel is None else parallel, len(parts))
     try:
-        with PartPool(min(parallel, len(parts)), name="download", watch=transport.watch) as pool:
+        with PartPool(workers, name="download", watch=transport.watch) as pool:
 
             def tick(n: int) -> None:
                 progress.add(n)
+                if level is not None:
+                    level.observe(n)
                 if pool.cancelled.is_set():
                     raise errors.Cancelled("download cancelled: another part failed")
 
@@ -162,11 +175,18 @@ def fetch_parts(
                 if on_done is not None:
                     on_done(part)
 
-            pool.run(parts, fetch, prefer=(errors.ObjectChangedError,))
+            pool.run(
+                parts,
+                fetch,
+                in_flight=level.target if level is not None else parallel,
+                prefer=(errors.ObjectChangedError,),
+            )
     except RangeIgnored:
         rest = [p for p in parts if p.index not in finished]
         base = start + sum(p.length for p in parts if p.index in finished)
         _one_stream(transport, pin, rest, sink, max_resume, progress, base, on_done)
+        return 1
+    return level.target() if level is not None else workers
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from objsdk import errors
+from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
 from objsdk._core.headers import stored_checksums
 from objsdk._core.parts import Part
@@ -34,8 +35,9 @@ from objsdk._core.s3xml import (
     parse_upload_id,
 )
 from objsdk._core.signing import payload_sha256
+from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
 from objsdk._io.head import head_object
-from objsdk._io.pool import PartPool
+from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.base import Body, Transport
 from objsdk._transport.retry import RETRY_STATUSES, after_failure, resume_policy
@@ -260,7 +262,7 @@ class MultipartSession:
         headers: Mapping[str, str],
         content_type: str | None,
         metadata: Mapping[str, str],
-        parallel: int,
+        parallel: int | None,
         progress: ProgressTracker,
     ) -> None:
         self.transport = transport
@@ -275,6 +277,12 @@ class MultipartSession:
         self.pool: PartPool | None = None
         self._done: dict[int, tuple[CompletedPart, int, int]] = {}
         self.completed = False
+        # parallel=None: parts in flight follow the aggregate rate (Adaptive).
+        self.level = (
+            SharedLevel(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW))
+            if parallel is None
+            else None
+        )
 
     def start(self) -> None:
         """CreateMultipartUpload: one CRC32C over the whole object, not a checksum of
@@ -289,7 +297,8 @@ class MultipartSession:
                 "x-amz-checksum-type": "FULL_OBJECT",
             },
         )
-        self.pool = PartPool(self.parallel, name="upload", watch=self.transport.watch)
+        workers = ADAPTIVE_CAP if self.parallel is None else self.parallel
+        self.pool = PartPool(workers, name="upload", watch=self.transport.watch)
 
     def _send(self, item: tuple[Part, memoryview]) -> tuple[CompletedPart, int]:
         part, body = item
@@ -313,6 +322,8 @@ class MultipartSession:
         part = item[0]
         self._done[part.number] = (result[0], result[1], part.length)
         self.progress.add(part.length)
+        if self.level is not None:
+            self.level.observe(part.length)
 
     def send_all(
         self, items: Iterator[tuple[Part, memoryview]], release: Callable[[memoryview], None]
@@ -324,6 +335,7 @@ class MultipartSession:
         self.pool.run(
             items,
             self._send,
+            in_flight=self.level.target if self.level is not None else self.parallel,
             on_done=self.record,
             on_release=lambda item: release(item[1]),
         )

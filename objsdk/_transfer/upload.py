@@ -38,7 +38,6 @@ from objsdk._core.headers import object_headers
 from objsdk._core.parts import Part, plan_upload, upload_part_size
 from objsdk._core.sizes import (
     DEFAULT_MULTIPART_THRESHOLD,
-    DEFAULT_PARALLEL,
     MAX_PARTS,
     MAX_SINGLE_PUT,
     MiB,
@@ -65,14 +64,15 @@ def upload(
     source: UploadSource,
     *,
     part_size: int | None = None,
-    parallel: int = DEFAULT_PARALLEL,
+    parallel: int | None = None,
     content_type: str | None = None,
     metadata: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
 ) -> ObjectInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
-    multipart upload of ``part_size`` parts (default 16 MiB), ``parallel`` at a time.
+    multipart upload of ``part_size`` parts (default 16 MiB), ``parallel`` at a time
+    (``None``, the default: one at first, more while the aggregate rate keeps rising).
 
     ``source`` is a path, a binary file object (read from its position to its end,
     and left at its end), or bytes-like data. ``progress(done, total)`` follows the
@@ -84,7 +84,8 @@ def upload(
     check_bucket(bucket)
     check_key(key)
     headers = object_headers(bucket, key, content_type, metadata)
-    check_count("parallel", parallel, 1, bucket, key)
+    if parallel is not None:
+        check_count("parallel", parallel, 1, bucket, key)
     check_count("multipart_threshold", multipart_threshold, 0, bucket, key)
     if part_size is not None:
         upload_part_size(None, part_size)  # refuses sizes outside S3's limits
@@ -220,7 +221,7 @@ class _Job:
     headers: dict[str, str]
     content_type: str | None
     metadata: dict[str, str]
-    parallel: int
+    parallel: int | None
 
     def put_bytes(self, data: memoryview) -> ObjectInfo:
         info = put_bytes(

@@ -99,8 +99,10 @@ def after_failure(policy: Retry, error: Exception) -> Retry | None:
     """The policy for the next attempt after ``error``, or None when none is left.
     The caller sleeps with ``policy.sleep()`` before that attempt."""
     try:
-        # Without the history: it would keep each error, whose traceback keeps the
-        # frames of the read it broke, and so the caller's buffer, alive past the call.
-        return policy.increment(method="GET", error=error).new(history=())
+        nxt = policy.increment(method="GET", error=error)
     except MaxRetryError:
         return None
+    # The history sets the backoff (its length), but must not keep the errors: each
+    # one's traceback keeps the frames of the read it broke, and with them the
+    # caller's buffer, alive past the call.
+    return nxt.new(history=tuple(h._replace(error=None) for h in nxt.history))

@@ -1,0 +1,96 @@
+"""How many parts to keep in flight: a hill climb on the aggregate rate (pure).
+
+Where a connection is limited by bandwidth-delay or the server's per-connection rate
+(a bucket across a network), more connections move more bytes; on a fast local link
+one stream already fills the pipe and more only add overhead. Nothing tells which case
+holds, so :class:`Adaptive` measures: it starts at one, and after each measurement
+window doubles the level while the aggregate rate keeps rising by at least ``gain``;
+the first doubling that does not pay is undone and the level holds from then on. The
+clock is passed in, so the policy is tested without threads or a network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from objsdk import errors
+
+__all__ = ["Adaptive", "Level"]
+
+
+@dataclass(frozen=True)
+class Level:
+    """One measured level: parts in flight and the aggregate rate seen (bytes/s)."""
+
+    parallel: int
+    rate: float
+
+
+@dataclass
+class Adaptive:
+    """The level to run at, adjusted from completed bytes.
+
+    ``window`` is the least number of bytes (``min_seconds`` the least time) a level is
+    measured over before it is judged. ``history`` lists the levels measured so far.
+    """
+
+    cap: int = 16
+    gain: float = 1.15
+    window: int = 16 << 20
+    min_seconds: float = 0.2
+    start: int = 1
+    level: int = field(init=False)
+    settled: bool = field(init=False, default=False)
+    history: list[Level] = field(init=False, default_factory=list)
+    _best: Level | None = field(init=False, default=None)
+    _since: float | None = field(init=False, default=None)
+    _bytes: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if self.cap < 1 or self.start < 1 or self.gain <= 1.0:
+            raise errors.InvalidArgument(
+                f"adaptive parallelism needs cap >= 1, start >= 1 and gain > 1; got "
+                f"cap={self.cap}, start={self.start}, gain={self.gain}"
+            )
+        self.level = min(self.start, self.cap)
+        self.settled = self.level >= self.cap
+
+    @property
+    def target(self) -> int:
+        """Parts to keep in flight now."""
+        return self.level
+
+    def begin(self, now: float) -> None:
+        """Start measuring the current level at ``now`` (when its parts start)."""
+        if self._since is None:
+            self._since = now
+
+    def observe(self, nbytes: int, now: float) -> None:
+        """``nbytes`` more bytes arrived by ``now``; may change :attr:`target`."""
+        if self.settled:
+            return
+        if self._since is None:
+            self._since = now
+            return
+        self._bytes += nbytes
+        elapsed = now - self._since
+        if self._bytes < self.window * self.level or elapsed < self.min_seconds:
+            return
+        measured = Level(self.level, self._bytes / elapsed)
+        self.history.append(measured)
+        best = self._best
+        if best is None or measured.rate >= best.rate * self.gain:
+            self._best = measured
+            nxt = min(self.level * 2, self.cap)
+            if nxt == self.level:
+                self.settled = True
+            self.level = nxt
+        else:
+            self.level = best.parallel  # the doubling did not pay: back, and hold
+            self.settled = True
+        self._since, self._bytes = now, 0
+
+    def describe(self) -> str:
+        """The levels tried and their rates, for stats and logs."""
+        steps = ", ".join(f"{h.parallel}: {h.rate / (1 << 20):.0f} MiB/s" for h in self.history)
+        return f"chose {self.level} ({steps})" if steps else f"at {self.level}"

@@ -1,0 +1,58 @@
+"""The adaptive level as a specification: a hill climb on the aggregate rate, clock
+passed in (no threads, no network)."""
+
+from __future__ import annotations
+
+import pytest
+
+import objsdk
+from objsdk._core.adaptive import Adaptive
+
+MiB = 1 << 20
+
+
+def run(adaptive: Adaptive, rate_of: dict[int, float], seconds: float = 10.0) -> Adaptive:
+    """Feed ``adaptive`` 1 MiB completions at the rate its current level gets."""
+    now = 0.0
+    adaptive.begin(now)
+    while now < seconds and not adaptive.settled:
+        now += MiB / rate_of[adaptive.target]
+        adaptive.observe(MiB, now)
+    return adaptive
+
+
+def test_it_starts_with_one_part():
+    assert Adaptive().target == 1
+
+
+def test_more_parts_are_added_while_the_rate_keeps_rising_up_to_the_cap():
+    # A network where each connection gets 25 MB/s and nothing else limits.
+    a = run(Adaptive(cap=16, window=2 * MiB), {n: 25e6 * n for n in (1, 2, 4, 8, 16)})
+    assert (a.target, a.settled) == (16, True)
+
+
+def test_a_doubling_that_does_not_pay_is_undone_and_held():
+    # One stream already fills the pipe (loopback): two are no faster.
+    a = run(Adaptive(cap=16, window=2 * MiB), {1: 1e9, 2: 1.05e9, 4: 1.05e9})
+    assert (a.target, a.settled) == (1, True)
+    assert [level.parallel for level in a.history] == [1, 2]
+
+
+def test_it_stops_where_the_server_or_cpu_saturates():
+    rates = {1: 25e6, 2: 50e6, 4: 100e6, 8: 110e6, 16: 110e6}
+    a = run(Adaptive(cap=16, window=2 * MiB), rates)
+    assert a.target == 4
+
+
+def test_a_level_is_judged_only_after_its_window_of_bytes_and_time():
+    a = Adaptive(window=8 * MiB, min_seconds=0.5)
+    a.begin(0.0)
+    a.observe(16 * MiB, 0.1)  # enough bytes, too little time
+    assert a.history == []
+    a.observe(MiB, 0.6)
+    assert len(a.history) == 1
+
+
+def test_settings_that_cannot_work_are_refused():
+    with pytest.raises(objsdk.InvalidArgument, match="cap"):
+        Adaptive(cap=0)
