@@ -288,9 +288,9 @@ def test_a_stored_checksum_is_verified_on_a_full_pass(client, objects):
     assert "crc32c" in head.checksums
     with client.open("objectfile", f"obj/{BIG}") as f:
         f.read(10)
-        assert f._checksum is not None  # verification is under way
+        assert f._verifier.checksum is not None  # verification is under way
         assert hashlib.sha256(f.read()).digest() == hashlib.sha256(objects[BIG][10:]).digest()
-        assert f._checksum is None  # and completed without an IntegrityError
+        assert f._verifier.checksum is None  # and completed without an IntegrityError
 
 
 def test_pickled_file_resumes_at_the_same_position(client, objects):

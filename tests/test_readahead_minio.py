@@ -57,7 +57,7 @@ def test_sequential_read_with_readahead_is_byte_identical_and_verified(client, b
     with client.open(BUCKET, "big.bin", readahead=3, part_size=PART) as f:
         while chunk := f.read(10240):
             digest.update(chunk)
-        assert f._hashed == len(big)  # the stored CRC32C was checked across all parts
+        assert f._verifier.hashed == len(big)  # the stored CRC32C was checked across all parts
         assert f.stats.requests > len(big) // PART  # parts were fetched in parallel
     assert digest.hexdigest() == sha(big)
 

@@ -49,7 +49,7 @@ def read_back(client: Client, bucket: str, key: str) -> tuple[str, int]:
     with client.open(bucket, key) as f:
         while chunk := f.read(MiB):
             digest.update(chunk)
-        return digest.hexdigest(), f._hashed
+        return digest.hexdigest(), f._verifier.hashed
 
 
 def assert_stored(client: Client, bucket: str, key: str, data: bytes) -> None:

@@ -38,6 +38,7 @@ from objsdk._io.range_reader import (
     ReadStats,
 )
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher, part_fetcher
+from objsdk._io.verify import PassVerifier
 from objsdk._transport.base import Transport
 
 if TYPE_CHECKING:
@@ -135,8 +136,7 @@ class ObjectFile(io.BufferedIOBase):
         self._recv_pos = 0
         self._tail: bytes | memoryview = b""
         self._tail_off = 0
-        self._checksum: StreamChecksum | None = None
-        self._hashed = 0  # length of the object prefix fed to _checksum
+        self._verifier = PassVerifier(bucket, key)
         self._lock = threading.Lock()
 
     # The pin, as the first answer set it.
@@ -506,8 +506,8 @@ class ObjectFile(io.BufferedIOBase):
 
     def _start_parts(self, want: int) -> PartStream:
         size = self.size
-        if want == 0 and self.verify and self._checksum is None:
-            self._checksum, self._hashed = self._head_checksum, 0
+        if want == 0 and self.verify and self._verifier.checksum is None:
+            self._verifier.prime(self._head_checksum)
         if self._prefetcher is None:
             reader = self._reader
             fetch = part_fetcher(
@@ -556,35 +556,14 @@ class ObjectFile(io.BufferedIOBase):
     # -- integrity ---------------------------------------------------------------------
 
     def _on_start(self, headers: Mapping[str, str]) -> None:
-        """An answer from byte 0: a full pass starts, verified against what it stores."""
-        self._checksum = checksum_from_headers(headers)
-        self._hashed = 0
+        self._verifier.start(headers)
 
     def _observe(self, offset: int, data: bytes | memoryview) -> None:
-        """Hash received bytes in object order; verify when the last one arrives."""
-        checksum = self._checksum
-        if checksum is None:
-            return
-        end = offset + len(data)
-        if end <= self._hashed:
-            return  # received again (a 200 answer to a resume): hashed already
-        if offset > self._hashed:
-            self._checksum = None  # a gap (far seek): this pass cannot be verified
-            return
-        checksum.update(data[self._hashed - offset :] if offset < self._hashed else data)
-        self._hashed = end
-        size = self._reader.size
-        if size is not None and self._hashed >= size:
-            self._checksum = None
-            if not checksum.matches():
-                self._drop_network()
-                raise errors.IntegrityError(
-                    f"{checksum.algorithm} mismatch: stored {checksum.expected}, "
-                    f"received bytes hash to {checksum.actual()}",
-                    bucket=self.bucket,
-                    key=self.key,
-                    offset=self._hashed,
-                )
+        try:
+            self._verifier.observe(offset, data, self._reader.size)
+        except errors.IntegrityError:
+            self._drop_network()
+            raise
 
 
 def _restore(
