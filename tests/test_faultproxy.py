@@ -1,0 +1,265 @@
+"""FaultProxy: an HTTP reverse proxy in front of the local MinIO that injects faults."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from objsdk import Client, SlowDown, TransportError
+from objsdk.testing import LocalMinio
+from objsdk.testing.faultproxy import Action, FaultProxy, FaultProxyError
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def proxy(local_minio: LocalMinio) -> Iterator[FaultProxy]:
+    with FaultProxy(local_minio.endpoint) as p:
+        yield p
+
+
+@pytest.fixture
+def via(proxy: FaultProxy, local_minio: LocalMinio) -> Iterator[Client]:
+    """A client that talks to MinIO through the proxy, without retries."""
+    with Client(proxy.endpoint, local_minio.access_key, local_minio.secret_key, retries=0) as c:
+        yield c
+
+
+def _url(via: Client, bucket: str, key: str) -> str:
+    return via.presign("GET", bucket, key, expires=300)
+
+
+def test_forwards_requests_unchanged(via: Client, client: Client, bucket: str) -> None:
+    data = os.urandom(100_000)
+    via.put_object(bucket, "k", data)
+    assert via.get_object(bucket, "k") == data
+    assert client.get_object(bucket, "k") == data
+
+
+def test_keeps_client_connections_alive(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    for i in range(5):
+        via.put_object(bucket, f"k{i}", b"x")
+        via.head_object(bucket, f"k{i}")
+    assert len(proxy.requests()) == 10
+    assert proxy.connections == 1
+
+
+def test_streams_a_large_body_both_ways(via: Client, bucket: str) -> None:
+    data = os.urandom(24 << 20)
+    via.put_object(bucket, "big", data)
+    assert via.get_object(bucket, "big") == data
+
+
+def test_logs_method_path_query_range_and_status(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "dir/a b", b"0123456789")
+    via.get_object(bucket, "dir/a b", offset=2, length=3)
+    put, get = proxy.requests()
+    assert (put.method, put.path, put.status, put.action) == (
+        "PUT",
+        f"/{bucket}/dir/a b",
+        200,
+        None,
+    )
+    assert (get.method, get.range, get.status) == ("GET", "bytes=2-4", 206)
+    assert proxy.requests(method="get") == [get]
+
+
+def test_slow_down_answers_503_without_forwarding(
+    via: Client, client: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    rule = proxy.add_rule(Action.SLOW_DOWN, method="PUT", path=r"/k$")
+    with pytest.raises(SlowDown):
+        via.put_object(bucket, "k", b"data")
+    assert rule.hits == 1
+    assert not [o.key for o in client.list_objects(bucket)]
+    (entry,) = proxy.requests()
+    assert (entry.status, entry.upstream_status, entry.action) == (503, None, Action.SLOW_DOWN)
+
+
+def test_slow_down_body_is_an_s3_error_with_retry_after(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", b"data")
+    proxy.add_rule(Action.SLOW_DOWN, method="GET", retry_after=2)
+    resp = requests.get(_url(via, bucket, "k"), timeout=10)
+    assert resp.status_code == 503
+    assert resp.headers["Retry-After"] == "2"
+    assert "<Code>SlowDown</Code>" in resp.text
+
+
+def test_a_rule_applies_only_its_number_of_times(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    rule = proxy.add_rule(Action.SLOW_DOWN, method="PUT", times=3)
+    for _ in range(3):
+        with pytest.raises(SlowDown):
+            via.put_object(bucket, "k", b"data")
+    via.put_object(bucket, "k", b"data")
+    assert rule.hits == 3
+    assert [r.status for r in proxy.requests()] == [503, 503, 503, 200]
+
+
+def test_rules_match_on_query_parameters(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"data")
+    proxy.add_rule(Action.SLOW_DOWN, method="HEAD", query=["versionId"], times=None)
+    via.head_object(bucket, "k")  # no versionId: forwarded
+    with pytest.raises(SlowDown):
+        via.head_object(bucket, "k", version_id="null")
+
+
+def test_rules_match_on_query_values(proxy: FaultProxy) -> None:
+    rule = proxy.add_rule(Action.ERROR, query={"partNumber": "2", "uploadId": None})
+    assert rule.matches("PUT", "/b/k", {"partNumber": "2", "uploadId": "x"})
+    assert not rule.matches("PUT", "/b/k", {"partNumber": "1", "uploadId": "x"})
+    assert not rule.matches("PUT", "/b/k", {"partNumber": "2"})
+
+
+def test_error_after_forward_loses_the_reply_of_a_request_that_took_effect(
+    via: Client, client: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    proxy.add_rule(Action.ERROR_AFTER_FORWARD, method="PUT", status=500, code="InternalError")
+    with pytest.raises(Exception, match="InternalError"):
+        via.put_object(bucket, "k", b"stored anyway")
+    assert client.get_object(bucket, "k") == b"stored anyway"
+    (entry,) = proxy.requests()
+    assert (entry.status, entry.upstream_status) == (500, 200)
+
+
+def test_drop_after_forward_closes_without_a_reply(
+    via: Client, client: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    proxy.add_rule(Action.DROP_AFTER_FORWARD, method="PUT")
+    with pytest.raises(TransportError):
+        via.put_object(bucket, "k", b"stored anyway")
+    assert client.get_object(bucket, "k") == b"stored anyway"
+    (entry,) = proxy.requests()
+    assert (entry.status, entry.upstream_status) == (None, 200)
+
+
+def test_drop_closes_without_forwarding(
+    via: Client, client: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    proxy.add_rule(Action.DROP, method="PUT")
+    with pytest.raises(TransportError):
+        via.put_object(bucket, "k", b"never stored")
+    assert not [o.key for o in client.list_objects(bucket)]
+
+
+def test_strip_etag_removes_the_header(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"data")
+    proxy.add_rule(Action.STRIP_ETAG, method="HEAD")
+    assert via.head_object(bucket, "k").etag is None
+    assert via.head_object(bucket, "k").etag is not None
+
+
+def test_weak_etag_marks_the_etag_weak(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"data")
+    proxy.add_rule(Action.WEAK_ETAG, method="GET")
+    resp = requests.get(_url(via, bucket, "k"), timeout=10)
+    assert resp.headers["ETag"].startswith('W/"')
+    assert resp.content == b"data"
+
+
+def test_ignore_range_returns_the_whole_object(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    proxy.add_rule(Action.IGNORE_RANGE, method="GET")
+    resp = requests.get(_url(via, bucket, "k"), headers={"Range": "bytes=2-4"}, timeout=10)
+    assert (resp.status_code, resp.content) == (200, b"0123456789")
+    assert proxy.requests()[-1].range == "bytes=2-4"
+
+
+def test_strip_content_length_on_head(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    proxy.add_rule(Action.STRIP_CONTENT_LENGTH, method="HEAD")
+    resp = requests.head(via.presign("HEAD", bucket, "k", expires=60), timeout=10)
+    assert resp.status_code == 200
+    assert "Content-Length" not in resp.headers
+
+
+def test_strip_content_length_on_get_ends_the_body_by_closing(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    data = os.urandom(300_000)
+    via.put_object(bucket, "k", data)
+    proxy.add_rule(Action.STRIP_CONTENT_LENGTH, method="GET")
+    resp = requests.get(_url(via, bucket, "k"), timeout=10)
+    assert "Content-Length" not in resp.headers
+    assert resp.content == data
+
+
+def test_set_headers_adds_response_headers(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"data")
+    proxy.add_rule(Action.SET_HEADERS, method="HEAD", headers={"Content-Encoding": "gzip"})
+    resp = requests.head(via.presign("HEAD", bucket, "k", expires=60), timeout=10)
+    assert resp.headers["Content-Encoding"] == "gzip"
+
+
+def test_answers_expect_100_continue_itself(
+    via: Client, client: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    url = via.presign("PUT", bucket, "k", expires=60)
+    resp = _raw_put_expect_continue(proxy, url, b"hello")
+    assert resp.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200")
+    assert client.get_object(bucket, "k") == b"hello"
+
+
+def _raw_put_expect_continue(proxy: FaultProxy, url: str, body: bytes) -> bytes:
+    target = url.split(proxy.endpoint, 1)[1]
+    assert proxy.port is not None
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(
+            f"PUT {target} HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+        first = sock.recv(25)
+        sock.sendall(body)
+        rest = b""
+        while chunk := sock.recv(65536):
+            rest += chunk
+    return first + rest
+
+
+def test_parallel_clients_are_served_concurrently(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    data = os.urandom(1 << 20)
+    via.put_object(bucket, "k", data)
+    results: list[bytes] = []
+
+    def read() -> None:
+        results.append(via.get_object(bucket, "k"))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [data] * 8
+
+
+def test_stop_closes_open_connections(local_minio: LocalMinio) -> None:
+    proxy = FaultProxy(local_minio.endpoint).start()
+    assert proxy.port is not None
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(b"GET /minio/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")  # an idle kept-alive connection
+        proxy.stop()
+        assert sock.recv(1) == b""
+
+
+def test_rejects_a_non_http_upstream() -> None:
+    with pytest.raises(FaultProxyError, match="upstream"):
+        FaultProxy("https://example.invalid")
+
+
+def test_endpoint_before_start_is_an_error(local_minio: LocalMinio) -> None:
+    with pytest.raises(FaultProxyError, match="not been started"):
+        _ = FaultProxy(local_minio.endpoint).endpoint
