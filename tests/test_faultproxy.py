@@ -61,11 +61,11 @@ def test_logs_method_path_query_range_and_status(
     via.put_object(bucket, "dir/a b", b"0123456789")
     via.get_object(bucket, "dir/a b", offset=2, length=3)
     put, get = proxy.requests()
-    assert (put.method, put.path, put.status, put.action) == (
+    assert (put.method, put.path, put.status, put.actions) == (
         "PUT",
         f"/{bucket}/dir/a b",
         200,
-        None,
+        (),
     )
     assert (get.method, get.range, get.status) == ("GET", "bytes=2-4", 206)
     assert proxy.requests(method="get") == [get]
@@ -80,7 +80,11 @@ def test_slow_down_answers_503_without_forwarding(
     assert rule.hits == 1
     assert not [o.key for o in client.list_objects(bucket)]
     (entry,) = proxy.requests()
-    assert (entry.status, entry.upstream_status, entry.action) == (503, None, Action.SLOW_DOWN)
+    assert (entry.status, entry.upstream_status, entry.actions) == (
+        503,
+        None,
+        (Action.SLOW_DOWN,),
+    )
 
 
 def test_slow_down_body_is_an_s3_error_with_retry_after(
@@ -263,3 +267,55 @@ def test_rejects_a_non_http_upstream() -> None:
 def test_endpoint_before_start_is_an_error(local_minio: LocalMinio) -> None:
     with pytest.raises(FaultProxyError, match="not been started"):
         _ = FaultProxy(local_minio.endpoint).endpoint
+
+
+def test_truncate_body_cuts_the_body_and_closes(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    data = os.urandom(1 << 20)
+    via.put_object(bucket, "k", data)
+    proxy.add_rule(Action.TRUNCATE_BODY, method="GET", after=1000)
+    reply = _raw_get(proxy, _url(via, bucket, "k"))
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert b"Content-Length: 1048576" in head
+    assert body == data[:1000]
+    assert proxy.requests()[-1].body_bytes == 1000
+    assert requests.get(_url(via, bucket, "k"), timeout=10).content == data  # once only
+
+
+def _raw_get(proxy: FaultProxy, url: str) -> bytes:
+    """Everything the proxy sends for a GET of ``url`` until it closes the connection."""
+    target = url.split(proxy.endpoint, 1)[1]
+    assert proxy.port is not None
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n\r\n".encode())
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
+
+
+def test_logs_body_bytes_sent(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    via.get_object(bucket, "k", offset=3)
+    assert proxy.requests(method="GET")[0].body_bytes == 7
+
+
+def test_several_rules_apply_to_one_request(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    strip = proxy.add_rule(Action.STRIP_ETAG, method="GET", times=None)
+    ignore = proxy.add_rule(Action.IGNORE_RANGE, method="GET", times=None)
+    resp = requests.get(_url(via, bucket, "k"), headers={"Range": "bytes=0-1"}, timeout=10)
+    assert (resp.status_code, "ETag" in resp.headers) == (200, False)
+    assert (strip.hits, ignore.hits) == (1, 1)
+    assert proxy.requests()[-1].actions == (Action.STRIP_ETAG, Action.IGNORE_RANGE)
+
+
+def test_an_answer_from_the_proxy_excludes_other_rules(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    strip = proxy.add_rule(Action.STRIP_ETAG, method="PUT", times=None)
+    slow = proxy.add_rule(Action.SLOW_DOWN, method="PUT")
+    with pytest.raises(SlowDown):
+        via.put_object(bucket, "k", b"x")
+    assert (strip.hits, slow.hits) == (0, 1)

@@ -70,6 +70,9 @@ class Action(enum.Enum):
     STRIP_CONTENT_LENGTH = "strip_content_length"
     #: Add (or replace) the response headers given as ``headers``.
     SET_HEADERS = "set_headers"
+    #: Send the response headers and the first ``after`` body bytes, then close the
+    #: connection: a body cut short (Toxiproxy's ``limit_data``, for one request).
+    TRUNCATE_BODY = "truncate_body"
 
 
 @dataclass
@@ -92,6 +95,7 @@ class Rule:
     code: str | None = None
     retry_after: float | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    after: int = 0
     hits: int = 0
 
     def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
@@ -115,7 +119,7 @@ class LoggedRequest:
 
     ``status`` is the status the client got (None if the connection was dropped);
     ``upstream_status`` the one the server answered (None if it was not forwarded);
-    ``action`` the fault applied, if any.
+    ``actions`` the faults applied; ``body_bytes`` how many body bytes the client got.
     """
 
     method: str
@@ -124,7 +128,8 @@ class LoggedRequest:
     range: str | None
     status: int | None
     upstream_status: int | None
-    action: Action | None
+    actions: tuple[Action, ...]
+    body_bytes: int
     time: float
 
 
@@ -309,8 +314,8 @@ class FaultProxy:
     """A reverse proxy to ``upstream`` (``http://host:port``) on a free loopback port.
 
     Start and stop it with ``with`` (or :meth:`start`/:meth:`stop`); point clients at
-    :attr:`endpoint`. Rules are checked in the order they were added; the first matching
-    rule that is not used up applies. Thread safe.
+    :attr:`endpoint`. Every matching rule that is not used up applies (see
+    :meth:`_take_rules` for the combinations), in the order added. Thread safe.
     """
 
     def __init__(self, upstream: str, *, host: str = "127.0.0.1") -> None:
@@ -321,6 +326,9 @@ class FaultProxy:
         self.host = host
         self.port: int | None = None
         self._lock = threading.Lock()
+        # Signalled when an exchange ends, for requests() to wait for the log to settle.
+        self._settled = threading.Condition(self._lock)
+        self._active = 0
         self._rules: list[Rule] = []
         self._log: list[LoggedRequest] = []
         self._listener: socket.socket | None = None
@@ -397,12 +405,13 @@ class FaultProxy:
         code: str | None = None,
         retry_after: float | None = None,
         headers: Mapping[str, str] | None = None,
+        after: int = 0,
     ) -> Rule:
         """Add a rule (see :class:`Rule`) and return it (its ``hits`` count live).
 
         ``status``/``code`` choose the error of ``ERROR`` and ``ERROR_AFTER_FORWARD``;
         ``retry_after`` adds a ``Retry-After`` header to an injected error; ``headers``
-        are the ones ``SET_HEADERS`` sets.
+        are the ones ``SET_HEADERS`` sets; ``after`` is where ``TRUNCATE_BODY`` cuts.
         """
         if times is not None and times < 1:
             raise FaultProxyError(f"times must be a positive int or None, got {times!r}")
@@ -421,6 +430,7 @@ class FaultProxy:
             code=code,
             retry_after=retry_after,
             headers=dict(headers or {}),
+            after=after,
         )
         with self._lock:
             self._rules.append(rule)
@@ -430,9 +440,14 @@ class FaultProxy:
         with self._lock:
             self._rules.clear()
 
-    def requests(self, *, method: str | None = None) -> list[LoggedRequest]:
-        """The requests handled so far, oldest first (only ``method`` ones if given)."""
-        with self._lock:
+    def requests(self, *, method: str | None = None, settle: float = 1.0) -> list[LoggedRequest]:
+        """The requests handled so far, oldest first (only ``method`` ones if given).
+
+        A client can have its whole reply a moment before the proxy logs it; this waits
+        up to ``settle`` seconds for requests still being handled to be logged.
+        """
+        with self._settled:
+            self._settled.wait_for(lambda: self._active == 0, timeout=settle)
             log = list(self._log)
         if method is None:
             return log
@@ -442,13 +457,29 @@ class FaultProxy:
         with self._lock:
             self._log.clear()
 
-    def _take_rule(self, method: str, path: str, query: Mapping[str, str]) -> Rule | None:
+    def _take_rules(self, method: str, path: str, query: Mapping[str, str]) -> list[Rule]:
+        """The rules that apply to this request, their hits counted.
+
+        An answer made here (SLOW_DOWN, ERROR, DROP) excludes everything else; of the
+        rest, one lost-reply rule (ERROR/DROP_AFTER_FORWARD) and one TRUNCATE_BODY apply
+        at most, and every request or header rule does.
+        """
         with self._lock:
-            for rule in self._rules:
-                if not rule.used_up and rule.matches(method, path, query):
-                    rule.hits += 1
-                    return rule
-        return None
+            matching = [r for r in self._rules if not r.used_up and r.matches(method, path, query)]
+            here = [r for r in matching if r.action in _ANSWERED_HERE]
+            if here:
+                chosen = here[:1]
+            else:
+                chosen, seen = [], set()
+                for rule in matching:
+                    kind = "lost" if rule.action in _AFTER_FORWARD else rule.action
+                    if kind in seen and kind in ("lost", Action.TRUNCATE_BODY):
+                        continue
+                    seen.add(kind)
+                    chosen.append(rule)
+            for rule in chosen:
+                rule.hits += 1
+            return chosen
 
     def _record(self, entry: LoggedRequest) -> None:
         with self._lock:
@@ -502,7 +533,15 @@ class FaultProxy:
                 head = _read_head(session.client)
                 if head is None:
                     return
-                if not self._exchange(session, *head):
+                with self._lock:
+                    self._active += 1
+                try:
+                    keep = self._exchange(session, *head)
+                finally:
+                    with self._settled:
+                        self._active -= 1
+                        self._settled.notify_all()
+                if not keep:
                     return
         except (_Dropped, OSError, ValueError):
             return
@@ -518,10 +557,10 @@ class FaultProxy:
         split = urlsplit(target)
         path = unquote(split.path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
-        rule = self._take_rule(method, path, query)
-        action = rule.action if rule is not None else None
+        rules = self._take_rules(method, path, query)
         client_close = _wants_close(headers)
         requested_range = _get(headers, "Range")
+        sent = 0
 
         def log(status: int | None, upstream_status: int | None) -> None:
             self._record(
@@ -532,10 +571,14 @@ class FaultProxy:
                     range=requested_range,
                     status=status,
                     upstream_status=upstream_status,
-                    action=action,
+                    actions=tuple(r.action for r in rules),
+                    body_bytes=sent,
                     time=time.time(),
                 )
             )
+
+        def first(*actions: Action) -> Rule | None:
+            return next((r for r in rules if r.action in actions), None)
 
         expect = (_get(headers, "Expect") or "").lower() == "100-continue"
         if expect:
@@ -543,14 +586,15 @@ class FaultProxy:
             client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
             headers = _without(headers, "Expect")
 
-        if action in (Action.SLOW_DOWN, Action.ERROR, Action.DROP):
-            assert rule is not None
+        rule = first(*_ANSWERED_HERE)
+        if rule is not None:
             _relay_body(client, headers, _discard, until_close=False)
-            if action is Action.DROP:
+            if rule.action is Action.DROP:
                 log(None, None)
                 raise _Dropped
-            status = rule.status or (503 if action is Action.SLOW_DOWN else 500)
-            code = rule.code or ("SlowDown" if action is Action.SLOW_DOWN else "InternalError")
+            slow = rule.action is Action.SLOW_DOWN
+            status = rule.status or (503 if slow else 500)
+            code = rule.code or ("SlowDown" if slow else "InternalError")
             client.sendall(
                 _error_response(
                     status, code, path, retry_after=rule.retry_after, close=client_close
@@ -559,7 +603,7 @@ class FaultProxy:
             log(status, None)
             return not client_close
 
-        if action is Action.IGNORE_RANGE:
+        if first(Action.IGNORE_RANGE) is not None:
             headers = _without(headers, "Range", "If-Range")
 
         if session.upstream is not None and not _alive(session.upstream):
@@ -586,14 +630,14 @@ class FaultProxy:
             and not _get(resp_headers, "Content-Length")
         )
 
-        if action in (Action.ERROR_AFTER_FORWARD, Action.DROP_AFTER_FORWARD):
-            assert rule is not None
+        rule = first(Action.ERROR_AFTER_FORWARD, Action.DROP_AFTER_FORWARD)
+        if rule is not None:
             if body_follows:
                 _relay_body(upstream, resp_headers, _discard, until_close=True)
             if upstream_close:
                 self._close(upstream)
                 session.upstream = None
-            if action is Action.DROP_AFTER_FORWARD:
+            if rule.action is Action.DROP_AFTER_FORWARD:
                 log(None, upstream_status)
                 raise _Dropped
             status = rule.status or 503
@@ -608,32 +652,53 @@ class FaultProxy:
 
         server_headers = resp_headers
         close_after = client_close or upstream_close
-        if action is Action.STRIP_ETAG:
-            resp_headers = _without(resp_headers, "ETag")
-        elif action is Action.WEAK_ETAG:
-            resp_headers = [
-                (k, f"W/{v}" if k.lower() == "etag" and not v.startswith("W/") else v)
-                for k, v in resp_headers
-            ]
-        elif action is Action.STRIP_CONTENT_LENGTH:
-            if body_follows and _get(resp_headers, "Content-Length") is not None:
-                # Without a length the body ends when the connection does.
-                close_after = True
-                resp_headers = [*_without(resp_headers, "Connection"), ("Connection", "close")]
-            resp_headers = _without(resp_headers, "Content-Length")
-        elif action is Action.SET_HEADERS:
-            assert rule is not None
-            resp_headers = [*_without(resp_headers, *rule.headers), *rule.headers.items()]
+        for rule in rules:
+            if rule.action is Action.STRIP_ETAG:
+                resp_headers = _without(resp_headers, "ETag")
+            elif rule.action is Action.WEAK_ETAG:
+                resp_headers = [
+                    (k, f"W/{v}" if k.lower() == "etag" and not v.startswith("W/") else v)
+                    for k, v in resp_headers
+                ]
+            elif rule.action is Action.STRIP_CONTENT_LENGTH:
+                if body_follows and _get(resp_headers, "Content-Length") is not None:
+                    # Without a length the body ends when the connection does.
+                    close_after = True
+                    resp_headers = [*_without(resp_headers, "Connection"), ("Connection", "close")]
+                resp_headers = _without(resp_headers, "Content-Length")
+            elif rule.action is Action.SET_HEADERS:
+                resp_headers = [*_without(resp_headers, *rule.headers), *rule.headers.items()]
+
+        truncate = first(Action.TRUNCATE_BODY)
+        limit = truncate.after if truncate is not None and body_follows else None
+
+        def to_client(data: bytes) -> None:
+            nonlocal sent
+            if limit is not None and sent + len(data) > limit:
+                data = data[: limit - sent]
+                client.sendall(data)
+                sent += len(data)
+                raise _Dropped
+            client.sendall(data)
+            sent += len(data)
 
         client.sendall(_head_bytes(status_line, resp_headers))
         if body_follows:
             # Framed by the server's headers, whatever we told the client.
-            _relay_body(upstream, server_headers, client.sendall, until_close=True)
+            try:
+                _relay_body(upstream, server_headers, to_client, until_close=True)
+            except _Dropped:
+                log(upstream_status, upstream_status)
+                raise
         log(upstream_status, upstream_status)
         if upstream_close:
             self._close(upstream)
             session.upstream = None
         return not close_after
+
+
+_ANSWERED_HERE = (Action.SLOW_DOWN, Action.ERROR, Action.DROP)
+_AFTER_FORWARD = (Action.ERROR_AFTER_FORWARD, Action.DROP_AFTER_FORWARD)
 
 
 def _alive(conn: _Conn) -> bool:
