@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from objsdk import Client, SlowDown, TransportError
+from objsdk import Client, S3Error, SlowDown, TransportError
 from objsdk.testing import LocalMinio
 from objsdk.testing.faultproxy import Action, FaultProxy, FaultProxyError
 
@@ -19,7 +19,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def proxy(local_minio: LocalMinio) -> Iterator[FaultProxy]:
-    with FaultProxy(local_minio.endpoint) as p:
+    with FaultProxy(
+        local_minio.endpoint, access_key=local_minio.access_key, secret_key=local_minio.secret_key
+    ) as p:
         yield p
 
 
@@ -177,6 +179,28 @@ def test_ignore_range_returns_the_whole_object(via: Client, proxy: FaultProxy, b
     resp = requests.get(_url(via, bucket, "k"), headers={"Range": "bytes=2-4"}, timeout=10)
     assert (resp.status_code, resp.content) == (200, b"0123456789")
     assert proxy.requests()[-1].range == "bytes=2-4"
+
+
+def test_ignore_range_re_signs_a_request_that_signed_range(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "dir/k ~+=", b"0123456789")
+    proxy.add_rule(Action.IGNORE_RANGE, method="GET")
+    # get_object slices a 200 answer to the range asked for.
+    assert via.get_object(bucket, "dir/k ~+=", offset=2, length=3) == b"234"
+    get = proxy.requests(method="GET")[0]
+    assert (get.range, get.upstream_status, get.body_bytes) == ("bytes=2-4", 200, 10)
+
+
+def test_ignore_range_without_credentials_cannot_re_sign(
+    local_minio: LocalMinio, bucket: str
+) -> None:
+    with FaultProxy(local_minio.endpoint) as bare, local_minio.client() as direct:
+        direct.put_object(bucket, "k", b"0123456789")
+        bare.add_rule(Action.IGNORE_RANGE, method="GET")
+        c = Client(bare.endpoint, local_minio.access_key, local_minio.secret_key, retries=0)
+        with c, pytest.raises(S3Error, match="needs access_key and secret_key"):
+            c.get_object(bucket, "k", offset=2, length=3)
 
 
 def test_strip_content_length_on_head(via: Client, proxy: FaultProxy, bucket: str) -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import hashlib
+import hmac
 import re
 import socket
 import threading
@@ -28,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from xml.sax.saxutils import escape
 
 __all__ = ["Action", "FaultProxy", "FaultProxyError", "LoggedRequest", "Rule"]
@@ -63,7 +65,9 @@ class Action(enum.Enum):
     STRIP_ETAG = "strip_etag"
     #: Turn the response's ``ETag: "x"`` into ``ETag: W/"x"``.
     WEAK_ETAG = "weak_etag"
-    #: Forward without ``Range`` (and ``If-Range``): the server answers 200 with the whole body.
+    #: Forward without ``Range`` (and ``If-Range``): the server answers 200 with the whole
+    #: body. A SigV4 request that signed ``Range`` is re-signed, so the proxy needs the
+    #: credentials (``FaultProxy(..., access_key=, secret_key=)``).
     IGNORE_RANGE = "ignore_range"
     #: Remove ``Content-Length`` from the response; a body is then delimited by closing
     #: the connection, as HTTP/1.1 allows.
@@ -276,12 +280,18 @@ def _discard(_: bytes) -> None:
 
 
 def _error_response(
-    status: int, code: str, resource: str, *, retry_after: float | None, close: bool
+    status: int,
+    code: str,
+    resource: str,
+    *,
+    retry_after: float | None,
+    close: bool,
+    message: str = "injected by FaultProxy",
 ) -> bytes:
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Error><Code>{escape(code)}</Code>"
-        f"<Message>injected by FaultProxy</Message>"
+        f"<Message>{escape(message)}</Message>"
         f"<Resource>{escape(resource)}</Resource>"
         f"<RequestId>faultproxy</RequestId></Error>"
     ).encode()
@@ -318,11 +328,22 @@ class FaultProxy:
     :meth:`_take_rules` for the combinations), in the order added. Thread safe.
     """
 
-    def __init__(self, upstream: str, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        host: str = "127.0.0.1",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or parts.hostname is None or parts.port is None:
             raise FaultProxyError(f"upstream must be http://host:port, got {upstream!r}")
         self.upstream = (parts.hostname, parts.port)
+        # Only to re-sign requests whose signed headers a rule removed; never logged.
+        self._credentials = (
+            (access_key, secret_key) if access_key is not None and secret_key is not None else None
+        )
         self.host = host
         self.port: int | None = None
         self._lock = threading.Lock()
@@ -514,6 +535,21 @@ class FaultProxy:
                 self._threads.append(thread)
             thread.start()
 
+    def _strip_signed(
+        self, target: str, method: str, headers: Headers, names: tuple[str, ...]
+    ) -> Headers:
+        """``headers`` without ``names``; re-signed if the SigV4 signature covered them."""
+        present = {k.lower() for k, _ in headers} & set(names)
+        if not present:
+            return headers
+        headers = _without(headers, *names)
+        auth = _get(headers, "Authorization")
+        if auth is None or not auth.startswith(_ALGORITHM):
+            return headers  # unsigned, or presigned (query auth signs only host)
+        if self._credentials is None:
+            raise FaultProxyError("re-signing a request needs access_key and secret_key")
+        return _resign(target, method, headers, present, *self._credentials)
+
     def _connect_upstream(self) -> _Conn:
         sock = socket.create_connection(self.upstream, timeout=30)
         sock.settimeout(None)
@@ -604,7 +640,17 @@ class FaultProxy:
             return not client_close
 
         if first(Action.IGNORE_RANGE) is not None:
-            headers = _without(headers, "Range", "If-Range")
+            try:
+                headers = self._strip_signed(target, method, headers, ("range", "if-range"))
+            except FaultProxyError as e:
+                # A test set-up mistake: answer with it rather than die in this thread.
+                client.sendall(
+                    _error_response(
+                        500, "FaultProxyError", path, retry_after=None, close=True, message=str(e)
+                    )
+                )
+                log(500, None)
+                return False
 
         if session.upstream is not None and not _alive(session.upstream):
             self._close(session.upstream)
@@ -699,6 +745,58 @@ class FaultProxy:
 
 _ANSWERED_HERE = (Action.SLOW_DOWN, Action.ERROR, Action.DROP)
 _AFTER_FORWARD = (Action.ERROR_AFTER_FORWARD, Action.DROP_AFTER_FORWARD)
+
+
+_ALGORITHM = "AWS4-HMAC-SHA256"
+
+
+def _resign(
+    target: str, method: str, headers: Headers, removed: set[str], access_key: str, secret: str
+) -> Headers:
+    """Sign the request again (SigV4, header auth) without the ``removed`` headers,
+    keeping its date, scope and payload hash."""
+    fields = dict(
+        part.strip().split("=", 1) for part in _headers_value(headers, "Authorization").split(",")
+    )
+    scope = fields[f"{_ALGORITHM} Credential"].split("/", 1)[1]
+    signed = [h for h in fields["SignedHeaders"].split(";") if h not in removed]
+    split = urlsplit(target)
+    pairs = sorted(
+        (quote(unquote(k), safe="-_.~"), quote(unquote(v), safe="-_.~"))
+        for k, _, v in (p.partition("=") for p in split.query.split("&") if p)
+    )
+    canonical_headers = "".join(
+        f"{name}:{' '.join(_headers_value(headers, name).split())}\n" for name in signed
+    )
+    canonical = "\n".join(
+        [
+            method,
+            split.path or "/",
+            "&".join(f"{k}={v}" for k, v in pairs),
+            canonical_headers,
+            ";".join(signed),
+            _headers_value(headers, "x-amz-content-sha256"),
+        ]
+    )
+    amz_date = _headers_value(headers, "x-amz-date")
+    to_sign = "\n".join(
+        [_ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()]
+    )
+    key = f"AWS4{secret}".encode()
+    for part in scope.split("/"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    auth = (
+        f"{_ALGORITHM} Credential={access_key}/{scope}, "
+        f"SignedHeaders={';'.join(signed)}, Signature={signature}"
+    )
+    return [*_without(headers, "Authorization"), ("Authorization", auth)]
+
+
+def _headers_value(headers: Headers, name: str) -> str:
+    """All values of header ``name``, joined by commas as SigV4 wants ('' if absent)."""
+    lname = name.lower()
+    return ",".join(v.strip() for k, v in headers if k.lower() == lname)
 
 
 def _alive(conn: _Conn) -> bool:
