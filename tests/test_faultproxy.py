@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -317,6 +318,28 @@ def _raw_get(proxy: FaultProxy, url: str) -> bytes:
         while chunk := sock.recv(65536):
             reply += chunk
     return reply
+
+
+def test_a_body_the_client_abandons_is_logged_with_the_bytes_it_got(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", os.urandom(8 << 20))
+    with socket.create_connection(("127.0.0.1", proxy.port or 0), timeout=10) as sock:
+        target = _url(via, bucket, "k").split(proxy.endpoint, 1)[1]
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n\r\n".encode())
+        sock.recv(1000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    (get,) = proxy.requests(method="GET")
+    # Logged all the same (how much went out before the reset depends on socket buffers).
+    assert (get.status, get.body_bytes <= 8 << 20) == (200, True)
+
+
+def test_delay_holds_the_request_back(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"x")
+    proxy.add_rule(Action.DELAY, method="HEAD", seconds=0.3)
+    start = time.monotonic()
+    via.head_object(bucket, "k")
+    assert time.monotonic() - start >= 0.3
 
 
 def test_logs_body_bytes_sent(via: Client, proxy: FaultProxy, bucket: str) -> None:

@@ -74,6 +74,8 @@ class Action(enum.Enum):
     STRIP_CONTENT_LENGTH = "strip_content_length"
     #: Add (or replace) the response headers given as ``headers``.
     SET_HEADERS = "set_headers"
+    #: Wait ``seconds`` before forwarding the request: a slow server.
+    DELAY = "delay"
     #: Send the response headers and the first ``after`` body bytes, then close the
     #: connection: a body cut short (Toxiproxy's ``limit_data``, for one request).
     TRUNCATE_BODY = "truncate_body"
@@ -100,6 +102,7 @@ class Rule:
     retry_after: float | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     after: int = 0
+    seconds: float = 0.0
     hits: int = 0
 
     def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
@@ -427,12 +430,14 @@ class FaultProxy:
         retry_after: float | None = None,
         headers: Mapping[str, str] | None = None,
         after: int = 0,
+        seconds: float = 0.0,
     ) -> Rule:
         """Add a rule (see :class:`Rule`) and return it (its ``hits`` count live).
 
         ``status``/``code`` choose the error of ``ERROR`` and ``ERROR_AFTER_FORWARD``;
         ``retry_after`` adds a ``Retry-After`` header to an injected error; ``headers``
-        are the ones ``SET_HEADERS`` sets; ``after`` is where ``TRUNCATE_BODY`` cuts.
+        are the ones ``SET_HEADERS`` sets; ``after`` is where ``TRUNCATE_BODY`` cuts;
+        ``seconds`` how long ``DELAY`` waits.
         """
         if times is not None and times < 1:
             raise FaultProxyError(f"times must be a positive int or None, got {times!r}")
@@ -452,6 +457,7 @@ class FaultProxy:
             retry_after=retry_after,
             headers=dict(headers or {}),
             after=after,
+            seconds=seconds,
         )
         with self._lock:
             self._rules.append(rule)
@@ -652,6 +658,10 @@ class FaultProxy:
                 log(500, None)
                 return False
 
+        delay = first(Action.DELAY)
+        if delay is not None:
+            time.sleep(delay.seconds)
+
         if session.upstream is not None and not _alive(session.upstream):
             self._close(session.upstream)
             session.upstream = None
@@ -733,7 +743,8 @@ class FaultProxy:
             # Framed by the server's headers, whatever we told the client.
             try:
                 _relay_body(upstream, server_headers, to_client, until_close=True)
-            except _Dropped:
+            except (_Dropped, OSError):
+                # Cut here, or the client went away mid-body: logged with what it got.
                 log(upstream_status, upstream_status)
                 raise
         log(upstream_status, upstream_status)
