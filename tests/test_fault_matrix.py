@@ -12,6 +12,7 @@ parts, so the whole module runs in well under a minute.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import os
 import pickle
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -333,17 +335,18 @@ def test_minio_restart_mid_upload_stores_it_whole_or_raises_and_leaves_no_orphan
     restart = _Restart(own_minio)
 
     def progress(done: int, total: int | None) -> None:
+        # After the first part: the second is on the wire (parallel=2), the third to come.
         restart.kill_and_restart()
 
     try:
         if writer == "upload":
             own_client.upload(
-                own_bucket, "k", data, part_size=PART, multipart_threshold=PART, parallel=1,
+                own_bucket, "k", data, part_size=PART, multipart_threshold=PART, parallel=2,
                 progress=progress,
             )  # fmt: skip
         else:
             with own_client.open_write(
-                own_bucket, "k", part_size=PART, parallel=1, progress=progress
+                own_bucket, "k", part_size=PART, parallel=2, progress=progress
             ) as w:
                 for i in range(0, len(data), MiB):
                     w.write(data[i : i + MiB])
@@ -755,6 +758,10 @@ def test_two_threads_on_one_objectfile_read_disjoint_chunks_or_get_a_clear_error
                 t.start()
             for t in threads:
                 t.join(60)
+    with warnings.catch_warnings():
+        # Racing threads can strand a connection today; reclaim it here, not in a later test.
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
     if errors:  # the other acceptable answer: a clear refusal of concurrent use
         for e in errors:
             assert isinstance(e, (ObjsdkError, RuntimeError)), repr(e)
@@ -849,7 +856,8 @@ PICKLE = "issue 10: a pickled Client/ObjectFile carries the secret key"
 def test_a_pickled_client_does_not_contain_the_secret_key(
     client: Client, local_minio: LocalMinio
 ) -> None:
-    assert local_minio.secret_key.encode() not in pickle.dumps(client)
+    leaked = local_minio.secret_key.encode() in pickle.dumps(client)
+    assert not leaked, "the pickle contains the secret key"
 
 
 @pytest.mark.xfail(strict=True, reason=PICKLE)
@@ -857,7 +865,8 @@ def test_a_pickled_objectfile_does_not_contain_the_secret_key(
     client: Client, local_minio: LocalMinio, bucket: str, small_key: str
 ) -> None:
     with client.open(bucket, small_key) as f:
-        assert local_minio.secret_key.encode() not in pickle.dumps(f)
+        leaked = local_minio.secret_key.encode() in pickle.dumps(f)
+    assert not leaked, "the pickle contains the secret key"
 
 
 # -- TLS: verification on by default, a CA bundle by argument or environment -------------
