@@ -7,7 +7,7 @@ test is one row of docs/fault-matrix.md. A test marked ``xfail(strict=True)`` st
 behaviour the library must reach; the marker goes when the fix lands.
 
 Multipart uploads here use 5 MiB parts (S3's minimum) and objects of two or three
-parts, so the whole module runs in well under a minute.
+parts, so the whole module runs in about a minute.
 """
 
 from __future__ import annotations
