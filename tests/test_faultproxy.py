@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import threading
@@ -366,3 +367,59 @@ def test_an_answer_from_the_proxy_excludes_other_rules(
     with pytest.raises(SlowDown):
         via.put_object(bucket, "k", b"x")
     assert (strip.hits, slow.hits) == (0, 1)
+
+
+class _ChunkedEcho(http.server.BaseHTTPRequestHandler):
+    """Answers every request with its own body, chunked, in uneven chunks."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("X-Request-Chunked", str("Content-Length" not in self.headers))
+        self.end_headers()
+        for i in range(0, len(body), 7777):
+            piece = body[i : i + 7777]
+            self.wfile.write(b"%x;ext=1\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.write(b"0\r\nX-Trailer: yes\r\n\r\n")
+
+    def _read_body(self) -> bytes:
+        if "Content-Length" in self.headers:
+            return self.rfile.read(int(self.headers["Content-Length"]))
+        body = b""
+        while size := int(self.rfile.readline().split(b";")[0], 16):
+            body += self.rfile.read(size)
+            self.rfile.readline()
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+            pass
+        return body
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chunked_upstream() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ChunkedEcho)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_relays_chunked_bodies_both_ways(chunked_upstream: str) -> None:
+    data = os.urandom(300_000)
+    with FaultProxy(chunked_upstream) as p, requests.Session() as s:
+        for _ in range(2):  # twice on one kept-alive connection
+            resp = s.post(p.endpoint + "/echo", data=iter([data[:1000], data[1000:]]), timeout=10)
+            assert resp.headers["X-Request-Chunked"] == "True"
+            assert resp.content == data
+        assert p.connections == 1
+        # Counted as sent: with the chunk framing and the trailer.
+        assert all(r.body_bytes > len(data) for r in p.requests())

@@ -126,7 +126,8 @@ class LoggedRequest:
 
     ``status`` is the status the client got (None if the connection was dropped);
     ``upstream_status`` the one the server answered (None if it was not forwarded);
-    ``actions`` the faults applied; ``body_bytes`` how many body bytes the client got.
+    ``actions`` the faults applied; ``body_bytes`` how many body bytes the client was sent
+    (as framed on the wire: a chunked body counts its chunk headers).
     """
 
     method: str
