@@ -52,8 +52,11 @@ class LocalMinio(LocalServer):
         access_key: str | None = None,
         secret_key: str | None = None,
         startup_timeout: float = 60.0,
+        tls: bool = False,
     ) -> None:
         super().__init__(binary=binary, host=host, port=port, startup_timeout=startup_timeout)
+        #: Serve HTTPS with a throwaway self-signed CA (see :attr:`ca_bundle`).
+        self.tls = tls
         self.access_key = access_key or secrets.token_hex(10)
         self.secret_key = secret_key or secrets.token_hex(20)
         self._console_port: int | None = None
@@ -66,10 +69,18 @@ class LocalMinio(LocalServer):
 
     @property
     def endpoint(self) -> str:
-        """The S3 endpoint URL, e.g. ``http://127.0.0.1:9000``."""
+        """The S3 endpoint URL, e.g. ``http://127.0.0.1:9000`` (``https://`` with TLS)."""
         if self.port is None:
             raise LocalMinioError("LocalMinio has not been started")
-        return f"http://{_host_port(self.host, self.port)}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{_host_port(self.host, self.port)}"
+
+    @property
+    def ca_bundle(self) -> Path:
+        """With ``tls=True``: the PEM file of the CA that signed the server's certificate."""
+        if not self.tls or self._run_dir is None:
+            raise LocalMinioError("LocalMinio was not started with tls=True")
+        return self._run_dir / "ca.crt"
 
     @property
     def data_dir(self) -> Path:
@@ -83,6 +94,10 @@ class LocalMinio(LocalServer):
         self._console_port = free_port(self.host)
         self._data_dir = self._temp_dir("objsdk-minio-data-")
         self._run_dir = self._temp_dir("objsdk-minio-run-")
+        if self.tls:
+            from objsdk.testing.tls import make_certificates
+
+            make_certificates(self._run_dir / "certs", ca_path=self._run_dir / "ca.crt")
         return Supervised(
             self._command(binary),
             log=self._log,
@@ -113,12 +128,15 @@ class LocalMinio(LocalServer):
 
     def env(self) -> dict[str, str]:
         """Environment variables pointing AWS-style tools at this server."""
-        return {
+        env = {
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
             "AWS_REGION": "us-east-1",
         }
+        if self.tls:
+            env["AWS_CA_BUNDLE"] = str(self.ca_bundle)
+        return env
 
     @property
     def _log(self) -> Path:
@@ -160,7 +178,39 @@ class LocalMinio(LocalServer):
         # "live" answers as soon as HTTP is up; "ready" once requests can be served.
         for probe in ("live", "ready"):
             remaining = max(0.0, deadline - time.monotonic())
-            self._server.wait_http_ok(f"{self.endpoint}/minio/health/{probe}", remaining)
+            url = f"{self.endpoint}/minio/health/{probe}"
+            if self.tls:
+                self._wait_https_ok(url, remaining)
+            else:
+                self._server.wait_http_ok(url, remaining)
+
+    def _wait_https_ok(self, url: str, timeout: float) -> None:
+        import http.client
+        import ssl
+        import urllib.error
+        import urllib.request
+
+        assert self._server is not None
+        context = ssl.create_default_context(cafile=str(self.ca_bundle))
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self._server.poll()
+            if code is not None:
+                raise SupervisorError(f"server exited with code {code} during startup")
+            try:
+                with opener.open(url, timeout=2.0) as response:
+                    if response.status == 200:
+                        return
+            except urllib.error.HTTPError as exc:
+                exc.close()
+            except (OSError, http.client.HTTPException):
+                pass
+            if time.monotonic() > deadline:
+                raise SupervisorError(f"server not ready at {url} after {timeout:g} s")
+            time.sleep(0.05)
 
     def _log_tail(self) -> str:
         if self._run_dir is None:
