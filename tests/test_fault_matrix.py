@@ -145,19 +145,16 @@ WRITERS: dict[str, Callable[[Client, str, str, bytes], None]] = {
     "open_write": _open_write,
 }
 
-POST_RETRY = "issue 10 (1): POST (Create/Complete) is not retried on 5xx"
+
+def _writer_cases() -> list[Any]:
+    return [
+        pytest.param(target, writer, id=f"{target}-{writer}")
+        for target in TARGETS
+        for writer in WRITERS
+    ]
 
 
-def _writer_cases(*, failing: set[str]) -> list[Any]:
-    cases = []
-    for target in TARGETS:
-        for writer in WRITERS:
-            marks = [pytest.mark.xfail(strict=True, reason=POST_RETRY)] if target in failing else []
-            cases.append(pytest.param(target, writer, marks=marks, id=f"{target}-{writer}"))
-    return cases
-
-
-@pytest.mark.parametrize(("target", "writer"), _writer_cases(failing={"create", "complete"}))
+@pytest.mark.parametrize(("target", "writer"), _writer_cases())
 def test_one_slowdown_is_retried_and_the_upload_succeeds(
     via: Client, client: Client, proxy: FaultProxy, s3: Any, bucket: str, target: str, writer: str
 ) -> None:
@@ -169,7 +166,7 @@ def test_one_slowdown_is_retried_and_the_upload_succeeds(
     assert _orphans(s3, bucket) == []
 
 
-@pytest.mark.parametrize(("target", "writer"), _writer_cases(failing={"create", "complete"}))
+@pytest.mark.parametrize(("target", "writer"), _writer_cases())
 def test_a_slowdown_storm_ends_in_slowdown_after_retries_and_leaves_nothing(
     via: Client, client: Client, proxy: FaultProxy, s3: Any, bucket: str, target: str, writer: str
 ) -> None:
@@ -187,7 +184,6 @@ def test_a_slowdown_storm_ends_in_slowdown_after_retries_and_leaves_nothing(
 LOST = "issue 10 (1): a Complete whose reply was lost is reported as a failure"
 
 
-@pytest.mark.xfail(strict=True, reason=LOST)
 @pytest.mark.parametrize("writer", WRITERS)
 @pytest.mark.parametrize(
     "loss",
@@ -409,14 +405,12 @@ def gz_key(s3: Any, bucket: str) -> str:
     return "log.gz"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 (2): get_object decodes Content-Encoding")
 def test_gzip_object_get_object_returns_the_stored_bytes(
     client: Client, bucket: str, gz_key: str
 ) -> None:
     assert client.get_object(bucket, gz_key) == STORED
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 (2): get_object decodes Content-Encoding")
 def test_gzip_object_ranged_get_object_returns_the_stored_bytes(
     client: Client, bucket: str, gz_key: str
 ) -> None:
@@ -494,7 +488,6 @@ def _replace(s3: Any, bucket: str, key: str, size: int) -> bytes:
 ETAGLESS = "issue 10 (5): without an ETag, resumes and parts are sent unpinned"
 
 
-@pytest.mark.xfail(strict=True, reason=ETAGLESS)
 def test_no_etag_a_resume_never_splices_a_replaced_object(
     via: Client, proxy: FaultProxy, s3: Any, bucket: str, plain_key: tuple[str, bytes]
 ) -> None:
@@ -512,7 +505,6 @@ def test_no_etag_a_resume_never_splices_a_replaced_object(
     assert not spliced, "the read mixed bytes of two versions of the object"
 
 
-@pytest.mark.xfail(strict=True, reason=ETAGLESS)
 def test_no_etag_parallel_download_never_splices_a_replaced_object(
     via: Client, proxy: FaultProxy, s3: Any, bucket: str, plain_key: tuple[str, bytes]
 ) -> None:
@@ -540,7 +532,6 @@ def test_no_etag_parallel_download_never_splices_a_replaced_object(
 WEAK = "issue 10 (5): a weak ETag turns a resume into a false ObjectChangedError"
 
 
-@pytest.mark.xfail(strict=True, reason=WEAK)
 def test_weak_etag_a_resume_of_an_unchanged_object_succeeds(
     via: Client, proxy: FaultProxy, bucket: str, plain_key: tuple[str, bytes]
 ) -> None:
@@ -552,7 +543,6 @@ def test_weak_etag_a_resume_of_an_unchanged_object_succeeds(
         assert f.stats.resumes == 1
 
 
-@pytest.mark.xfail(strict=True, reason=WEAK)
 def test_weak_etag_a_parallel_download_of_an_unchanged_object_succeeds(
     via: Client, proxy: FaultProxy, bucket: str, plain_key: tuple[str, bytes]
 ) -> None:
@@ -611,9 +601,6 @@ PARALLEL_READS: dict[str, Callable[[Client, str, str, Path], bytes]] = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 10: a server that ignores Range costs a whole body per part"
-)
 @pytest.mark.parametrize("path", PARALLEL_READS)
 def test_range_ignoring_server_parallel_read_falls_back_to_one_stream(
     via: Client,
@@ -632,10 +619,6 @@ def test_range_ignoring_server_parallel_read_falls_back_to_one_stream(
 
 # -- a HEAD without Content-Length ------------------------------------------------------
 
-NO_LENGTH = "issue 10: a HEAD without Content-Length reads as an empty object"
-
-
-@pytest.mark.xfail(strict=True, reason=NO_LENGTH)
 def test_head_without_content_length_is_an_error(
     via: Client, proxy: FaultProxy, bucket: str, plain_key: tuple[str, bytes]
 ) -> None:
@@ -655,7 +638,6 @@ def test_head_without_content_length_download_is_an_error_not_an_empty_file(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=NO_LENGTH)
 def test_head_without_content_length_objectfile_size_is_an_error(
     via: Client, proxy: FaultProxy, bucket: str, plain_key: tuple[str, bytes]
 ) -> None:
@@ -686,7 +668,6 @@ print("uploaded")
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 (6): a truncated upload source is SIGBUS")
 def test_source_truncated_mid_upload_raises_source_changed_not_sigbus(
     client: Client, local_minio: LocalMinio, s3: Any, bucket: str, tmp_path: Path
 ) -> None:
@@ -705,7 +686,6 @@ def test_source_truncated_mid_upload_raises_source_changed_not_sigbus(
     assert _orphans(s3, bucket) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 (6): a modified upload source is not detected")
 def test_source_modified_mid_upload_raises_source_changed_and_leaves_nothing(
     client: Client, s3: Any, bucket: str, tmp_path: Path
 ) -> None:
@@ -730,7 +710,6 @@ def test_source_modified_mid_upload_raises_source_changed_and_leaves_nothing(
 # -- two threads on one ObjectFile ------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 (7): ObjectFile is not safe across threads")
 def test_two_threads_on_one_objectfile_read_disjoint_chunks_or_get_a_clear_error(
     local_minio: LocalMinio, bucket: str
 ) -> None:
@@ -815,9 +794,6 @@ def test_a_thousand_objectfile_reads_leave_few_sockets_in_time_wait(
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc/net/tcp")
-@pytest.mark.xfail(
-    strict=True, reason="issue 10 (4): a fully read body on the direct socket path is closed"
-)
 def test_fifty_full_objectfile_reads_of_4_mib_leave_few_sockets_in_time_wait(
     local_minio: LocalMinio, client: Client, bucket: str
 ) -> None:
@@ -887,7 +863,6 @@ def test_tls_self_signed_certificate_is_rejected_by_default(tls_minio: LocalMini
 VERIFY = "issue 10: no public verify= / CA bundle option"
 
 
-@pytest.mark.xfail(strict=True, reason=VERIFY)
 def test_tls_verify_with_a_ca_bundle_path_connects(tls_minio: LocalMinio) -> None:
     kwargs: dict[str, Any] = {"verify": str(tls_minio.ca_bundle)}
     with Client(tls_minio.endpoint, tls_minio.access_key, tls_minio.secret_key, **kwargs) as c:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from objsdk import errors
 from objsdk._core.headers import object_info_from_headers
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
@@ -23,4 +24,10 @@ def head_object(
         # Without this S3 omits the x-amz-checksum-* headers (HeadObject, ChecksumMode).
         headers={"x-amz-checksum-mode": "ENABLED"},
     )
-    return object_info_from_headers(bucket, key, resp.headers)
+    info = object_info_from_headers(bucket, key, resp.headers)
+    if info.size is None:
+        # Never a silent empty read: what a size-less answer means is unknown.
+        raise errors.ProtocolError(
+            "HEAD answer has no Content-Length", operation="head_object", bucket=bucket, key=key
+        )
+    return info
