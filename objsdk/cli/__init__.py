@@ -14,6 +14,19 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
+_VALUED = {"--endpoint-url", "--region", "--profile"}
+
+
+def _split_bench(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``[global options] bench ARGS...``: ARGS go to the suite untouched, in order."""
+    for i, arg in enumerate(argv):
+        if arg == "bench" and (i == 0 or argv[i - 1] not in _VALUED):
+            return argv[: i + 1], argv[i + 1 :]
+        if not arg.startswith("-") and (i == 0 or argv[i - 1] not in _VALUED):
+            break  # another command
+    return argv, []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (never raises, except SystemExit from --help)."""
     from .commands import COMMANDS, Context
@@ -24,7 +37,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv
     ctx: Context | None = None
     try:
-        args = build_parser().parse_args(argv)
+        own, passed = _split_bench(argv)
+        args = build_parser().parse_args(own)
+        if args.command == "bench":
+            args.full = "--full" in passed
+            args.bench_args = [a for a in passed if a != "--full"]
         for name, default in GLOBAL_DEFAULTS.items():
             if not hasattr(args, name):
                 setattr(args, name, default)

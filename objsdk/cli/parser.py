@@ -167,7 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", help="local directory")
     p.add_argument("--readahead", type=_non_negative, default=2, help="parts fetched ahead")
 
-    p = add("bench", "run the performance suite's quick mode against the endpoint")
-    p.add_argument("--full", action="store_true", help="the full suite, not the quick mode")
-    p.add_argument("bench_args", nargs=argparse.REMAINDER, help="passed to the suite")
+    add(
+        "bench",
+        "run the performance suite's quick mode against the endpoint; further arguments "
+        "go to the suite (--full: the whole suite)",
+    )
     return parser
