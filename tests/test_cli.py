@@ -509,29 +509,54 @@ def test_sigint_during_file_upload_leaves_no_orphan_parts(
     assert keys(client, bucket) == []
 
 
+def test_sigint_during_recursive_upload_aborts_every_multipart_upload(
+    env: dict[str, str], local_minio: Any, minio_proxy: Any, bucket: str, tmp_path: Path
+) -> None:
+    for i in range(4):
+        (tmp_path / "tree" / f"f{i}.bin").parent.mkdir(exist_ok=True)
+        (tmp_path / "tree" / f"f{i}.bin").write_bytes(os.urandom(11 << 20))
+    minio_proxy.add_toxic("bandwidth", stream="upstream", rate=8192)  # 8 MB/s
+    proc = subprocess.Popen(
+        [*COMMAND, "cp", "-r", "tree", f"s3://{bucket}/t", "--jobs", "2", "--parallel", "1",
+         "--part-size", "5MiB", "--multipart-threshold", "5MiB"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+    )  # fmt: skip
+    _wait_for(lambda: len(_multipart_uploads(local_minio, bucket)) == 2, "two uploads")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert _multipart_uploads(local_minio, bucket) == []
+
+
 def test_sigint_during_download_then_rerun_completes(
     env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
 ) -> None:
     data = os.urandom(6 << 20)
     client.put_object(bucket, "d.bin", data)
-    toxic = minio_proxy.add_toxic("bandwidth", rate=2048)  # 2 MB/s down
+    # 512 kB/s per connection: the first 4 parallel 1 MiB parts land after ~2 s, the
+    # whole object cannot arrive before ~4 s.
+    toxic = minio_proxy.add_toxic("bandwidth", rate=512)
     proxied = {**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}
     proc = subprocess.Popen(
         [*COMMAND, "cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied,
     )  # fmt: skip
     _wait_for(lambda: any(tmp_path.glob("d.bin.*")), "the download to start")
-    time.sleep(0.8)
+    time.sleep(2.7)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert not (tmp_path / "d.bin").exists()  # nothing under the final name
     minio_proxy.remove_toxic(toxic)
     again = subprocess.run(
-        [*COMMAND, "cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB"],
+        [*COMMAND, "--json", "cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB"],
         cwd=tmp_path, capture_output=True, env=proxied, timeout=60,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert summary["bytes"] == len(data)
+    assert summary["bytes_reused"] > 0  # the parts fetched before the kill were kept
     assert hashlib.sha256((tmp_path / "d.bin").read_bytes()).digest() == (
         hashlib.sha256(data).digest()
     )

@@ -104,6 +104,13 @@ class Progress:
             if self._bar is not None:
                 self._bar.update(n)
 
+    def grow_total(self, total: int) -> None:
+        """Raise the bar's total when a transfer learns its size (a single download)."""
+        with self._lock:
+            if self._bar is not None and (self._bar.total or 0) < total:
+                self._bar.total = total
+                self._bar.refresh()
+
     @property
     def done(self) -> int:
         return self._done
@@ -122,6 +129,8 @@ class Progress:
                 check()
             with lock:
                 delta, seen = done - seen, max(seen, done)
+            if isinstance(total, int) and total > 0:
+                self.grow_total(total)
             if delta > 0:
                 self.add(delta)
 

@@ -73,6 +73,7 @@ class Outcome:
     failed: int = 0
     skipped: int = 0
     bytes: int = 0
+    reused: int = 0  # bytes a resumed download found already on disk
 
 
 class Cancelled(Exception):
@@ -420,7 +421,10 @@ class Runner:
             if mtime is not None:
                 ts = mtime.timestamp()
                 os.utime(dst.path, (ts, ts))
-            return result.info.size or 0
+            size = result.info.size or 0
+            with self.lock:
+                self.outcome.reused += size - result.bytes_fetched
+            return size
         if job.kind == "stdout":
             assert isinstance(src, RemotePath)
             return stream_to_stdout(c, src, 0, None, self.check)
@@ -512,12 +516,16 @@ def run_jobs(
         except KeyboardInterrupt:
             runner.cancel.set()
             raise
+    if any(j.kind == "stdout" for j in jobs):
+        # Standard output carries the object itself: no summary after it.
+        return EXIT_FAILED if outcome.failed else EXIT_OK
     out.json(
         {
             "transferred": outcome.done,
             "failed": outcome.failed,
             "skipped": outcome.skipped,
             "bytes": outcome.bytes,
+            "bytes_reused": outcome.reused,
             "seconds": round(time.monotonic() - started, 3),
         }
     )
