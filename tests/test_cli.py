@@ -442,6 +442,50 @@ def test_shared_files_configure_endpoint_and_credentials(
     assert b"'ghost'" in missing.stderr
 
 
+def test_debug_logs_never_show_the_secret(run: Run, env: dict[str, str], bucket: str) -> None:
+    res = run("--debug", "cp", "-", f"s3://{bucket}/dbg", stdin=b"x" * 1000)
+    assert res.code == 0, res.err
+    assert "DEBUG" in res.err
+    assert env["AWS_SECRET_ACCESS_KEY"] not in res.err + res.out
+
+
+def test_python_dash_m_runs_the_same_program(env: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "objsdk.cli", "ls"], env=env, capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_progress_bar_on_a_terminal(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    import pty
+
+    client.put_object(bucket, "slow.bin", os.urandom(3 << 20))
+    minio_proxy.add_toxic("bandwidth", rate=1024)  # ~1.5 s per 1 MiB part
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [*COMMAND, "cp", f"s3://{bucket}/slow.bin", "slow.bin", "--part-size", "1MiB"],
+            cwd=tmp_path, stdout=follower, stderr=subprocess.PIPE, timeout=60,
+            env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+        )  # fmt: skip
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 0, proc.stderr
+    assert b"download" in proc.stderr  # tqdm's bar, described by the transfer
+    assert b"B/s" in proc.stderr or b"MB" in proc.stderr or b"%" in proc.stderr
+
+
+def test_no_progress_bar_when_quiet_or_not_a_terminal(
+    run: Run, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "k", os.urandom(1 << 20))
+    res = run("cp", f"s3://{bucket}/k", "k")
+    assert "%" not in res.err
+
+
 # -- interruption ----------------------------------------------------------------------------
 
 
