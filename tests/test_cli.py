@@ -393,7 +393,8 @@ def test_bad_arguments_exit_252_with_one_line(run: Run, args: list[str]) -> None
 
 
 def test_unreachable_endpoint_exits_255(run: Run, unused_port: int) -> None:
-    res = run("ls", extra_env={"AWS_ENDPOINT_URL": f"http://127.0.0.1:{unused_port}"})
+    unreachable = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{unused_port}", "AWS_MAX_ATTEMPTS": "1"}
+    res = run("ls", extra_env=unreachable)
     assert res.code == 255
     assert "cannot reach the endpoint" in res.err
 

@@ -62,7 +62,14 @@ class Context:
                     "no endpoint: pass --endpoint-url, set AWS_ENDPOINT_URL, or put "
                     f"endpoint_url in profile {cfg.profile!r} of ~/.aws/config"
                 )
-            self._client = Client(cfg.endpoint, **cfg.client_kwargs())  # type: ignore[arg-type]
+            kwargs = cfg.client_kwargs()
+            attempts = os.environ.get("AWS_MAX_ATTEMPTS")
+            if attempts:
+                # The aws CLI's setting: total attempts, so retries are one fewer.
+                if not attempts.isdigit() or int(attempts) < 1:
+                    raise ConfigError(f"AWS_MAX_ATTEMPTS must be a number >= 1, got {attempts!r}")
+                kwargs["retries"] = int(attempts) - 1
+            self._client = Client(cfg.endpoint, **kwargs)  # type: ignore[arg-type]
         return self._client
 
     def close(self) -> None:
