@@ -12,8 +12,9 @@ just works. ``s3://`` belongs to s3fs and is never claimed here; call
 * ``cat_ranges`` fetches its ranges in parallel; ``put``/``get`` use the parallel,
   resumable upload and download.
 * Storage options: ``endpoint_url``, ``key``, ``secret``, ``token``, ``region``,
-  ``profile``, ``client_kwargs`` (for :class:`~objsdk.Client`), ``readahead``,
-  ``parallel``, ``part_size``. Without them the usual chain applies: environment
+  ``profile``, ``anon``, ``client_kwargs`` (for :class:`~objsdk.Client`; s3fs's
+  ``client_kwargs={"endpoint_url": ..., "region_name": ...}`` is understood too),
+  ``readahead``, ``parallel``, ``part_size``. Without them the usual chain applies: environment
   (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...), then the AWS shared files.
 
 Directories are implied by keys, as in s3fs: there are no empty directories, ``mkdir``
@@ -47,8 +48,13 @@ def register_s3_alias() -> None:
     fsspec.register_implementation("s3a", ObjsdkFileSystem, clobber=True)
 
 
-def _missing(path: str, err: BaseException) -> FileNotFoundError:
-    e = FileNotFoundError(f"no such file or directory: {path} ({err})")
+def _missing(path: str, err: BaseException) -> OSError:
+    """The Python exception fsspec users expect for an objsdk error about ``path``."""
+    e: OSError
+    if isinstance(err, errors.AccessDenied):
+        e = PermissionError(f"access denied: {path} ({err})")
+    else:
+        e = FileNotFoundError(f"no such file or directory: {path} ({err})")
     e.filename = path
     return e
 
@@ -71,11 +77,18 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         readahead: int = 0,
         parallel: int = 4,
         part_size: int | None = None,
+        anon: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         from ._core.config import resolve_config
 
+        # s3fs spells the endpoint and region inside client_kwargs (boto3's names).
+        extra = dict(client_kwargs or {})
+        endpoint_url = endpoint_url or extra.pop("endpoint_url", None)
+        region = region or extra.pop("region_name", None)
+        if anon:
+            key = secret = token = None
         cfg = resolve_config(
             os.environ,
             endpoint=endpoint_url,
@@ -94,7 +107,9 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         self.readahead = readahead
         self.parallel = parallel
         self.part_size = part_size
-        options: dict[str, Any] = {**cfg.client_kwargs(), **(client_kwargs or {})}
+        options: dict[str, Any] = {**cfg.client_kwargs(), **extra}
+        if anon:  # unsigned requests, for public buckets
+            options.update(access_key=None, secret_key=None, session_token=None)
         self.client = Client(cfg.endpoint, **options)
 
     def __repr__(self) -> str:
@@ -165,7 +180,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                         entries.append(self._dir_entry(f"{bucket}/{e.prefix}"))
                     elif isinstance(e, ObjectSummary) and e.key != prefix:
                         entries.append(self._file_entry(bucket, e))
-            except errors.NoSuchBucket as err:
+            except (errors.NoSuchBucket, errors.AccessDenied) as err:
                 raise _missing(path, err) from None
             if not entries and key:
                 info = self.info(path)  # a file lists as itself; raises if missing
@@ -190,7 +205,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             head = self.client.head_object(bucket, key)
         except (errors.NoSuchKey, errors.InvalidObjectName):
             pass
-        except errors.NoSuchBucket as err:
+        except (errors.NoSuchBucket, errors.AccessDenied) as err:
             raise _missing(path, err) from None
         else:
             return {
@@ -207,7 +222,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         try:
             for _ in self.client.list_objects(bucket, prefix=key + "/", page_size=1):
                 return self._dir_entry(path)
-        except errors.NoSuchBucket as err:
+        except (errors.NoSuchBucket, errors.AccessDenied) as err:
             raise _missing(path, err) from None
         raise _missing(path, errors.NoSuchKey(404, "NoSuchKey", bucket=bucket, key=key))
 
@@ -286,7 +301,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         if not key:
             try:
                 self.client.delete_bucket(bucket)
-            except errors.NoSuchBucket as err:
+            except (errors.NoSuchBucket, errors.AccessDenied) as err:
                 raise _missing(path, err) from None
             except errors.BucketNotEmpty:
                 raise OSError(f"bucket {bucket!r} is not empty") from None
@@ -308,7 +323,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         if "r" in mode:
             try:
                 head = self.client.head_object(bucket, key)
-            except (errors.NoSuchKey, errors.NoSuchBucket) as err:
+            except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
                 raise _missing(path, err) from None
             # Pinned to the version just seen: its ETag and size, no second HEAD.
             options: dict[str, Any] = {"readahead": kwargs.get("readahead", self.readahead)}
@@ -342,7 +357,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 return b""
             length = None if end is None else end - offset
             return self.client.get_object(bucket, key, offset=offset, length=length)
-        except (errors.NoSuchKey, errors.NoSuchBucket) as err:
+        except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
             raise _missing(path, err) from None
         except errors.InvalidRange:
             return b""
@@ -405,7 +420,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             self.client.download(
                 bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
             )
-        except (errors.NoSuchKey, errors.NoSuchBucket) as err:
+        except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
             raise _missing(rpath, err) from None
 
     # -- writing -------------------------------------------------------------------------
@@ -414,7 +429,10 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         if mode == "create" and self.exists(path):
             raise FileExistsError(f"{path} already exists")
         bucket, key = self.split_path(path)
-        self.client.upload(bucket, key, value, parallel=self.parallel)
+        try:
+            self.client.upload(bucket, key, value, parallel=self.parallel)
+        except (errors.NoSuchBucket, errors.AccessDenied) as err:
+            raise _missing(path, err) from None
 
     def put_file(
         self,
@@ -431,9 +449,12 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         bucket, key = self.split_path(rpath)
         if not key:
             raise IsADirectoryError(f"{rpath} is a bucket; give a key to upload to")
-        self.client.upload(
-            bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
-        )
+        try:
+            self.client.upload(
+                bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
+            )
+        except (errors.NoSuchBucket, errors.AccessDenied) as err:
+            raise _missing(rpath, err) from None
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         b1, k1 = self.split_path(path1)
@@ -448,7 +469,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             with self._open(path1, "rb") as r, self.client.open_write(b2, k2) as w:
                 while chunk := r.read(8 << 20):
                     w.write(chunk)
-        except (errors.NoSuchKey, errors.NoSuchBucket) as err:
+        except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
             raise _missing(path1, err) from None
 
     def rm_file(self, path: str) -> None:

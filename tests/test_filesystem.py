@@ -93,6 +93,8 @@ def test_open_of_a_missing_file_is_file_not_found(fs: ObjsdkFileSystem, bucket: 
         fs.open(f"{bucket}/missing")
     with pytest.raises(FileNotFoundError):
         fs.cat_file("no-such-bucket-x/k")
+    with pytest.raises(FileNotFoundError):
+        fs.pipe_file("no-such-bucket-x/k", b"data")
 
 
 def test_a_failed_write_leaves_no_object(fs: ObjsdkFileSystem, bucket: str) -> None:
@@ -183,6 +185,25 @@ def test_without_options_it_follows_the_environment(
     fs.pipe_file(f"{bucket}/env", b"from env")
     with fsspec.open(f"objsdk://{bucket}/env") as f:
         assert f.read() == b"from env"
+
+
+def test_s3fs_style_storage_options_carry_over(
+    local_minio: Any, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "s3fs", b"same options")
+    fs = ObjsdkFileSystem(
+        key=local_minio.access_key,
+        secret=local_minio.secret_key,
+        client_kwargs={"endpoint_url": local_minio.endpoint, "region_name": "us-east-1"},
+        skip_instance_cache=True,
+    )
+    assert fs.cat_file(f"{bucket}/s3fs") == b"same options"
+
+
+def test_anon_sends_unsigned_requests(local_minio: Any, bucket: str) -> None:
+    fs = ObjsdkFileSystem(endpoint_url=local_minio.endpoint, anon=True, skip_instance_cache=True)
+    with pytest.raises(PermissionError):
+        fs.cat_file(f"{bucket}/anything")
 
 
 def test_repr_hides_the_secret_and_pickles_round_trip(
