@@ -1,0 +1,73 @@
+"""Exit codes and the one-line messages the command line prints for errors.
+
+The codes follow the aws CLI's, so scripts written for one read the other.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+
+__all__ = [
+    "EXIT_BAD_ARGS",
+    "EXIT_BAD_CONFIG",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_OTHER",
+    "EXIT_SERVICE",
+    "EXIT_SKIPPED",
+    "CliError",
+    "exit_code_for",
+    "message_for",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # one or more transfers failed
+EXIT_SKIPPED = 2  # one or more files were skipped; the rest was transferred
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
+EXIT_BAD_ARGS = 252  # bad command line: unknown option, bad s3:// URL, missing local file
+EXIT_BAD_CONFIG = 253  # no endpoint, half a key pair, unknown profile, unreadable config
+EXIT_SERVICE = 254  # the server answered with an error (no such bucket/key, access denied)
+EXIT_OTHER = 255  # the endpoint could not be reached, or anything unexpected
+
+
+class CliError(Exception):
+    """An error the command line reports as one line and an exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code for an exception that reached the top of a command."""
+    from .._core.config import ConfigError
+
+    if isinstance(exc, CliError):
+        return exc.code
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(exc, ConfigError):
+        return EXIT_BAD_CONFIG
+    if isinstance(exc, errors.InvalidArgument):
+        return EXIT_BAD_ARGS
+    if isinstance(exc, errors.S3Error):
+        return EXIT_SERVICE
+    if isinstance(exc, errors.ReadError | errors.SourceChangedError):
+        return EXIT_FAILED
+    return EXIT_OTHER
+
+
+def message_for(exc: BaseException) -> str:
+    """One line describing ``exc`` for a user (objsdk messages carry no credentials)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, errors.ConnectError):
+        return f"cannot reach the endpoint: {exc}"
+    if isinstance(exc, errors.AccessDenied):
+        return f"{exc} (check the credentials and their permissions)"
+    if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
+        return f"{exc.strerror}: {exc.filename}"
+    if isinstance(exc, errors.ObjsdkError | CliError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,150 @@
+"""What the command line prints: human sizes, JSON lines, progress bars."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+__all__ = ["Output", "Progress", "human_size"]
+
+
+def human_size(n: int) -> str:
+    """``1536`` -> ``"1.5 KiB"`` (binary units, as the aws CLI's --human-readable)."""
+    size = float(n)
+    for unit in ("Bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{n} Bytes" if unit == "Bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_time(t: datetime | None) -> str:
+    return t.astimezone().strftime("%Y-%m-%d %H:%M:%S") if t else " " * 19
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class Output:
+    """Where results (stdout) and notes (stderr) go, and in which form."""
+
+    def __init__(self, *, json_mode: bool, quiet: bool) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self._lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        """A result line for humans (not printed in JSON mode)."""
+        if not self.json_mode:
+            with self._lock:
+                print(text, flush=True)
+
+    def note(self, text: str) -> None:
+        """A progress note ("upload: a to s3://b/a"), on stdout unless --quiet or --json."""
+        if not self.quiet and not self.json_mode:
+            with self._lock:
+                print(text, flush=True)
+
+    def warn(self, text: str) -> None:
+        """A warning on stderr (always printed)."""
+        with self._lock:
+            print(f"warning: {text}", file=sys.stderr, flush=True)
+
+    def json(self, value: Any) -> None:
+        """One JSON document on one line (only in JSON mode)."""
+        if self.json_mode:
+            with self._lock:
+                print(json.dumps(_jsonable(value), sort_keys=True), flush=True)
+
+    def progress(self, total: int, desc: str) -> Progress:
+        """A byte counter shown as a tqdm bar when stdout is a terminal and not --quiet."""
+        show = not self.quiet and not self.json_mode and sys.stdout.isatty()
+        return Progress(total, desc, show=show)
+
+
+class Progress:
+    """Thread-safe byte progress; a tqdm bar on stderr, shown after half a second."""
+
+    def __init__(self, total: int, desc: str, *, show: bool) -> None:
+        self._lock = threading.Lock()
+        self._bar: Any = None
+        self._done = 0
+        if show:
+            try:
+                from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
+            except ImportError:  # the cli extra is not installed: no bar
+                return
+            self._bar = tqdm(
+                total=total,
+                desc=desc,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                delay=0.5,
+                leave=False,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self._done += n
+            if self._bar is not None:
+                self._bar.update(n)
+
+    def grow_total(self, total: int) -> None:
+        """Raise the bar's total when a transfer learns its size (a single download)."""
+        with self._lock:
+            if self._bar is not None and (self._bar.total or 0) < total:
+                self._bar.total = total
+                self._bar.refresh()
+
+    @property
+    def done(self) -> int:
+        return self._done
+
+    def callback(self, check: Callable[[], None] | None = None) -> Callable[[int, Any], None]:
+        """A ``progress(done, total)`` callback for one transfer, adding its deltas.
+
+        ``check()`` runs first on every call: a transfer is cancelled by making it raise.
+        """
+        seen = 0
+        lock = threading.Lock()
+
+        def report(done: int, total: Any) -> None:
+            nonlocal seen
+            if check is not None:
+                check()
+            with lock:
+                delta, seen = done - seen, max(seen, done)
+            if isinstance(total, int) and total > 0:
+                self.grow_total(total)
+            if delta > 0:
+                self.add(delta)
+
+        return report
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,175 @@
+"""The argument parser: global options (accepted before or after the command) and commands."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import NoReturn
+
+from .._version import __version__
+from .errors import EXIT_BAD_ARGS, CliError
+
+__all__ = ["GLOBAL_DEFAULTS", "build_parser", "parse_size"]
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1 << 10,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1 << 20,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1 << 30,
+}
+
+
+def parse_size(text: str) -> int:
+    """``"8MiB"`` -> 8388608; ``"5MB"`` -> 5000000; plain numbers are bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8MiB, 64MB, 1048576)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    return n
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments raise CliError (exit 252) instead of argparse's exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{self.prog}: {message} (see {self.prog.split()[0]} --help)", EXIT_BAD_ARGS)
+
+
+GLOBAL_DEFAULTS = {
+    "endpoint_url": None,
+    "region": None,
+    "profile": None,
+    "quiet": False,
+    "json": False,
+    "debug": False,
+}
+
+
+def _global_options() -> _Parser:
+    g = _Parser(add_help=False)
+    group = g.add_argument_group("global options")
+    # SUPPRESS: an option given before the command is not reset by the command's parser.
+    s = argparse.SUPPRESS
+    group.add_argument("--endpoint-url", default=s, help="S3 endpoint (else AWS_ENDPOINT_URL...)")
+    group.add_argument("--region", default=s, help="region (else AWS_REGION...)")
+    group.add_argument("--profile", default=s, help="profile in ~/.aws (else AWS_PROFILE)")
+    group.add_argument("-q", "--quiet", action="store_true", default=s, help="no progress output")
+    group.add_argument("--json", action="store_true", default=s, help="JSON output")
+    group.add_argument("--debug", action="store_true", default=s, help="log and show tracebacks")
+    return g
+
+
+def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> None:
+    p.add_argument("--parallel", type=_positive, default=4, help="parts in flight per file")
+    p.add_argument("--jobs", type=_positive, default=4, help="files transferred at once")
+    p.add_argument("--part-size", type=parse_size, default=None, help="multipart part size")
+    if threshold:
+        p.add_argument(
+            "--multipart-threshold",
+            type=parse_size,
+            default=None,
+            help="files at least this big are uploaded in parts (default 64MiB)",
+        )
+    p.add_argument("--content-type", default=None, help="Content-Type of uploaded objects")
+    p.add_argument("--dry-run", action="store_true", help="print what would be done")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _global_options()
+    parser = _Parser(
+        prog="objsdk",
+        description="Copy, list and stream objects on S3-compatible storage.",
+        parents=[common],
+        epilog="Exit codes: 0 ok, 1 a transfer failed, 2 files skipped, 130 interrupted, "
+        "252 bad arguments, 253 bad configuration, 254 service error, 255 other.",
+    )
+    parser.add_argument("--version", action="version", version=f"objsdk {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+
+    p = add("ls", "list buckets, or the objects and prefixes under s3://bucket/prefix")
+    p.add_argument("path", nargs="?", help="s3://bucket[/prefix]")
+    p.add_argument("-r", "--recursive", action="store_true", help="every key, not one level")
+    p.add_argument("--bytes", action="store_true", help="exact sizes instead of KiB/MiB...")
+    p.add_argument("--summarize", action="store_true", help="print totals")
+
+    p = add("mb", "make a bucket")
+    p.add_argument("bucket", help="s3://bucket")
+
+    p = add("rb", "remove an empty bucket")
+    p.add_argument("bucket", help="s3://bucket")
+    p.add_argument("--force", action="store_true", help="delete every object first")
+
+    p = add("cp", "copy files and objects (local<->s3, s3->s3, '-' for stdin/stdout)")
+    p.add_argument("source")
+    p.add_argument("dest")
+    p.add_argument("-r", "--recursive", action="store_true", help="a directory or prefix")
+    _transfer_options(p)
+
+    p = add("sync", "copy what is new or changed, like 'aws s3 sync'")
+    p.add_argument("source")
+    p.add_argument("dest")
+    p.add_argument("--delete", action="store_true", help="delete what the source lacks")
+    p.add_argument(
+        "--checksum", action="store_true", help="compare content (CRC32C/MD5), not size+time"
+    )
+    _transfer_options(p)
+
+    p = add("cat", "write an object (or a byte range of it) to standard output")
+    p.add_argument("path", help="s3://bucket/key")
+    p.add_argument("--offset", type=_non_negative, default=0, help="first byte")
+    p.add_argument("--length", type=_non_negative, default=None, help="number of bytes")
+
+    p = add("rm", "delete an object, or everything under a prefix")
+    p.add_argument("path", help="s3://bucket/key or s3://bucket/prefix/")
+    p.add_argument("-r", "--recursive", action="store_true", help="everything under the prefix")
+    p.add_argument("--dry-run", action="store_true", help="print what would be deleted")
+
+    p = add("stat", "show an object's size, ETag, date, type, checksums and metadata")
+    p.add_argument("path", help="s3://bucket/key")
+
+    p = add("presign", "print a presigned URL for an object")
+    p.add_argument("path", help="s3://bucket/key")
+    p.add_argument("--expires-in", type=_positive, default=3600, help="seconds (max 604800)")
+    p.add_argument("--method", default="GET", help="HTTP method (GET, PUT...)")
+
+    p = add("extract", "extract a remote tar archive into a local directory, as it streams")
+    p.add_argument("source", help="s3://bucket/archive.tar[.gz|.bz2|.xz]")
+    p.add_argument("dest", help="local directory")
+    p.add_argument("--readahead", type=_non_negative, default=2, help="parts fetched ahead")
+
+    add(
+        "bench",
+        "run the performance suite's quick mode against the endpoint; further arguments "
+        "go to the suite (--full: the whole suite)",
+    )
+    return parser

@@ -1,0 +1,608 @@
+"""The ``objsdk`` console script, run in a subprocess against the local MinIO."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from objsdk import Client
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(sys.executable).parent / "objsdk"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "objsdk.cli"]
+
+
+@dataclass
+class Result:
+    code: int
+    raw: bytes
+    err: str
+
+    @property
+    def out(self) -> str:
+        return self.raw.decode(errors="replace")
+
+    def json_lines(self) -> list[Any]:
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+
+Run = Callable[..., Result]
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["HOME"] = str(home)  # no ~/.aws of the machine's user
+    return env
+
+
+@pytest.fixture
+def env(local_minio: Any, tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    return {
+        **clean_env(home),
+        "AWS_ENDPOINT_URL": local_minio.endpoint,
+        "AWS_ACCESS_KEY_ID": local_minio.access_key,
+        "AWS_SECRET_ACCESS_KEY": local_minio.secret_key,
+    }
+
+
+@pytest.fixture
+def run(env: dict[str, str], tmp_path: Path) -> Run:
+    def run(*args: str, stdin: bytes = b"", extra_env: dict[str, str] | None = None) -> Result:
+        proc = subprocess.run(
+            [*COMMAND, *args],
+            input=stdin,
+            capture_output=True,
+            env={**env, **(extra_env or {})},
+            cwd=tmp_path,
+            timeout=60,
+            check=False,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr.decode())
+
+    return run
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def make_tree(root: Path) -> dict[str, bytes]:
+    files = {
+        "a.txt": b"alpha\n",
+        "sub/b.bin": os.urandom(300_000),
+        "sub/deeper/c.txt": b"gamma",
+        "space name.txt": b"spaced",
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+def keys(client: Client, bucket: str, prefix: str = "") -> list[str]:
+    return sorted(e.key for e in client.list_objects(bucket, prefix=prefix))
+
+
+# -- buckets and listing ---------------------------------------------------------------------
+
+
+def test_mb_ls_rb_round_trip(run: Run, client: Client, fresh_bucket_name: str) -> None:
+    made = run("mb", f"s3://{fresh_bucket_name}")
+    assert made.code == 0, made.err
+    assert fresh_bucket_name in run("ls").out
+    assert client.bucket_exists(fresh_bucket_name)
+    assert run("rb", f"s3://{fresh_bucket_name}").code == 0
+    assert not client.bucket_exists(fresh_bucket_name)
+
+
+def test_rb_force_empties_the_bucket_first(
+    run: Run, client: Client, fresh_bucket_name: str
+) -> None:
+    client.create_bucket(fresh_bucket_name)
+    client.put_object(fresh_bucket_name, "x/y", b"1")
+    assert run("rb", f"s3://{fresh_bucket_name}").code == 254
+    assert run("rb", "--force", f"s3://{fresh_bucket_name}").code == 0
+    assert not client.bucket_exists(fresh_bucket_name)
+
+
+def test_ls_shows_one_level_with_prefixes_and_human_sizes(
+    run: Run, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "top.bin", b"x" * 2048)
+    client.put_object(bucket, "dir/inner.txt", b"y")
+    res = run("ls", f"s3://{bucket}")
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    assert any(line.split() == ["PRE", "dir/"] for line in lines)
+    assert any(line.endswith("2.0 KiB top.bin") for line in lines)
+    assert "inner.txt" not in res.out
+
+
+def test_ls_recursive_json_lists_every_key(run: Run, client: Client, bucket: str) -> None:
+    client.put_object(bucket, "a/b/c", b"123")
+    client.put_object(bucket, "d", b"")
+    res = run("ls", "--recursive", "--json", f"s3://{bucket}")
+    assert res.code == 0, res.err
+    entries = res.json_lines()
+    assert [(e["key"], e["size"]) for e in entries] == [("a/b/c", 3), ("d", 0)]
+    assert all("last_modified" in e and "etag" in e for e in entries)
+
+
+# -- cp --------------------------------------------------------------------------------------
+
+
+def test_cp_file_up_and_down_round_trips(run: Run, bucket: str, tmp_path: Path) -> None:
+    data = os.urandom(1_000_000)
+    (tmp_path / "src.bin").write_bytes(data)
+    assert run("cp", "src.bin", f"s3://{bucket}/dir/").code == 0  # key = basename
+    down = run("cp", f"s3://{bucket}/dir/src.bin", "back.bin")
+    assert down.code == 0, down.err
+    assert (tmp_path / "back.bin").read_bytes() == data
+    assert "download: s3://" in down.out
+
+
+def test_cp_multipart_upload_with_small_parts(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    data = os.urandom(11 << 20)
+    (tmp_path / "big.bin").write_bytes(data)
+    res = run(
+        "cp", "big.bin", f"s3://{bucket}/big.bin", "--multipart-threshold", "5MiB",
+        "--part-size", "5MiB", "--parallel", "3",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    assert client.get_object(bucket, "big.bin") == data
+    assert "-" in (client.head_object(bucket, "big.bin").etag or "")  # a multipart ETag
+
+
+def test_cp_recursive_up_and_down_keeps_the_tree(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    files = make_tree(tmp_path / "src")
+    up = run("cp", "--recursive", "src", f"s3://{bucket}/pre", "--jobs", "3")
+    assert up.code == 0, up.err
+    assert keys(client, bucket) == sorted(f"pre/{k}" for k in files)
+    down = run("cp", "-r", f"s3://{bucket}/pre", "dst")
+    assert down.code == 0, down.err
+    assert tree(tmp_path / "dst") == files
+
+
+def test_cp_stdin_to_object_and_object_to_stdout(run: Run, bucket: str) -> None:
+    data = os.urandom(200_000)
+    assert run("cp", "-", f"s3://{bucket}/piped", stdin=data).code == 0
+    assert run("cp", f"s3://{bucket}/piped", "-").raw == data
+
+
+def test_cp_between_buckets_copies_server_side(run: Run, client: Client, bucket: str) -> None:
+    client.put_object(bucket, "orig", b"payload")
+    res = run("cp", f"s3://{bucket}/orig", f"s3://{bucket}/copies/")
+    assert res.code == 0, res.err
+    assert client.get_object(bucket, "copies/orig") == b"payload"
+
+
+def test_cp_json_prints_a_summary(run: Run, bucket: str, tmp_path: Path) -> None:
+    make_tree(tmp_path / "src")
+    res = run("--json", "cp", "-r", "src", f"s3://{bucket}/")
+    assert res.code == 0, res.err
+    (summary,) = res.json_lines()
+    assert summary["transferred"] == 4
+    assert summary["failed"] == 0
+    assert summary["bytes"] == sum(len(v) for v in tree(tmp_path / "src").values())
+
+
+def test_download_leaves_no_temporary_files(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "k", os.urandom(100_000))
+    assert run("cp", f"s3://{bucket}/k", "out/k").code == 0
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["k"]
+
+
+# -- sync ------------------------------------------------------------------------------------
+
+
+def test_sync_up_copies_only_what_changed(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    make_tree(src)
+    first = run("sync", "src", f"s3://{bucket}/s")
+    assert first.code == 0, first.err
+    assert first.out.count("upload:") == 4
+    assert run("sync", "src", f"s3://{bucket}/s").out == ""
+    (src / "a.txt").write_bytes(b"changed and longer\n")
+    again = run("sync", "src", f"s3://{bucket}/s")
+    assert again.out.splitlines() == [f"upload: src/a.txt to s3://{bucket}/s/a.txt"]
+    assert client.get_object(bucket, "s/a.txt") == b"changed and longer\n"
+
+
+def test_sync_dry_run_and_delete(run: Run, client: Client, bucket: str, tmp_path: Path) -> None:
+    make_tree(tmp_path / "src")
+    client.put_object(bucket, "s/stale.txt", b"old")
+    dry = run("sync", "--delete", "--dry-run", "src", f"s3://{bucket}/s")
+    assert dry.code == 0, dry.err
+    assert f"(dryrun) delete: s3://{bucket}/s/stale.txt" in dry.out
+    assert keys(client, bucket) == ["s/stale.txt"]
+    assert run("sync", "--delete", "src", f"s3://{bucket}/s").code == 0
+    assert "s/stale.txt" not in keys(client, bucket)
+    assert len(keys(client, bucket)) == 4
+
+
+def test_sync_down_then_nothing_to_do(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "d/x.txt", b"x")
+    client.put_object(bucket, "d/y/z.txt", b"zz")
+    assert run("sync", f"s3://{bucket}/d", "local").code == 0
+    assert tree(tmp_path / "local") == {"x.txt": b"x", "y/z.txt": b"zz"}
+    assert run("sync", f"s3://{bucket}/d", "local").out == ""
+
+
+def test_sync_checksum_catches_same_size_change_with_older_mtime(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    f = src / "f.txt"
+    f.write_bytes(b"AAAA")
+    assert run("sync", "src", f"s3://{bucket}/c").code == 0
+    f.write_bytes(b"BBBB")
+    os.utime(f, (1_000_000_000, 1_000_000_000))  # older than the object: size+time says same
+    assert run("sync", "src", f"s3://{bucket}/c").out == ""
+    res = run("sync", "--checksum", "src", f"s3://{bucket}/c")
+    assert res.out.strip() == f"upload: src/f.txt to s3://{bucket}/c/f.txt"
+    assert client.get_object(bucket, "c/f.txt") == b"BBBB"
+    assert run("sync", "--checksum", "src", f"s3://{bucket}/c").out == ""
+
+
+# -- cat, rm, stat, presign, extract ---------------------------------------------------------
+
+
+def test_cat_streams_a_range(run: Run, client: Client, bucket: str) -> None:
+    data = bytes(range(256)) * 1000
+    client.put_object(bucket, "r", data)
+    assert run("cat", f"s3://{bucket}/r").raw == data
+    assert (
+        run("cat", f"s3://{bucket}/r", "--offset", "1000", "--length", "77").raw
+        == (data[1000:1077])
+    )
+    assert run("cat", f"s3://{bucket}/r", "--offset", "255990").raw == data[255990:]
+
+
+def test_rm_single_and_recursive_with_dry_run(run: Run, client: Client, bucket: str) -> None:
+    for k in ("keep", "dir/a", "dir/b/c"):
+        client.put_object(bucket, k, b"1")
+    assert run("rm", f"s3://{bucket}/keep").code == 0
+    dry = run("rm", "--recursive", "--dry-run", f"s3://{bucket}/dir")
+    assert dry.out.count("(dryrun) delete:") == 2
+    assert keys(client, bucket) == ["dir/a", "dir/b/c"]
+    assert run("rm", "-r", f"s3://{bucket}/dir").code == 0
+    assert keys(client, bucket) == []
+
+
+def test_rm_of_a_prefix_needs_recursive(run: Run, bucket: str) -> None:
+    res = run("rm", f"s3://{bucket}/dir/")
+    assert res.code == 252
+    assert "--recursive" in res.err
+
+
+def test_stat_json_reports_size_etag_checksum_and_metadata(
+    run: Run, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "s", b"hello", content_type="text/plain", metadata={"team": "ml"})
+    res = run("stat", "--json", f"s3://{bucket}/s")
+    assert res.code == 0, res.err
+    (info,) = res.json_lines()
+    assert info["size"] == 5
+    assert info["content_type"] == "text/plain"
+    assert info["metadata"] == {"team": "ml"}
+    assert "crc32c" in info["checksums"]
+    assert info["etag"] == client.head_object(bucket, "s").etag
+
+
+def test_presign_prints_a_working_url(run: Run, client: Client, bucket: str) -> None:
+    client.put_object(bucket, "p", b"presigned!")
+    res = run("presign", f"s3://{bucket}/p", "--expires-in", "60")
+    assert res.code == 0, res.err
+    assert requests.get(res.out.strip(), timeout=10).content == b"presigned!"
+
+
+def _tar(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_extract_unpacks_a_remote_tar(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    members = {"a.txt": b"a", "d/b.bin": os.urandom(70_000)}
+    client.put_object(bucket, "t.tar.gz", _tar(members))
+    res = run("extract", f"s3://{bucket}/t.tar.gz", "out")
+    assert res.code == 0, res.err
+    assert tree(tmp_path / "out") == members
+
+
+def test_extract_refuses_members_outside_the_destination(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "evil.tar.gz", _tar({"../evil.txt": b"x"}))
+    res = run("extract", f"s3://{bucket}/evil.tar.gz", "out")
+    assert res.code != 0
+    assert "Traceback" not in res.err
+    assert not (tmp_path / "evil.txt").exists()
+
+
+# -- errors and configuration ----------------------------------------------------------------
+
+
+def test_missing_bucket_is_a_service_error_254(run: Run) -> None:
+    res = run("ls", "s3://no-such-bucket-here")
+    assert res.code == 254
+    assert res.err.count("\n") == 1
+    assert "NoSuchBucket" in res.err
+    assert "Traceback" not in res.err
+
+
+def test_missing_key_is_a_service_error_254(run: Run, bucket: str) -> None:
+    res = run("cp", f"s3://{bucket}/nope", "x")
+    assert res.code == 254
+    assert "NoSuchKey" in res.err
+
+
+def test_missing_local_file_is_a_bad_argument_252(run: Run, bucket: str) -> None:
+    res = run("cp", "nope.txt", f"s3://{bucket}/")
+    assert res.code == 252
+    assert "nope.txt" in res.err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ls", "http://host/b"], ["cp", "a", "b"], ["ls", "s3://"], ["cp", "--bogus", "a", "s3://b/"]],
+)
+def test_bad_arguments_exit_252_with_one_line(run: Run, args: list[str]) -> None:
+    res = run(*args)
+    assert res.code == 252
+    assert res.err.count("\n") == 1
+    assert "Traceback" not in res.err
+
+
+def test_unreachable_endpoint_exits_255(run: Run, unused_port: int) -> None:
+    unreachable = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{unused_port}", "AWS_MAX_ATTEMPTS": "1"}
+    res = run("ls", extra_env=unreachable)
+    assert res.code == 255
+    assert "cannot reach the endpoint" in res.err
+
+
+def test_bad_credentials_exit_254_without_showing_the_secret(run: Run) -> None:
+    res = run("ls", extra_env={"AWS_SECRET_ACCESS_KEY": "wrong-secret-value"})
+    assert res.code == 254
+    assert "credentials" in res.err
+    assert "wrong-secret-value" not in res.err + res.out
+
+
+def test_no_endpoint_is_a_configuration_error_253(run: Run) -> None:
+    res = run("ls", extra_env={"AWS_ENDPOINT_URL": ""})
+    assert res.code == 253
+    assert "AWS_ENDPOINT_URL" in res.err
+
+
+def test_debug_shows_the_traceback(run: Run) -> None:
+    res = run("--debug", "ls", "s3://no-such-bucket-here")
+    assert res.code == 254
+    assert "Traceback" in res.err
+
+
+def test_shared_files_configure_endpoint_and_credentials(
+    local_minio: Any, tmp_path: Path, bucket: str
+) -> None:
+    home = tmp_path / "h"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text(
+        f"[dev]\naws_access_key_id = {local_minio.access_key}\n"
+        f"aws_secret_access_key = {local_minio.secret_key}\n"
+    )
+    (home / ".aws" / "config").write_text(
+        f"[profile dev]\nendpoint_url = {local_minio.endpoint}\nregion = us-east-1\n"
+    )
+    env = clean_env(home)
+    ok = subprocess.run([*COMMAND, "--profile", "dev", "ls"], env=env, capture_output=True)
+    assert ok.returncode == 0, ok.stderr
+    assert bucket in ok.stdout.decode()
+    via_env = subprocess.run(
+        [*COMMAND, "ls"], env={**env, "AWS_PROFILE": "dev"}, capture_output=True
+    )
+    assert via_env.returncode == 0
+    missing = subprocess.run([*COMMAND, "--profile", "ghost", "ls"], env=env, capture_output=True)
+    assert missing.returncode == 253
+    assert b"'ghost'" in missing.stderr
+
+
+def test_debug_logs_never_show_the_secret(run: Run, env: dict[str, str], bucket: str) -> None:
+    res = run("--debug", "cp", "-", f"s3://{bucket}/dbg", stdin=b"x" * 1000)
+    assert res.code == 0, res.err
+    assert "DEBUG" in res.err
+    assert env["AWS_SECRET_ACCESS_KEY"] not in res.err + res.out
+
+
+def test_python_dash_m_runs_the_same_program(env: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "objsdk.cli", "ls"], env=env, capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_progress_bar_on_a_terminal(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    import pty
+
+    client.put_object(bucket, "slow.bin", os.urandom(3 << 20))
+    minio_proxy.add_toxic("bandwidth", rate=1024)  # ~1.5 s per 1 MiB part
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [*COMMAND, "cp", f"s3://{bucket}/slow.bin", "slow.bin", "--part-size", "1MiB"],
+            cwd=tmp_path, stdout=follower, stderr=subprocess.PIPE, timeout=60,
+            env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+        )  # fmt: skip
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 0, proc.stderr
+    assert b"download" in proc.stderr  # tqdm's bar, described by the transfer
+    assert b"B/s" in proc.stderr or b"MB" in proc.stderr or b"%" in proc.stderr
+
+
+def test_no_progress_bar_when_quiet_or_not_a_terminal(
+    run: Run, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "k", os.urandom(1 << 20))
+    res = run("cp", f"s3://{bucket}/k", "k")
+    assert "%" not in res.err
+
+
+# -- interruption ----------------------------------------------------------------------------
+
+
+def _multipart_uploads(local_minio: Any, bucket: str) -> list[str]:
+    import boto3  # type: ignore[import-untyped,unused-ignore]
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=local_minio.endpoint,
+        aws_access_key_id=local_minio.access_key,
+        aws_secret_access_key=local_minio.secret_key,
+        region_name="us-east-1",
+    )
+    return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+
+def _wait_for(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_sigint_during_streamed_upload_aborts_the_multipart_upload(
+    env: dict[str, str], local_minio: Any, client: Client, bucket: str
+) -> None:
+    proc = subprocess.Popen(
+        [*COMMAND, "cp", "-", f"s3://{bucket}/stream", "--part-size", "5MiB"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(os.urandom(11 << 20))  # two full parts go out, then it waits for more
+    proc.stdin.flush()
+    _wait_for(lambda: _multipart_uploads(local_minio, bucket) == ["stream"], "the upload")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert b"interrupted" in err
+    assert b"Traceback" not in err
+    assert _multipart_uploads(local_minio, bucket) == []
+    assert keys(client, bucket) == []
+
+
+def test_sigint_during_file_upload_leaves_no_orphan_parts(
+    env: dict[str, str], local_minio: Any, minio_proxy: Any, client: Client, bucket: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    (tmp_path / "big.bin").write_bytes(os.urandom(12 << 20))
+    minio_proxy.add_toxic("bandwidth", stream="upstream", rate=4096)  # 4 MB/s
+    proc = subprocess.Popen(
+        [*COMMAND, "cp", "big.bin", f"s3://{bucket}/big", "--part-size", "5MiB",
+         "--multipart-threshold", "5MiB", "--parallel", "1"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+    )  # fmt: skip
+    _wait_for(lambda: _multipart_uploads(local_minio, bucket) == ["big"], "the upload")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert _multipart_uploads(local_minio, bucket) == []
+    assert keys(client, bucket) == []
+
+
+def test_sigint_during_recursive_upload_aborts_every_multipart_upload(
+    env: dict[str, str], local_minio: Any, minio_proxy: Any, bucket: str, tmp_path: Path
+) -> None:
+    for i in range(4):
+        (tmp_path / "tree" / f"f{i}.bin").parent.mkdir(exist_ok=True)
+        (tmp_path / "tree" / f"f{i}.bin").write_bytes(os.urandom(11 << 20))
+    minio_proxy.add_toxic("bandwidth", stream="upstream", rate=8192)  # 8 MB/s
+    proc = subprocess.Popen(
+        [*COMMAND, "cp", "-r", "tree", f"s3://{bucket}/t", "--jobs", "2", "--parallel", "1",
+         "--part-size", "5MiB", "--multipart-threshold", "5MiB"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+    )  # fmt: skip
+    _wait_for(lambda: len(_multipart_uploads(local_minio, bucket)) == 2, "two uploads")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert _multipart_uploads(local_minio, bucket) == []
+
+
+def test_sigint_during_download_then_rerun_completes(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    data = os.urandom(6 << 20)
+    client.put_object(bucket, "d.bin", data)
+    # 512 kB/s per connection: the first 4 parallel 1 MiB parts land after ~2 s, the
+    # whole object cannot arrive before ~4 s.
+    toxic = minio_proxy.add_toxic("bandwidth", rate=512)
+    proxied = {**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}
+    proc = subprocess.Popen(
+        [*COMMAND, "cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied,
+    )  # fmt: skip
+    _wait_for(lambda: any(tmp_path.glob("d.bin.*")), "the download to start")
+    time.sleep(2.7)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert not (tmp_path / "d.bin").exists()  # nothing under the final name
+    minio_proxy.remove_toxic(toxic)
+    again = subprocess.run(
+        [*COMMAND, "--json", "cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB"],
+        cwd=tmp_path, capture_output=True, env=proxied, timeout=60,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert summary["bytes"] == len(data)
+    assert summary["bytes_reused"] > 0  # the parts fetched before the kill were kept
+    assert hashlib.sha256((tmp_path / "d.bin").read_bytes()).digest() == (
+        hashlib.sha256(data).digest()
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.bin", "home"]

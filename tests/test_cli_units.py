@@ -1,0 +1,135 @@
+"""Pure parts of the command line: s3:// paths, sizes, exit codes, output, bench hand-off."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from objsdk import errors
+from objsdk._core.config import ConfigError
+from objsdk.cli import main
+from objsdk.cli.errors import exit_code_for
+from objsdk.cli.output import Output, human_size
+from objsdk.cli.parser import parse_size
+from objsdk.cli.paths import LocalPath, RemotePath, parse_location, parse_remote, safe_relative
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("s3://b", RemotePath("b", "")),
+        ("s3://b/", RemotePath("b", "")),
+        ("s3://b/k", RemotePath("b", "k")),
+        ("s3://b/dir/", RemotePath("b", "dir/")),
+        ("s3://b/a b/ü?#", RemotePath("b", "a b/ü?#")),
+        ("local/file", LocalPath("local/file")),
+        ("-", LocalPath("-")),
+    ],
+)
+def test_locations_parse(text: str, expected: Any) -> None:
+    assert parse_location(text) == expected
+
+
+@pytest.mark.parametrize("text", ["s3://", "s3:///key", "gs://b/k", "http://h/b", ""])
+def test_bad_locations_are_invalid_arguments_quoting_the_input(text: str) -> None:
+    with pytest.raises(errors.InvalidArgument):
+        parse_location(text)
+
+
+def test_parse_remote_refuses_local_paths() -> None:
+    with pytest.raises(errors.InvalidArgument, match="'bucket/key'"):
+        parse_remote("bucket/key")
+
+
+def test_remote_join_and_prefix() -> None:
+    assert RemotePath("b", "d").join("x/y") == RemotePath("b", "d/x/y")
+    assert RemotePath("b", "").join("x") == RemotePath("b", "x")
+    assert RemotePath("b", "d/").is_prefix
+    assert RemotePath("b", "d").as_prefix() == RemotePath("b", "d/")
+    assert str(RemotePath("b", "k")) == "s3://b/k"
+
+
+@pytest.mark.parametrize(
+    ("key", "prefix", "expected"),
+    [
+        ("p/a/b.txt", "p/", "a/b.txt"),
+        ("p/./a", "p/", "a"),
+        ("p/a/../../x", "p/", None),
+        ("p/../x", "p/", None),
+        ("p//abs", "p/", "abs"),
+        ("p/dir/", "p/", None),
+        ("p/", "p/", None),
+    ],
+)
+def test_safe_relative_never_leaves_the_destination(
+    key: str, prefix: str, expected: str | None
+) -> None:
+    assert safe_relative(key, prefix) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "n"), [("10", 10), ("8MiB", 8 << 20), ("5MB", 5_000_000), ("1 GiB", 1 << 30)]
+)
+def test_sizes_parse(text: str, n: int) -> None:
+    assert parse_size(text) == n
+
+
+def test_human_sizes() -> None:
+    assert human_size(5) == "5 Bytes"
+    assert human_size(1536) == "1.5 KiB"
+    assert human_size(3 << 30) == "3.0 GiB"
+
+
+@pytest.mark.parametrize(
+    ("exc", "code"),
+    [
+        (KeyboardInterrupt(), 130),
+        (errors.InvalidArgument("x"), 252),
+        (ConfigError("x"), 253),
+        (errors.NoSuchBucket(404, "NoSuchBucket"), 254),
+        (errors.AccessDenied(403, "AccessDenied"), 254),
+        (errors.ResumeLimitError("x"), 1),
+        (errors.ConnectError("x"), 255),
+        (RuntimeError("x"), 255),
+    ],
+)
+def test_exit_codes(exc: BaseException, code: int) -> None:
+    assert exit_code_for(exc) == code
+
+
+def test_progress_bar_only_on_a_terminal_and_not_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    with Output(json_mode=False, quiet=False).progress(10, "x") as p:
+        assert p._bar is not None
+    with Output(json_mode=False, quiet=True).progress(10, "x") as p:
+        assert p._bar is None
+    with Output(json_mode=True, quiet=False).progress(10, "x") as p:
+        assert p._bar is None
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    with Output(json_mode=False, quiet=False).progress(10, "x") as p:
+        assert p._bar is None
+
+
+def test_bench_runs_the_suite_in_quick_mode(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[list[str]] = []
+    fake = types.ModuleType("objsdk.bench")
+    fake.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "objsdk.bench", fake)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"):
+        monkeypatch.setenv(name, "x")  # restored afterwards, whatever the command sets
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    assert main(["bench", "--sizes", "1MiB"]) == 0
+    assert seen == [["--quick", "--sizes", "1MiB"]]
+
+
+def test_bench_without_the_suite_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "objsdk.bench", None)
+    assert main(["bench"]) == 253
+    assert "objsdk.bench" in capsys.readouterr().err

@@ -1,0 +1,198 @@
+"""Every code snippet in README.md and docs/*.md runs against MinIO, so docs cannot rot.
+
+Conventions for writing docs (see docs/cli.md for examples):
+
+* Every fenced ```python block is executed, on its own, in a fresh namespace that already
+  holds ``client`` (an ``objsdk.Client`` on the test MinIO), ``bucket`` (the name of a
+  fresh, empty bucket, removed afterwards), ``endpoint``, ``access_key``, ``secret_key``
+  and ``storage_options`` (the fsspec options ``{"endpoint_url", "key", "secret"}``).
+  The environment has ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID`` and
+  ``AWS_SECRET_ACCESS_KEY`` set for that MinIO (``Client.from_env()``, the CLI and
+  ``objsdk://`` URLs just work), ``HOME`` points at an empty directory (no ``~/.aws``),
+  and the working directory is an empty temporary directory (relative paths land there).
+  Write snippets that use these names instead of literal endpoints, keys or bucket names,
+  and that create the local files they read.
+* A fenced ```sh or ```bash block runs (with ``bash -euo pipefail``, same environment and
+  working directory, ``$BUCKET`` set to the fresh bucket, ``objsdk`` on the PATH) only
+  when the line just before it is ``<!-- run-snippet -->``; other shell blocks
+  (installation, ``make`` targets) are illustrations.
+* A block whose preceding line is ``<!-- skip-snippet: REASON -->`` is skipped, and the
+  reason is reported. Use it sparingly; the reason is mandatory.
+* Other languages (``ini``, ``text``, ``console``...) are never run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from objsdk import Client
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+FENCE = re.compile(r"^(?P<indent>[ ]{0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
+SKIP = re.compile(r"^<!--\s*skip-snippet:\s*(?P<reason>\S.*?)\s*-->$")
+RUN = re.compile(r"^<!--\s*run-snippet\s*-->$")
+SHELLS = {"sh", "bash", "shell"}
+
+
+@dataclass(frozen=True)
+class Snippet:
+    path: Path
+    line: int  # 1-based line of the opening fence
+    lang: str
+    code: str
+    marker: str  # the line before the fence
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(ROOT).as_posix()}:{self.line}"
+
+
+def extract(path: Path) -> list[Snippet]:
+    """The fenced code blocks of a Markdown file, in order."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out: list[Snippet] = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group("fence"), m.group("info").strip().split(" ")[0].lower()
+        start = i
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            body.append(lines[i][len(m.group("indent")) :])
+            i += 1
+        i += 1  # the closing fence
+        marker = lines[start - 1].strip() if start > 0 else ""
+        out.append(Snippet(path, start + 1, lang, "\n".join(body) + "\n", marker))
+    return out
+
+
+def doc_files() -> list[Path]:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [f for f in files if f.exists()]
+
+
+def snippets() -> list[Any]:
+    params = []
+    for path in doc_files():
+        for s in extract(path):
+            runs = s.lang == "python" or (s.lang in SHELLS and RUN.match(s.marker))
+            if not runs:
+                continue
+            marks = []
+            skip = SKIP.match(s.marker)
+            if skip:
+                marks.append(pytest.mark.skip(reason=f"{s.id}: {skip.group('reason')}"))
+            params.append(pytest.param(s, id=s.id, marks=marks))
+    return params
+
+
+# -- the harness's own rules, checked without a server -------------------------------------
+
+
+def test_extract_finds_fences_languages_and_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "d.md"
+    doc.write_text(
+        "text\n```python\nx = 1\n```\n<!-- skip-snippet: needs a GPU -->\n"
+        "```python\ny = 2\n```\n````sh\necho '```'\n````\n"
+    )
+    found = extract(doc)
+    assert [(s.lang, s.code, s.line) for s in found] == [
+        ("python", "x = 1\n", 2),
+        ("python", "y = 2\n", 6),
+        ("sh", "echo '```'\n", 9),
+    ]
+    skip = SKIP.match(found[1].marker)
+    assert skip is not None
+    assert skip.group("reason") == "needs a GPU"
+
+
+def test_a_skip_marker_without_a_reason_does_not_skip() -> None:
+    assert SKIP.match("<!-- skip-snippet: -->") is None
+    assert SKIP.match("<!-- skip-snippet -->") is None
+
+
+def test_docs_have_snippets() -> None:
+    assert len(snippets()) >= 5
+
+
+# -- running them ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def snippet_env(
+    local_minio: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # The built MinIO stays where it is when HOME moves (snippets may start LocalMinio).
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    cache = os.environ.get("OBJSDK_CACHE_DIR") or str(
+        Path(xdg) / "objsdk" if xdg else Path.home() / ".cache" / "objsdk"
+    )
+    env.update(
+        OBJSDK_CACHE_DIR=cache,
+        HOME=str(home),
+        AWS_ENDPOINT_URL=local_minio.endpoint,
+        AWS_ACCESS_KEY_ID=local_minio.access_key,
+        AWS_SECRET_ACCESS_KEY=local_minio.secret_key,
+        BUCKET=bucket,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    names = ("HOME", "OBJSDK_CACHE_DIR", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID")
+    for name in (*names, "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.chdir(work)
+    return env
+
+
+@pytest.mark.parametrize("snippet", snippets())
+def test_snippet_runs(
+    snippet: Snippet, snippet_env: dict[str, str], local_minio: Any, client: Client, bucket: str
+) -> None:
+    if snippet.lang in SHELLS:
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", snippet.code],
+            env=snippet_env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, (
+            f"{snippet.id} exited {proc.returncode}\n"
+            f"stdout:\n{proc.stdout.decode()}\nstderr:\n{proc.stderr.decode()}"
+        )
+        return
+    namespace: dict[str, Any] = {
+        "__name__": "__snippet__",
+        "client": client,
+        "bucket": bucket,
+        "endpoint": local_minio.endpoint,
+        "access_key": local_minio.access_key,
+        "secret_key": local_minio.secret_key,
+        "storage_options": {
+            "endpoint_url": local_minio.endpoint,
+            "key": local_minio.access_key,
+            "secret": local_minio.secret_key,
+        },
+    }
+    code = compile(snippet.code, snippet.id, "exec")
+    exec(code, namespace)

@@ -1,0 +1,219 @@
+"""ObjsdkFileSystem behaviours beyond fsspec's abstract suite, against MinIO."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import io
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pytest
+
+from objsdk import Client, ObjectFile
+from objsdk.filesystem import ObjsdkFileSystem, register_s3_alias
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def options(local_minio: Any) -> dict[str, str]:
+    return {
+        "endpoint_url": local_minio.endpoint,
+        "key": local_minio.access_key,
+        "secret": local_minio.secret_key,
+    }
+
+
+@pytest.fixture
+def fs(options: dict[str, str]) -> ObjsdkFileSystem:
+    return ObjsdkFileSystem(**options, skip_instance_cache=True)
+
+
+def test_entry_point_registers_objsdk_and_never_s3() -> None:
+    ours = [
+        ep.name
+        for ep in importlib.metadata.entry_points(group="fsspec.specs")
+        if ep.value.startswith("objsdk.")
+    ]
+    assert ours == ["objsdk"]
+    assert fsspec.get_filesystem_class("objsdk") is ObjsdkFileSystem
+
+
+def test_s3_alias_is_opt_in(monkeypatch: pytest.MonkeyPatch, options: dict[str, str]) -> None:
+    registry = sys.modules["fsspec.registry"]
+    for name in ("s3", "s3a"):  # restored (or removed) after the test
+        monkeypatch.setitem(registry._registry, name, registry._registry.get(name))
+    register_s3_alias()
+    fs = fsspec.filesystem("s3", **options, skip_instance_cache=True)
+    assert isinstance(fs, ObjsdkFileSystem)
+    assert fs._strip_protocol("s3://bucket/key/") == "bucket/key"
+
+
+def test_open_returns_the_resilient_object_file(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    data = os.urandom(100_000)
+    client.put_object(bucket, "f.bin", data)
+    with fs.open(f"objsdk://{bucket}/f.bin", "rb") as f:
+        assert isinstance(f, ObjectFile)
+        assert f.size == len(data)
+        f.seek(-10, io.SEEK_END)
+        assert f.read() == data[-10:]
+        f.seek(5)
+        buf = bytearray(7)
+        assert f.readinto(buf) == 7
+        assert bytes(buf) == data[5:12]
+    assert f.closed
+
+
+def test_reads_resume_through_a_connection_that_keeps_breaking(
+    minio_proxy: Any, local_minio: Any, client: Client, bucket: str
+) -> None:
+    data = os.urandom(1 << 20)
+    client.put_object(bucket, "r.bin", data)
+    minio_proxy.add_toxic("limit_data", bytes=300_000)  # each connection dies after 300 kB
+    fs = ObjsdkFileSystem(
+        endpoint_url=minio_proxy.endpoint,
+        key=local_minio.access_key,
+        secret=local_minio.secret_key,
+        skip_instance_cache=True,
+    )
+    client.head_object(bucket, "r.bin")
+    with fs.open(f"{bucket}/r.bin") as f:
+        assert f.read() == data
+        assert f.stats.resumes >= 1
+
+
+def test_open_of_a_missing_file_is_file_not_found(fs: ObjsdkFileSystem, bucket: str) -> None:
+    with pytest.raises(FileNotFoundError):
+        fs.open(f"{bucket}/missing")
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("no-such-bucket-x/k")
+    with pytest.raises(FileNotFoundError):
+        fs.pipe_file("no-such-bucket-x/k", b"data")
+
+
+def test_a_failed_write_leaves_no_object(fs: ObjsdkFileSystem, bucket: str) -> None:
+    def write_then_fail() -> None:
+        with fs.open(f"{bucket}/w", "wb") as f:
+            f.write(b"partial")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        write_then_fail()
+    assert not fs.exists(f"{bucket}/w")
+
+
+def test_text_mode_write_and_read(fs: ObjsdkFileSystem, bucket: str) -> None:
+    with fs.open(f"{bucket}/t.txt", "w") as f:
+        f.write("héllo\nworld\n")
+    with fs.open(f"{bucket}/t.txt") as f:
+        assert f.read() == b"h\xc3\xa9llo\nworld\n"
+    with fs.open(f"{bucket}/t.txt", "r") as f:
+        assert f.readlines() == ["héllo\n", "world\n"]
+
+
+def test_cat_ranges_returns_each_range_and_errors_in_place(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    data = bytes(range(256)) * 100
+    client.put_object(bucket, "c", data)
+    paths = [f"{bucket}/c"] * 20 + [f"{bucket}/missing"]
+    starts = [i * 1000 for i in range(20)] + [0]
+    ends = [i * 1000 + 17 for i in range(20)] + [5]
+    out = fs.cat_ranges(paths, starts, ends)
+    assert out[:20] == [data[s:e] for s, e in zip(starts[:20], ends[:20], strict=True)]
+    assert isinstance(out[20], FileNotFoundError)
+
+
+def test_cat_file_with_negative_offsets(fs: ObjsdkFileSystem, client: Client, bucket: str) -> None:
+    client.put_object(bucket, "n", b"0123456789")
+    assert fs.cat_file(f"{bucket}/n", start=-3) == b"789"
+    assert fs.cat_file(f"{bucket}/n", start=2, end=-2) == b"234567"
+    assert fs.cat_file(f"{bucket}/n", start=20) == b""
+
+
+def test_ls_info_find_glob(fs: ObjsdkFileSystem, client: Client, bucket: str) -> None:
+    for key in ("a.csv", "d/b.csv", "d/e/c.txt"):
+        client.put_object(bucket, key, b"x")
+    assert fs.ls(bucket, detail=False) == [f"{bucket}/a.csv", f"{bucket}/d"]
+    assert fs.info(f"{bucket}/d")["type"] == "directory"
+    assert fs.info(f"{bucket}/a.csv")["size"] == 1
+    assert fs.find(bucket) == [f"{bucket}/a.csv", f"{bucket}/d/b.csv", f"{bucket}/d/e/c.txt"]
+    assert fs.glob(f"{bucket}/**/*.csv") == [f"{bucket}/a.csv", f"{bucket}/d/b.csv"]
+    assert fs.isdir(bucket)
+    assert fs.isfile(f"{bucket}/d/e/c.txt")
+    with pytest.raises(FileNotFoundError):
+        fs.info(f"{bucket}/nothing")
+
+
+def test_mkdir_creates_a_bucket_and_rm_recursive_removes_it(
+    fs: ObjsdkFileSystem, client: Client, fresh_bucket_name: str
+) -> None:
+    fs.mkdir(fresh_bucket_name)
+    assert client.bucket_exists(fresh_bucket_name)
+    with pytest.raises(FileExistsError):
+        fs.mkdir(fresh_bucket_name)
+    fs.pipe({f"{fresh_bucket_name}/a": b"1", f"{fresh_bucket_name}/b/c": b"2"})
+    fs.rm(fresh_bucket_name, recursive=True)
+    assert not client.bucket_exists(fresh_bucket_name)
+
+
+def test_put_and_get_a_tree(fs: ObjsdkFileSystem, bucket: str, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "one").write_bytes(b"1")
+    (src / "sub" / "two").write_bytes(os.urandom(50_000))
+    fs.put(str(src), f"{bucket}/up", recursive=True)
+    fs.get(f"{bucket}/up", str(tmp_path / "back"), recursive=True)
+    for rel in ("one", "sub/two"):
+        assert (tmp_path / "back" / rel).read_bytes() == (src / rel).read_bytes()
+
+
+def test_without_options_it_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, local_minio: Any, bucket: str, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", local_minio.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", local_minio.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", local_minio.secret_key)
+    fs = fsspec.filesystem("objsdk", skip_instance_cache=True)
+    fs.pipe_file(f"{bucket}/env", b"from env")
+    with fsspec.open(f"objsdk://{bucket}/env") as f:
+        assert f.read() == b"from env"
+
+
+def test_s3fs_style_storage_options_carry_over(
+    local_minio: Any, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "s3fs", b"same options")
+    fs = ObjsdkFileSystem(
+        key=local_minio.access_key,
+        secret=local_minio.secret_key,
+        client_kwargs={"endpoint_url": local_minio.endpoint, "region_name": "us-east-1"},
+        skip_instance_cache=True,
+    )
+    assert fs.cat_file(f"{bucket}/s3fs") == b"same options"
+
+
+def test_anon_sends_unsigned_requests(local_minio: Any, bucket: str) -> None:
+    fs = ObjsdkFileSystem(endpoint_url=local_minio.endpoint, anon=True, skip_instance_cache=True)
+    with pytest.raises(PermissionError):
+        fs.cat_file(f"{bucket}/anything")
+
+
+def test_repr_hides_the_secret_and_pickles_round_trip(
+    fs: ObjsdkFileSystem, options: dict[str, str], client: Client, bucket: str
+) -> None:
+    assert options["secret"] not in repr(fs) + str(fs)
+    client.put_object(bucket, "p", b"pickled")
+    copy = pickle.loads(pickle.dumps(fs))
+    assert copy.cat_file(f"{bucket}/p") == b"pickled"
+    with fs.open(f"{bucket}/p") as f:
+        f.read(2)
+        g = pickle.loads(pickle.dumps(f))
+    assert g.read() == b"ckled"

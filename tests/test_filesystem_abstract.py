@@ -1,0 +1,57 @@
+"""fsspec's own abstract test suite (copy, get, put, open, pipe) on objsdk against MinIO."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from typing import Any
+
+import fsspec.tests.abstract as abstract
+import pytest
+
+from objsdk.filesystem import ObjsdkFileSystem
+
+pytestmark = pytest.mark.integration
+
+
+class ObjsdkFixtures(abstract.AbstractFixtures):  # type: ignore[misc]
+    @pytest.fixture
+    def fs(self, local_minio: Any) -> ObjsdkFileSystem:
+        return ObjsdkFileSystem(
+            endpoint_url=local_minio.endpoint,
+            key=local_minio.access_key,
+            secret=local_minio.secret_key,
+            skip_instance_cache=True,
+        )
+
+    @pytest.fixture
+    def fs_path(self, bucket: str) -> str:
+        return bucket
+
+    @pytest.fixture
+    def fs_join(self) -> Callable[..., str]:
+        return posixpath.join
+
+    @pytest.fixture
+    def supports_empty_directories(self) -> bool:
+        return False
+
+
+class TestObjsdkCopy(abstract.AbstractCopyTests, ObjsdkFixtures):  # type: ignore[misc]
+    pass
+
+
+class TestObjsdkGet(abstract.AbstractGetTests, ObjsdkFixtures):  # type: ignore[misc]
+    pass
+
+
+class TestObjsdkPut(abstract.AbstractPutTests, ObjsdkFixtures):  # type: ignore[misc]
+    pass
+
+
+class TestObjsdkOpen(abstract.AbstractOpenTests, ObjsdkFixtures):  # type: ignore[misc]
+    pass
+
+
+class TestObjsdkPipe(abstract.AbstractPipeTests, ObjsdkFixtures):  # type: ignore[misc]
+    pass
