@@ -12,6 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
+from objsdk._core.config import resolve_config
 from objsdk._core.ranges import format_range
 from objsdk._core.s3xml import (
     build_delete_body,
@@ -129,21 +130,58 @@ class Client:
         return self._transport
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> Client:
-        """Build a client from ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
-        ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN`` and ``AWS_REGION`` (or
-        ``AWS_DEFAULT_REGION``). Keyword arguments override the environment."""
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        endpoint: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        session_token: str | None = None,
+        region: str | None = None,
+        profile: str | None = None,
+        timeout: tuple[float, float] = (10.0, 60.0),
+        max_pool_connections: int = 16,
+        retries: int | Policy | None = 5,
+        addressing_style: str = "path",
+        verify: bool | str | None = None,
+    ) -> Client:
+        """A client configured as the aws CLI and boto3 would be: arguments first, then
+        the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+        ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
+        ``AWS_PROFILE``, ``AWS_CA_BUNDLE``...), then the shared files
+        (``~/.aws/credentials``, ``~/.aws/config``). See :mod:`objsdk._core.config`."""
         env = os.environ if environ is None else environ
-        endpoint = kwargs.pop("endpoint", None) or env.get("AWS_ENDPOINT_URL")
-        if not endpoint:
-            raise errors.InvalidArgument("AWS_ENDPOINT_URL is not set and no endpoint was given")
-        kwargs.setdefault("access_key", env.get("AWS_ACCESS_KEY_ID"))
-        kwargs.setdefault("secret_key", env.get("AWS_SECRET_ACCESS_KEY"))
-        kwargs.setdefault("session_token", env.get("AWS_SESSION_TOKEN"))
-        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-        if region:
-            kwargs.setdefault("region", region)
-        return cls(endpoint, **kwargs)
+        cfg = resolve_config(
+            env,
+            endpoint=endpoint,
+            access_key=access_key,
+            secret_key=secret_key,
+            session_token=session_token,
+            region=region,
+            profile=profile,
+            # An environ without HOME (a test's dict) still finds this user's ~/.aws.
+            home=env.get("HOME") or os.path.expanduser("~"),
+        )
+        if not cfg.endpoint:
+            raise errors.InvalidArgument(
+                "AWS_ENDPOINT_URL is not set and no endpoint was given (nor endpoint_url in "
+                f"~/.aws/config for profile {cfg.profile!r})"
+            )
+        if verify is None:
+            verify = env.get("AWS_CA_BUNDLE") or env.get("REQUESTS_CA_BUNDLE") or True
+        return cls(
+            cfg.endpoint,
+            cfg.access_key,
+            cfg.secret_key,
+            region=cfg.region or "us-east-1",
+            session_token=cfg.session_token,
+            timeout=timeout,
+            max_pool_connections=max_pool_connections,
+            retries=retries,
+            addressing_style=addressing_style,
+            verify=verify,
+        )
 
     def __repr__(self) -> str:
         return f"Client(endpoint={self.endpoint.url!r}, region={self.region!r})"

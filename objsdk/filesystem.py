@@ -31,7 +31,8 @@ from typing import Any
 import fsspec  # type: ignore[import-untyped,unused-ignore]
 from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unused-ignore]
 
-from objsdk import Client, ObjectFile, ObjectSummary, Prefix, errors
+from objsdk import Client, ObjectSummary, Prefix, errors
+from objsdk._io.objectfile import open_pinned
 
 __all__ = ["ObjsdkFileSystem", "register_s3_alias"]
 
@@ -329,7 +330,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             options: dict[str, Any] = {"readahead": kwargs.get("readahead", self.readahead)}
             if self.part_size:
                 options["part_size"] = self.part_size
-            return ObjectFile(self.client, bucket, key, etag=head.etag, size=head.size, **options)
+            return open_pinned(self.client, head, **options)
         if "a" in mode:
             raise NotImplementedError("objects cannot be appended to: write a new object")
         if "x" in mode and self.exists(path):

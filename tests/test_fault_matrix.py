@@ -619,6 +619,7 @@ def test_range_ignoring_server_parallel_read_falls_back_to_one_stream(
 
 # -- a HEAD without Content-Length ------------------------------------------------------
 
+
 def test_head_without_content_length_is_an_error(
     via: Client, proxy: FaultProxy, bucket: str, plain_key: tuple[str, bytes]
 ) -> None:
@@ -860,9 +861,6 @@ def test_tls_self_signed_certificate_is_rejected_by_default(tls_minio: LocalMini
         c.list_buckets()
 
 
-VERIFY = "issue 10: no public verify= / CA bundle option"
-
-
 def test_tls_verify_with_a_ca_bundle_path_connects(tls_minio: LocalMinio) -> None:
     kwargs: dict[str, Any] = {"verify": str(tls_minio.ca_bundle)}
     with Client(tls_minio.endpoint, tls_minio.access_key, tls_minio.secret_key, **kwargs) as c:
@@ -871,7 +869,6 @@ def test_tls_verify_with_a_ca_bundle_path_connects(tls_minio: LocalMinio) -> Non
         assert c.get_object("tls-verify", "k") == b"over TLS"
 
 
-@pytest.mark.xfail(strict=True, reason=VERIFY)
 @pytest.mark.parametrize("variable", ["AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE"])
 def test_tls_from_env_honours_the_ca_bundle_variable(tls_minio: LocalMinio, variable: str) -> None:
     env = tls_minio.env()

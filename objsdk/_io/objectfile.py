@@ -24,6 +24,7 @@ from objsdk import errors
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checksum_headers
+from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import (
     ADAPTIVE_CAP,
     ADAPTIVE_WINDOW,
@@ -40,11 +41,12 @@ from objsdk._io.range_reader import (
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher, part_fetcher
 from objsdk._io.verify import PassVerifier
 from objsdk._transport.base import Transport
+from objsdk.models import ObjectInfo
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as Buffer
 
-__all__ = ["ObjectFile", "ReadStats"]
+__all__ = ["ObjectFile", "ReadStats", "open_pinned"]
 
 T = TypeVar("T")
 
@@ -564,6 +566,16 @@ class ObjectFile(io.BufferedIOBase):
         except errors.IntegrityError:
             self._drop_network()
             raise
+
+
+def open_pinned(client: HasTransport, info: ObjectInfo, **options: Any) -> ObjectFile:
+    """An ObjectFile already pinned to the version ``info`` describes (from a HEAD the
+    caller made): its ETag, Last-Modified and size, so no second HEAD is sent.
+    ``options`` are ObjectFile's keyword arguments."""
+    f = ObjectFile(client, info.bucket, info.key, version_id=info.version_id, **options)
+    f._reader.etag, f._reader.size = info.etag, info.size
+    f._reader.last_modified = http_date(info.last_modified)
+    return f
 
 
 def _restore(
