@@ -167,8 +167,9 @@ class ShardDataset(_Base):
     # -- processes -----------------------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
+        # Loaded state travels to worker processes; the progress of iterators that ran
+        # here does not (each process reads its own slot from its own start).
         state = dict(self.__dict__)
-        state["_pending"] = self.state_dict()["slots"]
         state["_readers"] = {}
         state["reads"] = collections.deque(maxlen=4096)
         return state
@@ -185,6 +186,11 @@ class ShardDataset(_Base):
             self._readers = {}
             self._pid = os.getpid()
         return self.client
+
+    def set_worker(self, worker: int, num_workers: int) -> None:
+        """Read as worker ``worker`` of ``num_workers`` (instead of asking torch)."""
+        Slot(worker=worker, num_workers=num_workers)
+        self._worker = (worker, num_workers)
 
     def slot(self) -> Slot:
         """The (rank, worker) this process reads as, right now."""
@@ -239,6 +245,15 @@ class ShardDataset(_Base):
         pending = self._pending.pop(slot.key, None)
         if pending is not None and pending.get("epoch") != self.epoch:
             pending = None
+        if pending is not None and (
+            pending.get("world_size"),
+            pending.get("num_workers"),
+        ) != (slot.world_size, slot.num_workers):
+            raise InvalidArgument(
+                f"state for slot {slot.key} was saved with world_size="
+                f"{pending.get('world_size')} and num_workers={pending.get('num_workers')}; "
+                f"this process reads with {slot.world_size} and {slot.num_workers}"
+            )
         reader = _SlotReader(self, client, slot, pending)
         self._readers[slot.key] = reader
         return reader.samples()
@@ -308,6 +323,8 @@ class _SlotReader:
         version, internal, gauss = self.rng.getstate()
         return {
             "epoch": self.epoch,
+            "world_size": self.slot.world_size,
+            "num_workers": self.slot.num_workers,
             "plan": list(self.plan),
             "pos": self.pos,
             "offset": self.offset,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from objsdk import ObjectSummary
 from objsdk.errors import InvalidArgument
@@ -23,27 +23,14 @@ _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 _MAX_EXPANSION = 1_000_000
 
 
-class Shard(tuple[str, str]):
+class Shard(NamedTuple):
     """A shard: ``(bucket, key)``; ``str()`` gives ``bucket/key``."""
 
-    __slots__ = ()
-
-    def __new__(cls, bucket: str, key: str) -> Shard:
-        return super().__new__(cls, (bucket, key))
-
-    @property
-    def bucket(self) -> str:
-        return self[0]
-
-    @property
-    def key(self) -> str:
-        return self[1]
+    bucket: str
+    key: str
 
     def __str__(self) -> str:
-        return f"{self[0]}/{self[1]}"
-
-    def __repr__(self) -> str:
-        return f"Shard({self[0]!r}, {self[1]!r})"
+        return f"{self.bucket}/{self.key}"
 
 
 def expand_braces(pattern: str) -> list[str]:
