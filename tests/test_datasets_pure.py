@@ -120,6 +120,24 @@ def test_long_names_need_pax_headers_and_still_resume_at_member_offsets():
     assert [s.key for s in samples_of(buf.getvalue(), samples[0].end)] == [f"{long}/1", f"{long}/2"]
 
 
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT])
+def test_members_match_what_tarfile_reads_in_every_format(fmt):
+    names = [f"{'n' * 90}/{'m' * 60}.{i}.txt" for i in range(3)] + ["short.bin"]
+    if fmt == tarfile.USTAR_FORMAT:
+        names[:3] = [f"{'n' * 90}/{i}.txt" for i in range(3)]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        for i, name in enumerate(names):
+            info = tarfile.TarInfo(name)
+            info.size = 100 * i + 1
+            tar.addfile(info, io.BytesIO(bytes([i]) * info.size))
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as tar:
+        expected = [(m.name, m.offset, tar.extractfile(m).read()) for m in tar]
+    got = [(m.name, m.offset, m.data) for m in iter_members(io.BytesIO(buf.getvalue()), "s")]
+    assert got == expected
+
+
 def test_member_cut_short_names_the_member():
     data = make_tar([("a.jpg", b"x" * 5000), ("b.jpg", b"y" * 5000)])
     with pytest.raises(ShardError, match=r"cut short.*'b.jpg'"):

@@ -36,8 +36,8 @@ log = logging.getLogger("objsdk.datasets")
 
 OnError = str | Callable[[ShardError], bool]
 STATE_VERSION = 1
-DEFAULT_READAHEAD = 2
-DEFAULT_PART_SIZE = 8 << 20
+DEFAULT_READAHEAD = 6
+DEFAULT_PART_SIZE = 4 << 20
 
 
 @dataclass

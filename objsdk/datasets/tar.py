@@ -10,10 +10,9 @@ form a sample, non-regular members and ``__meta__``-style names are skipped.
 from __future__ import annotations
 
 import re
-import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Protocol, cast
+from typing import Protocol
 
 from objsdk.errors import ObjsdkError
 
@@ -21,7 +20,7 @@ from .errors import ShardError
 
 __all__ = ["Member", "RawSample", "group_samples", "iter_members", "split_key"]
 
-BLOCK = tarfile.BLOCKSIZE
+BLOCK = 512
 _KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 _SKIP_META = re.compile(r"__[^/]*__($|/)")
 
@@ -71,65 +70,134 @@ def _skipped(name: str) -> bool:
     return _SKIP_META.match(name) is not None
 
 
+def _number(field: bytes) -> int:
+    """A tar numeric field: octal text, or base-256 when the high bit is set."""
+    if field and field[0] & 0x80:
+        value = int.from_bytes(field[1:], "big")
+        return -value if field[0] & 0x40 else value
+    text = field.split(b"\0", 1)[0].strip()
+    return int(text, 8) if text else 0
+
+
+def _checksum_ok(header: bytes) -> bool:
+    try:
+        stored = _number(header[148:156])
+    except ValueError:
+        return False
+    unsigned = sum(header) - sum(header[148:156]) + 256
+    if stored == unsigned:
+        return True
+    signed = sum(b - 256 if b > 127 else b for b in header) - sum(
+        b - 256 if b > 127 else b for b in header[148:156]
+    )
+    return stored == signed + 256
+
+
+def _text(field: bytes) -> str:
+    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _pax(data: bytes, where: str) -> dict[str, str]:
+    """Records ``"<len> <key>=<value>\\n"`` of a pax extended header."""
+    out: dict[str, str] = {}
+    pos = 0
+    while pos < len(data) and data[pos] != 0:
+        space = data.find(b" ", pos)
+        if space < 0:
+            raise ValueError(f"bad pax record in {where}")
+        length = int(data[pos:space])
+        record = data[space + 1 : pos + length - 1]
+        key, _, value = record.partition(b"=")
+        out[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        pos += length
+    return out
+
+
+_REGULAR = (b"0", b"\0", b"7")
+_EXTENDED = (b"x", b"g", b"L", b"K")
+
+
 def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Member]:
     """Regular members of the tar in ``f`` from the member header at ``start`` on.
 
     Raises :class:`ShardError` (naming ``shard`` and the member) for a bad header, a
-    member cut short, or any read failure of ``f``.
+    member cut short, or any read failure of ``f``. Reads ustar, GNU and pax archives
+    (long names by pax ``path`` or GNU ``L`` records).
     """
     last: str | None = None
     pos = start
+    member_start = start
+    long_name: str | None = None
+    pax: dict[str, str] = {}
     try:
         f.seek(start)
-        try:
-            tar = tarfile.open(fileobj=cast(IO[bytes], f), mode="r:")  # noqa: SIM115
-        except tarfile.TarError as e:
-            raise ShardError(f"not a tar archive: {e}", shard=shard, offset=start) from e
-        with tar:
-            while True:
-                # Keep the file where tarfile expects it: it must never seek backwards.
-                f.seek(tar.offset)
-                pos = tar.offset
-                try:
-                    info = tar.next()
-                except tarfile.TarError as e:
+        while True:
+            header = f.read(BLOCK)
+            if not header:
+                return  # the object ends at a block boundary: no end-of-archive blocks
+            if len(header) < BLOCK:
+                raise ShardError(
+                    f"truncated tar header after member {last!r}", shard=shard, offset=pos
+                )
+            if header.count(0) == BLOCK:
+                return  # end-of-archive block
+            if not _checksum_ok(header):
+                what = "not a tar archive" if pos == 0 else f"bad tar header after member {last!r}"
+                raise ShardError(what, shard=shard, offset=pos)
+            try:
+                size = _number(header[124:136])
+            except ValueError:
+                raise ShardError(
+                    f"bad size field in tar header after member {last!r}", shard=shard, offset=pos
+                ) from None
+            kind = header[156:157]
+            data_at = pos + BLOCK
+            end = data_at + ((size + BLOCK - 1) // BLOCK) * BLOCK
+            if kind in _EXTENDED:
+                ext = f.read(size)
+                if len(ext) != size:
                     raise ShardError(
-                        f"bad tar header after member {last!r}: {e}", shard=shard, offset=pos
-                    ) from e
-                if info is None:
-                    break
-                name = info.name
-                if not info.isreg():
-                    continue
-                f.seek(info.offset_data)
-                data = f.read(info.size)
-                if len(data) != info.size:
+                        "extended tar header cut short", shard=shard, member=last, offset=pos
+                    )
+                if kind == b"x":
+                    try:
+                        pax = _pax(ext, shard)
+                    except ValueError as e:
+                        raise ShardError(str(e), shard=shard, offset=pos) from None
+                elif kind == b"L":
+                    long_name = _text(ext)
+                f.seek(end)
+                pos = end
+                continue
+            name = _text(header[0:100])
+            if header[257:262] == b"ustar":
+                prefix = _text(header[345:500])
+                if prefix:
+                    name = f"{prefix}/{name}"
+            name = pax.get("path", long_name or name)
+            if "size" in pax:
+                size = int(pax["size"])
+                end = data_at + ((size + BLOCK - 1) // BLOCK) * BLOCK
+            pax, long_name = {}, None
+            if kind in _REGULAR and not (kind == b"\0" and name.endswith("/")):
+                data = f.read(size)
+                if len(data) != size:
                     raise ShardError(
-                        f"member cut short: {len(data)} of {info.size} bytes",
+                        f"member cut short: {len(data)} of {size} bytes",
                         shard=shard,
                         member=name,
-                        offset=info.offset_data + len(data),
+                        offset=data_at + len(data),
                     )
                 last = name
-                yield Member(name, info.offset, data, tar.offset)
-            _check_end(f, tar.offset, shard, last)
+                yield Member(name, member_start, data, end)
+            f.seek(end)
+            pos = member_start = end
     except ShardError:
         raise
     except (ObjsdkError, OSError) as e:
         raise ShardError(
             f"reading failed after member {last!r}: {e}", shard=shard, member=last, offset=pos
         ) from e
-
-
-def _check_end(f: SeekableReader, offset: int, shard: str, last: str | None) -> None:
-    """tarfile stops quietly at a bad header after the first one: tell the end of the
-    archive (zero blocks, or the object ending at a block boundary) from corruption."""
-    f.seek(offset)
-    block = f.read(BLOCK)
-    if block.count(0) == len(block) and (not block or len(block) == BLOCK):
-        return
-    what = "truncated" if len(block) < BLOCK else "bad"
-    raise ShardError(f"{what} tar header after member {last!r}", shard=shard, offset=offset)
 
 
 def group_samples(members: Iterator[Member], shard: str) -> Iterator[RawSample]:
