@@ -417,3 +417,26 @@ def test_torch_dataloader_workers_split_the_shards(client, shard_bucket):
     loader = torch_data.DataLoader(ds, batch_size=None, num_workers=2)
     keys = [s["__key__"] for s in loader]
     assert sorted(keys) == sorted(expected_samples(6, PER_SHARD))
+
+
+def test_auto_readahead_switches_to_parallel_parts_when_one_stream_is_slow(
+    local_minio, minio_proxy, shard_bucket, monkeypatch
+):
+    monkeypatch.setattr("objsdk.datasets.dataset.AUTO_PROBE", 64 << 10)
+    minio_proxy.add_toxic("bandwidth", rate=4000)  # KB/s per connection
+    with Client(minio_proxy.endpoint, local_minio.access_key, local_minio.secret_key) as slow:
+        shards = f"{shard_bucket}/train/shard-{{000..003}}.tar"
+        ds = ShardDataset(slow, shards, shuffle_shards=False, part_size=64 << 10)
+        got = {s["__key__"]: s["jpg"] for s in ds}
+    expected = expected_samples(N_SHARDS, PER_SHARD)
+    assert got == {k: v for k, v in expected.items() if k < "s004"}
+    first = ds.reads[0]
+    assert first.stats.requests == 1  # the probe: one stream
+    assert any(r.stats.requests > 2 for r in ds.reads)  # then HEAD + parallel parts
+    assert any(r.offset > 0 for r in ds.reads)  # the shard being read continued with parts
+
+
+def test_fixed_readahead_zero_reads_every_shard_with_one_request(client, shard_bucket):
+    ds = ShardDataset(client, spec(shard_bucket), readahead=0)
+    assert sum(1 for _ in ds) == N_SHARDS * PER_SHARD
+    assert all(r.stats.requests == 1 for r in ds.reads)

@@ -7,6 +7,7 @@ import logging
 import os
 import pickle
 import random
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,8 +37,13 @@ log = logging.getLogger("objsdk.datasets")
 
 OnError = str | Callable[[ShardError], bool]
 STATE_VERSION = 1
-DEFAULT_READAHEAD = 6
 DEFAULT_PART_SIZE = 4 << 20
+# readahead="auto": shards are read with one stream until AUTO_PROBE bytes have been read;
+# if the reads delivered less than AUTO_RATE bytes per second spent in them, the rest is
+# read with AUTO_READAHEAD parallel parts (the store limits each connection).
+AUTO_READAHEAD = 6
+AUTO_PROBE = 8 << 20
+AUTO_RATE = 100e6
 
 
 @dataclass
@@ -91,6 +97,12 @@ class ShardDataset(_Base):
     samples (stopping early or reading its shards again). ``on_error``: ``"raise"``,
     ``"skip"`` (log, count in :attr:`skipped`, go on with the next shard) or a callable
     taking the :class:`ShardError` and returning True to skip.
+
+    While a shard is read, the next one is opened and its first part fetched in the
+    background. ``readahead``: ``"auto"`` reads each shard with one stream until 8 MiB
+    have shown what one stream delivers; below 100 MB/s (a store that limits each
+    connection) the rest is read with 6 parallel ``part_size`` parts. An int fixes the
+    number of parallel parts (0: one stream per shard).
     """
 
     def __init__(
@@ -106,7 +118,7 @@ class ShardDataset(_Base):
         on_error: OnError = "raise",
         even: bool | str = True,
         samples_per_rank: int | None = None,
-        readahead: int = DEFAULT_READAHEAD,
+        readahead: int | str = "auto",
         part_size: int = DEFAULT_PART_SIZE,
         rank: int | None = None,
         world_size: int | None = None,
@@ -123,10 +135,10 @@ class ShardDataset(_Base):
             raise InvalidArgument(f"shuffle_buffer must be >= 0, got {shuffle_buffer}")
         if samples_per_rank is not None and samples_per_rank < 0:
             raise InvalidArgument(f"samples_per_rank must be >= 0, got {samples_per_rank}")
-        if readahead < 0 or part_size < 1:
-            raise InvalidArgument(
-                f"readahead must be >= 0 and part_size positive, got {readahead}, {part_size}"
-            )
+        if readahead != "auto" and not (isinstance(readahead, int) and readahead >= 0):
+            raise InvalidArgument(f"readahead must be 'auto' or an int >= 0, got {readahead!r}")
+        if part_size < 1:
+            raise InvalidArgument(f"part_size must be positive, got {part_size}")
         if (rank is None) != (world_size is None):
             raise InvalidArgument("give both rank and world_size, or neither")
         if (worker is None) != (num_workers is None):
@@ -296,6 +308,11 @@ class _SlotReader:
         )
         self._prefetch: tuple[int, int, Future[ObjectFile]] | None = None
         self._pool: ThreadPoolExecutor | None = None
+        # "auto": one stream per shard until the probe says the network is the limit.
+        self.auto = ds.readahead == "auto"
+        self.readahead = 0 if isinstance(ds.readahead, str) else ds.readahead
+        self.probe_bytes = 0
+        self.probe_seconds = 0.0
         if state is not None:
             self._restore(state)
 
@@ -380,7 +397,7 @@ class _SlotReader:
         f = self.client.open(
             shard.bucket,
             shard.key,
-            readahead=self.ds.readahead if readahead is None else readahead,
+            readahead=self.readahead if readahead is None else readahead,
             part_size=self.ds.part_size,
         )
         self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
@@ -421,7 +438,7 @@ class _SlotReader:
         while self._more():
             pos, shard = self.pos, self._shard(self.pos)
             name = str(shard)
-            f = self._take(pos, self.offset)
+            f = _Timed(self, shard, self._take(pos, self.offset))
             try:
                 self._start_prefetch(pos + 1)
                 for raw in group_samples(iter_members(f, name, self.offset), name):
@@ -430,7 +447,7 @@ class _SlotReader:
             except ShardError as e:
                 self.ds._handle(e)
             finally:
-                f.close()
+                f.file.close()
             self.pos, self.offset = pos + 1, 0
             if self.quota is not None and self.pos - cycle_start >= len(self.plan):
                 if self.yielded == cycle_yield:
@@ -476,6 +493,24 @@ class _SlotReader:
                 return None
         return sample
 
+    def probe(self, nbytes: int, seconds: float) -> None:
+        """Account one read; once AUTO_PROBE bytes are in, decide: parallel parts from
+        now on if one stream delivered less than AUTO_RATE."""
+        self.probe_bytes += nbytes
+        self.probe_seconds += seconds
+        if self.probe_bytes < AUTO_PROBE:
+            return
+        self.auto = False
+        rate = self.probe_bytes / max(self.probe_seconds, 1e-9)
+        slow = rate < AUTO_RATE
+        log.debug("one stream delivered %.0f MB/s: read-ahead %s", rate / 1e6, slow)
+        if slow:
+            self.readahead = AUTO_READAHEAD
+            pending, self._prefetch = self._prefetch, None
+            if pending is not None:  # fetch the next shard's start with parts instead
+                pending[2].add_done_callback(lambda done: done.result().close())
+                self._start_prefetch(pending[0])
+
     def _close(self) -> None:
         pending, self._prefetch = self._prefetch, None
         if pending is not None:
@@ -483,3 +518,38 @@ class _SlotReader:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+
+class _Timed:
+    """A shard's reader whose reads are timed while ``readahead="auto"`` is undecided.
+    Once the slot reads with parallel parts, a file opened before that decision (the
+    current shard, the prefetched next one) is reopened with parts at its position."""
+
+    def __init__(self, slot: _SlotReader, shard: Shard, file: ObjectFile) -> None:
+        self.slot = slot
+        self.shard = shard
+        self.file = file
+        self.first = True  # the first read waits for the response: not bandwidth
+
+    def read(self, size: int = -1, /) -> bytes:
+        if self.first:
+            self.first = False
+            data = self.file.read(size)
+        elif self.slot.auto:
+            start = time.perf_counter()
+            data = self.file.read(size)
+            self.slot.probe(len(data), time.perf_counter() - start)
+        else:
+            data = self.file.read(size)
+        if self.slot.readahead and not self.file.readahead:
+            position, old = self.file.tell(), self.file
+            self.file = self.slot._open(self.shard, position)
+            self.file.seek(position)
+            old.close()
+        return data
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        return self.file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.file.tell()
