@@ -8,7 +8,7 @@ import os
 import pickle
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -432,7 +432,7 @@ class _SlotReader:
             f.close()
         return self._open(self._shard(pos), offset)
 
-    def _source(self) -> Iterator[tuple[RawSample, int]]:
+    def _source(self) -> Generator[tuple[RawSample, int], None, None]:
         """Raw samples in reading order; ``pos``/``offset`` always name what comes next."""
         cycle_start, cycle_yield = self.pos, self.yielded
         while self._more():
@@ -459,10 +459,11 @@ class _SlotReader:
                 cycle_start, cycle_yield = self.pos, self.yielded
 
     def samples(self) -> Iterator[dict[str, Any]]:
+        source = self._source()
         try:
             if self.quota is not None and self.yielded >= self.quota:
                 return
-            for raw, pos in shuffled(self._source(), self.buffer):
+            for raw, pos in shuffled(source, self.buffer):
                 sample = self._decode(raw, str(self._shard(pos)))
                 if sample is None:
                     continue
@@ -471,6 +472,7 @@ class _SlotReader:
                 if self.quota is not None and self.yielded >= self.quota:
                     return
         finally:
+            source.close()  # closes the shard being read
             self._close()
 
     def _decode(self, raw: RawSample, shard: str) -> dict[str, Any] | None:
