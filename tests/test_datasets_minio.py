@@ -440,3 +440,13 @@ def test_fixed_readahead_zero_reads_every_shard_with_one_request(client, shard_b
     ds = ShardDataset(client, spec(shard_bucket), readahead=0)
     assert sum(1 for _ in ds) == N_SHARDS * PER_SHARD
     assert all(r.stats.requests == 1 for r in ds.reads)
+
+
+def test_a_sample_that_fails_to_decode_names_its_member_and_skip_drops_only_it(client, bucket):
+    members = [("a.json", b"{}"), ("b.json", b"{not json"), ("c.json", b"[1]")]
+    client.put_object(bucket, "j.tar", make_tar(members))
+    with pytest.raises(ShardError, match=r"'b\.json'"):
+        list(ShardDataset(client, f"{bucket}/j.tar", decode=default_decoders()))
+    ds = ShardDataset(client, f"{bucket}/j.tar", decode=default_decoders(), on_error="skip")
+    assert [(s["__key__"], s["json"]) for s in ds] == [("a", {}), ("c", [1])]
+    assert ds.skipped == 1

@@ -241,3 +241,34 @@ def test_nothing_comes_out_of_the_buffer_before_the_initial_fill():
 
 def test_size_zero_buffer_passes_items_through_in_order():
     assert list(shuffled(iter(range(5)), ShuffleBuffer(0, 0, random.Random(0)))) == [0, 1, 2, 3, 4]
+
+
+# -- decoders ------------------------------------------------------------------------------
+
+
+def test_default_decoders_read_npy_json_txt_and_cls():
+    np = pytest.importorskip("numpy")
+    from objsdk.datasets import default_decoders
+
+    buf = io.BytesIO()
+    np.save(buf, np.arange(6).reshape(2, 3))
+    d = default_decoders()
+    assert d["npy"](buf.getvalue()).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert d["json"](b'{"a": [1]}') == {"a": [1]}
+    assert d["txt"]("héllo".encode()) == "héllo"
+    assert d["cls"](b" 7\n") == 7
+
+
+def test_a_decoder_is_found_by_the_last_extension_of_a_compound_suffix():
+    from objsdk.datasets.decode import decoder_for, normalise_decoders
+
+    decoders = normalise_decoders({".PNG": len})
+    assert decoder_for(decoders, "seg.png") is len
+    assert decoder_for(decoders, "jpg") is None
+
+
+def test_decode_must_map_suffixes_to_callables():
+    from objsdk.datasets.decode import normalise_decoders
+
+    with pytest.raises(InvalidArgument, match="'json'"):
+        normalise_decoders({"json": "not callable"})
