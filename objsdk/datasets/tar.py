@@ -179,6 +179,10 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
                 size = int(pax["size"])
                 end = data_at + ((size + BLOCK - 1) // BLOCK) * BLOCK
             pax, long_name = {}, None
+            if kind == b"S":
+                raise ShardError(
+                    "GNU sparse members are not supported", shard=shard, member=name, offset=pos
+                )
             if kind in _REGULAR and not (kind == b"\0" and name.endswith("/")):
                 data = f.read(size)
                 if len(data) != size:
