@@ -166,6 +166,20 @@ def _map(name: str) -> mmap.mmap:
         os.close(fd)
 
 
+def _reserve(name: str, size: int, where: str) -> None:
+    """Allocate the block's pages now: a full /dev/shm is then an error here, not a
+    SIGBUS in the middle of the download."""
+    fd = os.open(SHM_DIR / name, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, max(size, 1))
+    except OSError as e:
+        raise OSError(
+            e.errno, f"no room in {SHM_DIR} for {size} bytes ({where}): {e.strerror}"
+        ) from None
+    finally:
+        os.close(fd)
+
+
 def _unlink_if_creator(name: str, creator: int) -> None:
     # A forked child inherits the finalizer; only the creating process unlinks.
     if os.getpid() == creator:
@@ -325,6 +339,7 @@ def load_shared(
     block_name = block.name.lstrip("/")
     try:
         block.close()  # SharedMemory keeps the name (and the resource tracker's watch)
+        _reserve(block_name, total, where)
         with _map(block_name) as m:
             m[: len(prefix)] = prefix
             view = memoryview(m)

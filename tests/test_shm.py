@@ -82,7 +82,7 @@ def test_non_npy_object_without_dtype_is_refused(client, bucket):
 
 
 def test_large_object_arrives_intact_in_parallel_parts(client, bucket):
-    a = np.random.default_rng(0).random(5 << 20)  # 40 MiB: several download parts
+    a = np.random.default_rng(0).random(3 << 20)  # 24 MiB: two download parts
     client.put_object(bucket, "big.npy", npy_bytes(a))
     with load_shared(client, bucket, "big.npy", parallel=4) as shared:
         assert np.array_equal(shared.array, a)
