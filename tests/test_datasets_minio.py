@@ -450,3 +450,25 @@ def test_a_sample_that_fails_to_decode_names_its_member_and_skip_drops_only_it(c
     ds = ShardDataset(client, f"{bucket}/j.tar", decode=default_decoders(), on_error="skip")
     assert [(s["__key__"], s["json"]) for s in ds] == [("a", {}), ("c", [1])]
     assert ds.skipped == 1
+
+
+def test_states_of_several_workers_merge_and_each_worker_resumes_its_own(client, shard_bucket):
+    shards = f"{shard_bucket}/train/shard-{{000..007}}.tar"
+
+    def dataset(worker: int) -> ShardDataset:
+        return ShardDataset(client, shards, seed=4, shuffle_buffer=8, worker=worker, num_workers=2)
+
+    full = {w: keys_of(dataset(w)) for w in (0, 1)}
+    merged: dict = {}
+    for w, k in ((0, 30), (1, 75)):
+        ds = dataset(w)
+        it = iter(ds)
+        assert [next(it)["__key__"] for _ in range(k)] == full[w][:k]
+        state = ds.state_dict()
+        it.close()
+        merged = {**state, "slots": {**merged.get("slots", {}), **state["slots"]}}
+    assert set(merged["slots"]) == {"0/0", "0/1"}
+    for w, k in ((0, 30), (1, 75)):
+        ds = dataset(w)
+        ds.load_state_dict(merged)
+        assert keys_of(ds) == full[w][k:]
