@@ -6,7 +6,7 @@
         pool.map(work, [(shared.name, i) for i in range(8)])  # workers: SharedArray.attach
 
 :func:`load_shared` creates a :class:`multiprocessing.shared_memory.SharedMemory` block the
-size of the object and has :meth:`objsdk.Client.get_into` receive the object's bytes into
+size of the object and has :meth:`objsdk.Client.download` receive the object's bytes into
 it, in parallel parts, straight from the sockets: no copy in between. The block holds a
 complete ``.npy`` image (header, then data; for raw objects a header is written in front),
 so :meth:`SharedArray.attach` needs nothing but the name.
@@ -31,6 +31,7 @@ import mmap
 import os
 import secrets
 import weakref
+from collections.abc import Callable
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -284,14 +285,17 @@ def load_shared(
     dtype: npt.DTypeLike | None = None,
     shape: tuple[int, ...] | None = None,
     parallel: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
     auto_sweep: bool = True,
 ) -> SharedArray:
     """Load a ``.npy`` object (or raw bytes, with ``dtype`` and optional ``shape``) into
     a new shared-memory block; return it as the creator's :class:`SharedArray`.
 
-    The object is received by ``client.get_into`` straight into the block, in parallel
-    parts for large objects. ``name`` picks the block's name (default: a generated one
-    that :func:`sweep` understands); ``auto_sweep`` first sweeps blocks of dead creators.
+    The object is received by ``client.download`` straight into the block, in parallel
+    parts for large objects, resuming broken parts and checking the stored checksum;
+    ``progress(bytes_done, bytes_total)`` is passed on to it. ``name`` picks the block's
+    name (default: a generated one that :func:`sweep` understands); ``auto_sweep`` first
+    sweeps blocks of dead creators.
     """
     np = _numpy()
     where = f"bucket {bucket!r}, key {key!r}"
@@ -344,8 +348,10 @@ def load_shared(
             m[: len(prefix)] = prefix
             view = memoryview(m)
             try:
-                kwargs = {} if parallel is None else {"parallel": parallel}
-                got = client.get_into(bucket, key, view[len(prefix) : total], **kwargs)
+                kwargs: dict[str, Any] = {"progress": progress}
+                if parallel is not None:
+                    kwargs["parallel"] = parallel
+                got = client.download(bucket, key, view[len(prefix) : total], **kwargs).info.size
             finally:
                 view.release()
         if got != size:

@@ -239,3 +239,12 @@ def test_import_objsdk_does_not_import_numpy_or_shm():
     code = "import sys, objsdk; print('objsdk.shm' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_progress_reports_the_whole_object(client, bucket, matrix):
+    key, _ = matrix
+    calls: list[tuple[int, int]] = []
+    with load_shared(client, bucket, key, progress=lambda done, total: calls.append((done, total))):
+        pass
+    size = client.head_object(bucket, key).size
+    assert calls[-1] == (size, size)
