@@ -347,12 +347,16 @@ def load_shared(
         with _map(block_name) as m:
             m[: len(prefix)] = prefix
             view = memoryview(m)
+            data = view[len(prefix) : total]
             try:
                 kwargs: dict[str, Any] = {"progress": progress}
                 if parallel is not None:
                     kwargs["parallel"] = parallel
-                got = client.download(bucket, key, view[len(prefix) : total], **kwargs).info.size
+                got = client.download(bucket, key, data, **kwargs).info.size
             finally:
+                # Released even when a traceback still refers to them, so the mapping
+                # can close and the original error is the one raised.
+                data.release()
                 view.release()
         if got != size:
             raise errors.ReadError(

@@ -17,7 +17,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from objsdk import Client  # noqa: E402
+from objsdk import Client, ObjsdkError  # noqa: E402
 from objsdk.errors import InvalidArgument  # noqa: E402
 from objsdk.shm import SharedArray, load_shared, sweep  # noqa: E402
 
@@ -248,3 +248,17 @@ def test_progress_reports_the_whole_object(client, bucket, matrix):
         pass
     size = client.head_object(bucket, key).size
     assert calls[-1] == (size, size)
+
+
+def test_a_download_that_fails_leaves_no_block_and_raises_its_own_error(client, bucket):
+    a = np.arange(3 << 20, dtype=np.float64)  # 24 MiB: two download parts
+    client.put_object(bucket, "big.npy", npy_bytes(a))
+    before = set(os.listdir(SHM))
+
+    def delete_it(done: int, total: int) -> None:
+        client.delete_object(bucket, "big.npy")  # the second part's GET finds it gone
+
+    with pytest.raises(ObjsdkError, match=r"big\.npy") as info:
+        load_shared(client, bucket, "big.npy", parallel=1, progress=delete_it)
+    assert not isinstance(info.value, InvalidArgument)
+    assert {n for n in os.listdir(SHM) if n.startswith("objsdk_")} <= before
