@@ -1,0 +1,248 @@
+"""Iterating WebDataset tar shards: ShardDataset vs local tarfile vs the webdataset package.
+
+``--shards`` shards of ``--samples`` samples (a ``.bin`` of ``--sample-kib`` KiB plus a
+``.cls``; 20 x 500 x 100 KiB is about 1 GB) are read in one process, in order, as samples:
+  local tarfile in /dev/shm   the same shards from local files in memory, with tarfile
+  webdataset (pipe:curl)      ``webdataset.WebDataset`` over ``pipe:curl`` presigned URLs
+  objsdk ShardDataset         ``ShardDataset(client, shards, shuffle_shards=False)`` with
+                              the default ``readahead="auto"``, and fixed at ``readahead=0``
+                              (one stream per shard) and ``readahead=6`` (6 parallel parts)
+
+Then the network profile: a Toxiproxy in front of MinIO adds ``--latency-ms`` to every
+response and caps every connection at ``--bandwidth-mbs`` MB/s (toxics are per connection,
+as a remote store's per-stream limits are); ``--net-shards`` shards of the same set are read
+through it by webdataset and by ShardDataset.
+
+    python perf/bench_datasets.py [--shards 20] [--samples 500] [--sample-kib 100]
+        [--runs 5] [--net-shards 4] [--latency-ms 25] [--bandwidth-mbs 25] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import Result, ensure_bucket, interleave, parser, report, server, write_json
+
+from objsdk import Client
+from objsdk.datasets import ShardDataset
+
+BUCKET = "objsdk-perf"
+SHM = "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+def build_shards(directory: Path, shards: int, samples: int, sample_size: int) -> list[Path]:
+    """Shards of random samples (no two payloads alike) under ``directory``."""
+    block = os.urandom(sample_size + 4096)
+    paths = []
+    for s in range(shards):
+        path = directory / f"shard-{s:06d}.tar"
+        with path.open("wb") as f, tarfile.open(fileobj=f, mode="w") as tar:
+            for i in range(samples):
+                key = f"{s:06d}{i:06d}"
+                start = (s * samples + i) % 4096
+                for name, data in (
+                    (f"{key}.bin", block[start : start + sample_size]),
+                    (f"{key}.cls", str(i % 1000).encode()),
+                ):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, _Bytes(data))
+        paths.append(path)
+    return paths
+
+
+class _Bytes:
+    """A minimal file over bytes for TarFile.addfile (no BytesIO copy)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.view = memoryview(data)
+
+    def read(self, n: int = -1) -> bytes:
+        out, self.view = (self.view, self.view[:0]) if n < 0 else (self.view[:n], self.view[n:])
+        return bytes(out)
+
+
+def payload(sample: dict[str, Any]) -> int:
+    return sum(len(v) for k, v in sample.items() if not k.startswith("__"))
+
+
+def read_local(paths: list[Path]) -> tuple[int, int]:
+    """Samples from local tar files with tarfile, grouped by key like WebDataset."""
+    nbytes = count = 0
+    for path in paths:
+        with tarfile.open(path, mode="r|") as tar:
+            key = None
+            for m in tar:
+                if not m.isreg():
+                    continue
+                base = m.name.partition(".")[0]
+                f = tar.extractfile(m)
+                assert f is not None
+                data = f.read()
+                if base != key:
+                    key, count = base, count + 1
+                nbytes += len(data)
+    return nbytes, count
+
+
+def read_webdataset(urls: list[str]) -> tuple[int, int]:
+    import webdataset as wds
+
+    nbytes = count = 0
+    for sample in wds.WebDataset(urls, shardshuffle=False, empty_check=False):
+        nbytes += payload(sample)
+        count += 1
+    return nbytes, count
+
+
+def read_objsdk(client: Client, specs: list[str], **options: Any) -> tuple[int, int]:
+    nbytes = count = 0
+    for sample in ShardDataset(client, specs, shuffle_shards=False, **options):
+        nbytes += payload(sample)
+        count += 1
+    return nbytes, count
+
+
+def curl_urls(client: Client, keys: list[str]) -> list[str]:
+    return [
+        "pipe:curl -s -f " + shlex.quote(client.presign("GET", BUCKET, k, expires=6 * 3600))
+        for k in keys
+    ]
+
+
+def run(
+    variants: dict[str, Callable[[], tuple[int, int]]], runs: int
+) -> tuple[dict[str, Result], dict[str, int]]:
+    counts: dict[str, int] = {}
+
+    def counted(name: str, fn: Callable[[], tuple[int, int]]) -> Callable[[], int]:
+        def go() -> int:
+            nbytes, counts[name] = fn()
+            return nbytes
+
+        return go
+
+    results = interleave({n: counted(n, fn) for n, fn in variants.items()}, runs)
+    return results, counts
+
+
+def samples_line(results: dict[str, Result], counts: dict[str, int]) -> dict[str, float]:
+    rates = {n: counts[n] / r.median for n, r in results.items()}
+    for n, rate in rates.items():
+        print(f"  {n:<32} {rate:>9.0f} samples/s")
+    return {n: round(v, 1) for n, v in rates.items()}
+
+
+def main() -> None:
+    p = parser(__doc__ or "")
+    p.add_argument("--shards", type=int, default=20)
+    p.add_argument("--samples", type=int, default=500)
+    p.add_argument("--sample-kib", type=int, default=100)
+    p.add_argument("--net-shards", type=int, default=4)
+    p.add_argument("--latency-ms", type=int, default=25)
+    p.add_argument("--bandwidth-mbs", type=int, default=25)
+    p.add_argument("--skip-network", action="store_true")
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="objsdk-perf-shards-", dir=SHM))
+    sections = []
+    try:
+        paths = build_shards(tmp, args.shards, args.samples, args.sample_kib * 1024)
+        keys = [f"shards-{args.sample_kib}k/{p.name}" for p in paths]
+        expected = args.shards * args.samples
+        with server() as srv:
+            client = srv.client
+            ensure_bucket(client, BUCKET)
+            for path, key in zip(paths, keys, strict=True):
+                client.upload(BUCKET, key, path)
+            specs = [f"{BUCKET}/{k}" for k in keys]
+            urls = curl_urls(client, keys)
+            total_mb = sum(p.stat().st_size for p in paths) / 1e6
+            print(f"{args.shards} shards, {expected} samples, {total_mb:.0f} MB")
+            results, counts = run(
+                {
+                    "local tarfile in /dev/shm": lambda: read_local(paths),
+                    "webdataset (pipe:curl)": lambda: read_webdataset(urls),
+                    "objsdk ShardDataset": lambda: read_objsdk(client, specs),
+                    "objsdk ShardDataset readahead=0": lambda: read_objsdk(
+                        client, specs, readahead=0
+                    ),
+                    "objsdk ShardDataset readahead=6": lambda: read_objsdk(
+                        client, specs, readahead=6
+                    ),
+                },
+                args.runs,
+            )
+            assert all(c == expected for c in counts.values()), counts
+            section = report(
+                f"{args.shards} shards x {args.samples} samples of {args.sample_kib} KiB, "
+                "local MinIO",
+                results,
+                "webdataset (pipe:curl)",
+                targets={
+                    "objsdk ShardDataset": ("webdataset (pipe:curl)", 1.2),
+                },
+            )
+            local = results["local tarfile in /dev/shm"].median
+            section["vs_local"] = {}
+            for name in (
+                "objsdk ShardDataset",
+                "objsdk ShardDataset readahead=0",
+                "objsdk ShardDataset readahead=6",
+            ):
+                vs_local = local / results[name].median
+                print(
+                    f"target: {name} >= 0.8x local tarfile in /dev/shm: "
+                    f"{vs_local:.2f}x {'PASS' if vs_local >= 0.8 else 'MISS'}"
+                )
+                section["vs_local"][name] = round(vs_local, 3)
+            section["samples_per_s"] = samples_line(results, counts)
+            sections.append(section)
+            if not args.skip_network:
+                sections.append(network(srv, keys[: args.net_shards], args))
+        write_json(args.json, sections)
+    finally:
+        shutil.rmtree(tmp)
+
+
+def network(srv: Any, keys: list[str], args: Any) -> dict[str, object]:
+    from objsdk.testing import Toxiproxy
+
+    assert srv.minio is not None, "the network profile needs the local MinIO"
+    with Toxiproxy() as toxiproxy:
+        proxy = toxiproxy.create_proxy("minio-net", upstream=f"{srv.minio.host}:{srv.minio.port}")
+        proxy.add_toxic("latency", latency=args.latency_ms)
+        proxy.add_toxic("bandwidth", rate=args.bandwidth_mbs * 1000)
+        with Client(proxy.endpoint, srv.access_key, srv.secret_key) as slow:
+            specs = [f"{BUCKET}/{k}" for k in keys]
+            urls = curl_urls(slow, keys)
+            results, counts = run(
+                {
+                    "webdataset (pipe:curl)": lambda: read_webdataset(urls),
+                    "objsdk ShardDataset": lambda: read_objsdk(slow, specs),
+                    "objsdk ShardDataset readahead=6": lambda: read_objsdk(
+                        slow, specs, readahead=6
+                    ),
+                },
+                args.runs,
+            )
+        assert len(set(counts.values())) == 1, counts
+        section = report(
+            f"network profile ({args.latency_ms} ms, {args.bandwidth_mbs} MB/s per connection), "
+            f"{len(keys)} shards",
+            results,
+            "webdataset (pipe:curl)",
+            targets={"objsdk ShardDataset": ("webdataset (pipe:curl)", 3.0)},
+        )
+        section["samples_per_s"] = samples_line(results, counts)
+        return section
+
+
+if __name__ == "__main__":
+    main()
