@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import datetime
 import importlib.util
+import logging
 import shlex
 import shutil
 import sys
@@ -246,6 +247,8 @@ def run_suite(args: argparse.Namespace, options: Options, command: str) -> list[
         "resume" in options.benchmarks
     )
     results: list[GroupResult] = []
+    # Resumes and retries are expected on the cutting profiles: the tables count them.
+    logging.getLogger("objsdk").setLevel(logging.ERROR)
     with contextlib.ExitStack() as stack:
         target = stack.enter_context(
             open_target(args.endpoint, args.access_key, args.secret_key, args.region)

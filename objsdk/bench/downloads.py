@@ -29,43 +29,42 @@ def groups(ctx: Context, profile: Profile) -> Iterator[Group]:
 
 def _sized(ctx: Context, profile: Profile, size: int) -> Iterator[Group]:
     bucket = ctx.target.bucket
-    if True:
-        key = ctx.target.random_object(size, ctx.work)
-        dest = ctx.work / "download.bin"
-        memory = bytearray(size)
-        with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
-            client = ctx.target.client(endpoint)
+    key = ctx.target.random_object(size, ctx.work)
+    dest = ctx.work / "download.bin"
+    memory = bytearray(size)
+    with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
+        client = ctx.target.client(endpoint)
 
-            def to_file(parallel: int | None) -> int:
-                if parallel is None:
-                    client.download(bucket, key, dest)
-                else:
-                    client.download(bucket, key, dest, parallel=parallel)
-                return dest.stat().st_size
+        def to_file(parallel: int | None) -> int:
+            if parallel is None:
+                client.download(bucket, key, dest)
+            else:
+                client.download(bucket, key, dest, parallel=parallel)
+            return dest.stat().st_size
 
-            def to_memory() -> int:
-                return client.get_into(bucket, key, memory)
+        def to_memory() -> int:
+            return client.get_into(bucket, key, memory)
 
-            cases = [
-                Case("objsdk", "download(path), parallel=1", lambda: to_file(1), size),
-                Case("objsdk", "download(path)", lambda: to_file(None), size),
-                Case("objsdk", "get_into(bytearray)", to_memory, size),
-            ]
-            for peer in ctx.peers(endpoint):
-                if peer.download is not None:
-                    run = functools.partial(peer.download, key, dest)
-                    cases.append(Case(peer.name, "download to file", run, size))
+        cases = [
+            Case("objsdk", "download(path), parallel=1", lambda: to_file(1), size),
+            Case("objsdk", "download(path)", lambda: to_file(None), size),
+            Case("objsdk", "get_into(bytearray)", to_memory, size),
+        ]
+        for peer in ctx.peers(endpoint):
+            if peer.download is not None:
+                run = functools.partial(peer.download, key, dest)
+                cases.append(Case(peer.name, "download to file", run, size))
 
-            def settle(path: Path = dest) -> None:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+        def settle(path: Path = dest) -> None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
-            yield Group(
-                NAME,
-                profile.name,
-                f"Download of {size_label(size)}, {profile.name}",
-                cases,
-                baseline_or_first(cases, BASELINE),
-                size=size,
-                settle=settle,
-            )
+        yield Group(
+            NAME,
+            profile.name,
+            f"Download of {size_label(size)}, {profile.name}",
+            cases,
+            baseline_or_first(cases, BASELINE),
+            size=size,
+            settle=settle,
+        )

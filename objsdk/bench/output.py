@@ -1,6 +1,6 @@
 """Results as files: a CSV of every run, a Markdown report, PNG plots (matplotlib).
 
-* ``runs.csv``: one row per timed run (:data:`CSV_FIELDS`).
+* ``runs.csv``: one row per timed run (:data:`CSV_FIELDS`; ``group`` is the table title).
 * ``results.md``: the machine, the command, then one table per group: median/min/max
   MiB/s, client CPU seconds per GiB, and both as ratios to the group's baseline.
 * ``throughput-<benchmark>-<size>.png``: median MiB/s per client, one bar per profile.
@@ -32,6 +32,7 @@ __all__ = [
 CSV_FIELDS = (
     "benchmark",
     "profile",
+    "group",
     "size_bytes",
     "client",
     "variant",
@@ -64,6 +65,7 @@ def csv_rows(groups: Iterable[GroupResult]) -> list[dict[str, str]]:
                     {
                         "benchmark": g.group.benchmark,
                         "profile": g.group.profile,
+                        "group": g.group.title,
                         "size_bytes": str(g.group.size),
                         "client": r.case.client,
                         "variant": r.case.variant,
@@ -71,10 +73,10 @@ def csv_rows(groups: Iterable[GroupResult]) -> list[dict[str, str]]:
                         if r.case.connections is None
                         else str(r.case.connections),
                         "run": str(i),
-                        "seconds": f"{s.seconds:.6f}",
+                        "seconds": f"{s.seconds:.9g}",
                         "bytes": str(s.nbytes),
-                        "mib_per_s": f"{s.mib_per_s:.2f}",
-                        "cpu_seconds": f"{s.cpu_seconds:.6f}",
+                        "mib_per_s": f"{s.mib_per_s:.6g}",
+                        "cpu_seconds": f"{s.cpu_seconds:.9g}",
                         "cpu_s_per_gib": f"{s.cpu_per_gib:.4f}",
                     }
                 )
@@ -113,7 +115,7 @@ def markdown_table(g: GroupResult) -> str:
     out.write("|---|---|---:|---:|---:|---:|---:|---:|\n")
     for r in g.results:
         st = r.stats
-        base = " (baseline)" if r.case.label == g.group.baseline else ""
+        base = " (baseline)" if r.case.label == g.baseline_label else ""
         out.write(
             f"| {r.case.client} | {r.case.variant}{base} | {_num(st.median_mib_s)} "
             f"| {_num(st.min_mib_s)} | {_num(st.max_mib_s)} | {st.cpu_s_per_gib:.3f} "
@@ -204,20 +206,27 @@ def plot(directory: Path, groups: Sequence[GroupResult]) -> list[str]:
 
 
 def _throughput(plt: Any, path: Path, bench: str, size: int, groups: list[GroupResult]) -> None:
+    """One panel per profile (each on its own scale), one bar per client/variant."""
     labels: list[str] = list(dict.fromkeys(r.case.label for g in groups for r in g.results))
-    profiles = [g.group.profile for g in groups]
-    width = 0.8 / max(1, len(profiles))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(labels) + 2), 4.5))
-    for k, g in enumerate(groups):
+    fig, axes = plt.subplots(
+        len(groups),
+        1,
+        figsize=(max(6.0, 0.6 * len(labels) + 2), 1.0 + 2.2 * len(groups)),
+        sharex=True,
+        squeeze=False,
+    )
+    for ax, g in zip([row[0] for row in axes], groups, strict=True):
         by_label = {r.case.label: r.stats.median_mib_s for r in g.results}
-        xs = [i + k * width for i, lab in enumerate(labels) if lab in by_label]
-        ys = [by_label[lab] for lab in labels if lab in by_label]
-        ax.bar(xs, ys, width, label=g.group.profile)
-    ax.set_xticks([i + width * (len(profiles) - 1) / 2 for i in range(len(labels))])
-    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("MiB/s (median)")
-    ax.set_title(f"{bench}, {size_label(size)}: throughput per client")
-    ax.legend(title="profile")
+        xs = [i for i, lab in enumerate(labels) if lab in by_label]
+        bars = ax.bar(xs, [by_label[labels[i]] for i in xs], 0.7)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        ax.set_ylabel("MiB/s")
+        ax.set_title(g.group.profile, fontsize=9, loc="left")
+        ax.margins(y=0.2)
+    last = axes[-1][0]
+    last.set_xticks(range(len(labels)))
+    last.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
+    fig.suptitle(f"{bench}, {size_label(size)}: median throughput per client")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -245,6 +254,9 @@ def _scaling(plt: Any, path: Path, profile: str, size: int, groups: list[GroupRe
                     r.stats.median_mib_s, linestyle="--", color=line.get_color(), linewidth=1
                 )
     ax.set_xscale("log", base=2)
+    ticks = sorted({r.case.connections for g in groups for r in g.results if r.case.connections})
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
     ax.set_xlabel("connections (parallel= / readahead=)")
     ax.set_ylabel("MiB/s (median)")
     ax.set_title(f"scaling on {profile}, {size_label(size)} (dashed: defaults)")

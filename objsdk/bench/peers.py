@@ -97,8 +97,11 @@ class Curl(Peer):
             [self.binary, "-sS", "--fail", "--noproxy", "*", *args],
             capture_output=True,
             text=True,
-            check=True,
+            check=False,
         )
+        if out.returncode:
+            # Not CalledProcessError: its message would carry the presigned URL.
+            raise RuntimeError(f"curl exited {out.returncode}: {out.stderr.strip()[-300:]}")
         return int(float(out.stdout.strip() or 0))
 
     def _read(self, key: str) -> int:

@@ -42,61 +42,60 @@ def groups(ctx: Context, profile: Profile) -> Iterator[Group]:
 
 def _sized(ctx: Context, profile: Profile, size: int) -> Iterator[Group]:
     bucket = ctx.target.bucket
-    if True:
-        key = ctx.target.random_object(size, ctx.work)
-        digest = hashlib.sha256()
-        with ctx.target.client().open(bucket, key) as f:
-            while chunk := f.read(8 * MiB):
-                digest.update(chunk)
-        expected = digest.hexdigest()
-        cuts = [c for c in ctx.options.cuts if c < size]
-        resumes: dict[int, set[int]] = {c: set() for c in cuts}
+    key = ctx.target.random_object(size, ctx.work)
+    digest = hashlib.sha256()
+    with ctx.target.client().open(bucket, key) as f:
+        while chunk := f.read(8 * MiB):
+            digest.update(chunk)
+    expected = digest.hexdigest()
+    cuts = [c for c in ctx.options.cuts if c < size]
+    resumes: dict[int, set[int]] = {c: set() for c in cuts}
 
-        def reader(client: Client, cut: int | None) -> Callable[[], int]:
-            def run() -> int:
-                h = hashlib.sha256()
-                n = 0
-                with client.open(bucket, key, max_resume=size // (cut or size) + 8) as f:
-                    while chunk := f.read(MiB):
-                        h.update(chunk)
-                        n += len(chunk)
-                    if cut is not None:
-                        resumes[cut].add(f.stats.resumes)
-                if h.hexdigest() != expected:
-                    raise AssertionError(f"read through cuts of {cut} bytes differs")
-                return n
+    def reader(client: Client, cut: int | None) -> Callable[[], int]:
+        def run() -> int:
+            h = hashlib.sha256()
+            n = 0
+            with client.open(bucket, key, max_resume=size // (cut or size) + 8) as f:
+                while chunk := f.read(MiB):
+                    h.update(chunk)
+                    n += len(chunk)
+                if cut is not None:
+                    resumes[cut].add(f.stats.resumes)
+            if h.hexdigest() != expected:
+                raise AssertionError(f"read through cuts of {cut} bytes differs")
+            return n
 
-            return run
+        return run
 
-        with contextlib.ExitStack() as stack:
-            base_ep = stack.enter_context(
-                proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy, [cut_toxic(NEVER)])
+    with contextlib.ExitStack() as stack:
+        base_ep = stack.enter_context(
+            proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy, [cut_toxic(NEVER)])
+        )
+        cases = [
+            Case(
+                "objsdk",
+                "no cut (same proxy path)",
+                reader(ctx.target.client(base_ep), None),
+                size,
             )
-            cases = [
-                Case(
-                    "objsdk",
-                    "no cut (same proxy path)",
-                    reader(ctx.target.client(base_ep), None),
-                    size,
-                )
-            ]
-            for cut in cuts:
-                ep = stack.enter_context(
-                    proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy, [cut_toxic(cut)])
-                )
-                label = f"cut every {size_label(cut)}"
-                cases.append(Case("objsdk", label, reader(ctx.target.client(ep), cut), size))
-            group = Group(
-                NAME,
-                profile.name,
-                f"Read of {size_label(size)} through connection cuts, {profile.name}",
-                cases,
-                "objsdk: no cut (same proxy path)",
-                size=size,
+        ]
+        for cut in cuts:
+            ep = stack.enter_context(
+                proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy, [cut_toxic(cut)])
             )
-            yield group
-            for cut in cuts:
-                seen = ", ".join(map(str, sorted(resumes[cut]))) or "none"
-                group.notes.append(
-                    f"cut every {size_label(cut)}: byte-identical, resumes per read: {seen}"
-                )
+            label = f"cut every {size_label(cut)}"
+            cases.append(Case("objsdk", label, reader(ctx.target.client(ep), cut), size))
+        group = Group(
+            NAME,
+            profile.name,
+            f"Read of {size_label(size)} through connection cuts, {profile.name}",
+            cases,
+            "objsdk: no cut (same proxy path)",
+            size=size,
+        )
+        yield group
+        for cut in cuts:
+            seen = ", ".join(map(str, sorted(resumes[cut]))) or "none"
+            group.notes.append(
+                f"cut every {size_label(cut)}: byte-identical, resumes per read: {seen}"
+            )

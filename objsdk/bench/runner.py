@@ -9,6 +9,7 @@ processes reaped during the run (``RUSAGE_CHILDREN``, how ``curl`` is counted).
 
 from __future__ import annotations
 
+import re
 import resource
 import statistics
 import sys
@@ -126,6 +127,7 @@ class GroupResult:
     group: Group
     results: list[CaseResult]
     notes: list[str]  # from the run (failures); see all_notes
+    baseline_label: str = ""  # what the ratios are to (the group's, unless it failed)
 
     @property
     def all_notes(self) -> list[str]:
@@ -133,10 +135,8 @@ class GroupResult:
 
     @property
     def baseline(self) -> CaseResult | None:
-        for r in self.results:
-            if r.case.label == self.group.baseline:
-                return r
-        return None
+        """The case the ratios are to: the group's baseline, else the first measured."""
+        return next((r for r in self.results if r.case.label == self.baseline_label), None)
 
 
 def baseline_or_first(cases: Sequence[Case], wanted: str) -> str:
@@ -166,8 +166,16 @@ def rotation(n: int, runs: int) -> list[list[int]]:
     return [[(r + i) % n for i in range(n)] for r in range(runs)] if n else []
 
 
+_QUERY = re.compile(r"(https?://[^\s'\"?]*)\?[^\s'\"]*")
+
+
+def hide_queries(text: str) -> str:
+    """``text`` with URL query strings (presigned signatures) replaced by ``?...``."""
+    return _QUERY.sub(r"\1?...", text)
+
+
 def _failed(case: Case, exc: BaseException) -> str:
-    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    detail = hide_queries("".join(traceback.format_exception_only(type(exc), exc)).strip())
     return f"{case.label}: failed, dropped from the results ({detail})"
 
 
@@ -222,7 +230,16 @@ def run_group(
     if group.settle is not None:
         group.settle()
     stats = {i: summarize(samples[i]) for i in alive if samples[i]}
-    base = next((stats[i] for i in stats if group.cases[i].label == group.baseline), None)
+    label = group.baseline
+    base = next((stats[i] for i in stats if group.cases[i].label == label), None)
+    if base is None and stats:
+        first = next(iter(stats))
+        base = stats[first]
+        label = group.cases[first].label
+        notes.append(
+            f"baseline {group.baseline!r} was not measured; ratios are to "
+            f"{group.cases[first].label!r}"
+        )
     results = []
     for i, st in stats.items():
         ratio = cpu_ratio = None
@@ -230,6 +247,4 @@ def run_group(
             ratio = st.median_mib_s / base.median_mib_s if base.median_mib_s else None
             cpu_ratio = st.cpu_s_per_gib / base.cpu_s_per_gib if base.cpu_s_per_gib else None
         results.append(CaseResult(group.cases[i], samples[i], st, ratio, cpu_ratio))
-    if base is None and results:
-        notes.append(f"baseline {group.baseline!r} was not measured: no ratios")
-    return GroupResult(group, results, notes)
+    return GroupResult(group, results, notes, label if base is not None else "")

@@ -28,40 +28,39 @@ def groups(ctx: Context, profile: Profile) -> Iterator[Group]:
 
 def _sized(ctx: Context, profile: Profile, size: int) -> Iterator[Group]:
     bucket = ctx.target.bucket
-    if True:
-        key = ctx.target.random_object(size, ctx.work)
-        with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
-            client = ctx.target.client(endpoint)
-            buf = bytearray(MiB)
+    key = ctx.target.random_object(size, ctx.work)
+    with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
+        client = ctx.target.client(endpoint)
+        buf = bytearray(MiB)
 
-            def read(verify: bool = True) -> int:
-                n = 0
-                with client.open(bucket, key, verify=verify) as f:
-                    while chunk := f.read(MiB):
-                        n += len(chunk)
-                return n
+        def read(verify: bool = True) -> int:
+            n = 0
+            with client.open(bucket, key, verify=verify) as f:
+                while chunk := f.read(MiB):
+                    n += len(chunk)
+            return n
 
-            def readinto() -> int:
-                n = 0
-                with client.open(bucket, key) as f:
-                    while k := f.readinto(buf):
-                        n += k
-                return n
+        def readinto() -> int:
+            n = 0
+            with client.open(bucket, key) as f:
+                while k := f.readinto(buf):
+                    n += k
+            return n
 
-            cases = [
-                Case("objsdk", "read(1 MiB)", read, size),
-                Case("objsdk", "readinto(1 MiB)", readinto, size),
-                Case("objsdk", "read(1 MiB), verify=False", lambda: read(False), size),
-            ]
-            for peer in ctx.peers(endpoint):
-                if peer.read is not None:
-                    variant = "raw.read(1 MiB)" if peer.name == "requests" else "read"
-                    cases.append(Case(peer.name, variant, functools.partial(peer.read, key), size))
-            yield Group(
-                NAME,
-                profile.name,
-                f"Sequential read of {size_label(size)}, {profile.name}",
-                cases,
-                baseline_or_first(cases, BASELINE),
-                size=size,
-            )
+        cases = [
+            Case("objsdk", "read(1 MiB)", read, size),
+            Case("objsdk", "readinto(1 MiB)", readinto, size),
+            Case("objsdk", "read(1 MiB), verify=False", lambda: read(False), size),
+        ]
+        for peer in ctx.peers(endpoint):
+            if peer.read is not None:
+                variant = "raw.read(1 MiB)" if peer.name == "requests" else "read"
+                cases.append(Case(peer.name, variant, functools.partial(peer.read, key), size))
+        yield Group(
+            NAME,
+            profile.name,
+            f"Sequential read of {size_label(size)}, {profile.name}",
+            cases,
+            baseline_or_first(cases, BASELINE),
+            size=size,
+        )

@@ -55,99 +55,98 @@ def groups(ctx: Context, profile: Profile) -> Iterator[Group]:
 def _sized(ctx: Context, profile: Profile, size: int) -> Iterator[Group]:
     bucket = ctx.target.bucket
     sweep = ctx.options.sweep
-    if True:
-        key = ctx.target.random_object(size, ctx.work)
-        dest = ctx.work / "sweep.bin"
-        source = random_file(ctx.work / f"sweep-up-{size}.bin", size)
-        try:
-            with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
-                client = ctx.target.client(endpoint)
-                title = f"{size_label(size)}, {profile.name}"
+    key = ctx.target.random_object(size, ctx.work)
+    dest = ctx.work / "sweep.bin"
+    source = random_file(ctx.work / f"sweep-up-{size}.bin", size)
+    try:
+        with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
+            client = ctx.target.client(endpoint)
+            title = f"{size_label(size)}, {profile.name}"
 
-                # read
-                cases = [Case("objsdk", "readahead=0", _reader(client, bucket, key, 0), size, 1)]
-                cases += [
-                    Case("objsdk", f"readahead={n}", _reader(client, bucket, key, n), size, n)
-                    for n in sweep
-                ]
-                cases.append(Case("objsdk", "defaults", _reader(client, bucket, key, None), size))
-                yield Group(
-                    NAME,
-                    profile.name,
-                    f"read (readinto), {title}",
-                    cases,
-                    "objsdk: readahead=0",
-                    size=size,
-                )
+            # read
+            cases = [Case("objsdk", "readahead=0", _reader(client, bucket, key, 0), size, 1)]
+            cases += [
+                Case("objsdk", f"readahead={n}", _reader(client, bucket, key, n), size, n)
+                for n in sweep
+            ]
+            cases.append(Case("objsdk", "defaults", _reader(client, bucket, key, None), size))
+            yield Group(
+                NAME,
+                profile.name,
+                f"read (readinto), {title}",
+                cases,
+                "objsdk: readahead=0",
+                size=size,
+            )
 
-                # download to a file
-                def download(parallel: int | None) -> int:
-                    if parallel is None:
-                        client.download(bucket, key, dest)
-                    else:
-                        client.download(bucket, key, dest, parallel=parallel)
-                    return dest.stat().st_size
+            # download to a file
+            def download(parallel: int | None) -> int:
+                if parallel is None:
+                    client.download(bucket, key, dest)
+                else:
+                    client.download(bucket, key, dest, parallel=parallel)
+                return dest.stat().st_size
 
-                def remove(path: Path = dest) -> None:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
+            def remove(path: Path = dest) -> None:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
-                yield Group(
-                    NAME,
-                    profile.name,
-                    f"download(path), {title}",
-                    _fixed_and_defaults(sweep, download, size),
-                    _base(sweep),
-                    size=size,
-                    settle=remove,
-                )
+            yield Group(
+                NAME,
+                profile.name,
+                f"download(path), {title}",
+                _fixed_and_defaults(sweep, download, size),
+                _base(sweep),
+                size=size,
+                settle=remove,
+            )
 
-                # get_into a bytearray
-                memory = bytearray(size)
+            # get_into a bytearray
+            memory = bytearray(size)
 
-                def get_into(parallel: int | None) -> int:
-                    if parallel is None:
-                        return client.get_into(bucket, key, memory)
-                    return client.get_into(bucket, key, memory, parallel=parallel)
+            def get_into(parallel: int | None) -> int:
+                if parallel is None:
+                    return client.get_into(bucket, key, memory)
+                return client.get_into(bucket, key, memory, parallel=parallel)
 
-                yield Group(
-                    NAME,
-                    profile.name,
-                    f"get_into(bytearray), {title}",
-                    _fixed_and_defaults(sweep, get_into, size),
-                    _base(sweep),
-                    size=size,
-                )
+            yield Group(
+                NAME,
+                profile.name,
+                f"get_into(bytearray), {title}",
+                _fixed_and_defaults(sweep, get_into, size),
+                _base(sweep),
+                size=size,
+            )
 
-                # upload a file
-                written: list[str] = []
+            # upload a file
+            written: list[str] = []
 
-                def upload(parallel: int | None) -> int:
-                    written.append(ctx.unique_key("sweep-upload"))
-                    if parallel is None:
-                        client.upload(bucket, written[-1], source)
-                    else:
-                        client.upload(
-                            bucket, written[-1], source, parallel=parallel, multipart_threshold=0
-                        )
-                    return size
+            def upload(parallel: int | None) -> int:
+                written.append(ctx.unique_key("sweep-upload"))
+                if parallel is None:
+                    client.upload(bucket, written[-1], source)
+                else:
+                    client.upload(
+                        bucket, written[-1], source, parallel=parallel, multipart_threshold=0
+                    )
+                return size
 
-                def clean() -> None:
-                    if written:
-                        ctx.target.client().delete_objects(bucket, written)
-                        written.clear()
+            def clean() -> None:
+                if written:
+                    ctx.target.client().delete_objects(bucket, written)
+                    written.clear()
 
-                yield Group(
-                    NAME,
-                    profile.name,
-                    f"upload(path), {title}",
-                    _fixed_and_defaults(sweep, upload, size),
-                    _base(sweep),
-                    size=size,
-                    settle=clean,
-                )
-        finally:
-            source.unlink()
+            yield Group(
+                NAME,
+                profile.name,
+                f"upload(path), {title}",
+                _fixed_and_defaults(sweep, upload, size),
+                _base(sweep),
+                size=size,
+                settle=clean,
+            )
+    finally:
+        source.unlink()
 
 
 def _base(sweep: list[int]) -> str:

@@ -49,7 +49,10 @@ def extract(fileobj: Any, work: Path) -> int:
     out = Path(tempfile.mkdtemp(prefix="x-", dir=work))
     try:
         with tarfile.open(fileobj=fileobj, mode="r|*") as tar:
-            tar.extractall(out, filter="data")
+            if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+                tar.extractall(out, filter="data")
+            else:
+                tar.extractall(out)
         return sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     finally:
         shutil.rmtree(out)
@@ -66,46 +69,44 @@ def _sized(ctx: Context, profile: Profile, total: int, member: int) -> Iterator[
     import requests
 
     bucket = ctx.target.bucket
-    if True:
-        if True:
-            local = ctx.work / f"bench-{total}-{member}.tar"
-            nbytes = build_tar(local, total, member)
-            key = ctx.unique_key("tar")
-            ctx.target.client().upload(bucket, key, local)
-            try:
-                with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
-                    client = ctx.target.client(endpoint)
-                    session = requests.Session()
-                    session.trust_env = False
+    local = ctx.work / f"bench-{total}-{member}.tar"
+    nbytes = build_tar(local, total, member)
+    key = ctx.unique_key("tar")
+    ctx.target.client().upload(bucket, key, local)
+    try:
+        with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
+            client = ctx.target.client(endpoint)
+            session = requests.Session()
+            session.trust_env = False
 
-                    def from_raw() -> int:
-                        url = client.presign("GET", bucket, key)
-                        with session.get(url, stream=True, timeout=300) as r:
-                            r.raise_for_status()
-                            return extract(r.raw, ctx.work)
+            def from_raw() -> int:
+                url = client.presign("GET", bucket, key)
+                with session.get(url, stream=True, timeout=300) as r:
+                    r.raise_for_status()
+                    return extract(r.raw, ctx.work)
 
-                    def from_objectfile() -> int:
-                        with client.open(bucket, key) as f:
-                            return extract(f, ctx.work)
+            def from_objectfile() -> int:
+                with client.open(bucket, key) as f:
+                    return extract(f, ctx.work)
 
-                    def from_local(path: Path = local) -> int:
-                        with path.open("rb") as f:
-                            return extract(f, ctx.work)
+            def from_local(path: Path = local) -> int:
+                with path.open("rb") as f:
+                    return extract(f, ctx.work)
 
-                    count = nbytes // member
-                    yield Group(
-                        NAME,
-                        profile.name,
-                        f"tar r|* extraction, {size_label(total)} total, {count} x "
-                        f"{size_label(member)} members, {profile.name}",
-                        [
-                            Case("requests", "response.raw", from_raw, nbytes),
-                            Case("objsdk", "ObjectFile", from_objectfile, nbytes),
-                            Case("local", "file in /dev/shm", from_local, nbytes),
-                        ],
-                        BASELINE,
-                        size=total,
-                    )
-            finally:
-                local.unlink()
-                ctx.target.client().delete_object(bucket, key)
+            count = nbytes // member
+            yield Group(
+                NAME,
+                profile.name,
+                f"tar r|* extraction, {size_label(total)} total, {count} x "
+                f"{size_label(member)} members, {profile.name}",
+                [
+                    Case("requests", "response.raw", from_raw, nbytes),
+                    Case("objsdk", "ObjectFile", from_objectfile, nbytes),
+                    Case("local", "file in /dev/shm", from_local, nbytes),
+                ],
+                BASELINE,
+                size=total,
+            )
+    finally:
+        local.unlink()
+        ctx.target.client().delete_object(bucket, key)

@@ -31,50 +31,49 @@ def groups(ctx: Context, profile: Profile) -> Iterator[Group]:
 
 def _sized(ctx: Context, profile: Profile, size: int) -> Iterator[Group]:
     bucket = ctx.target.bucket
-    if True:
-        source = random_file(ctx.work / f"upload-{size}.bin", size)
-        try:
-            with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
-                client = ctx.target.client(endpoint)
-                keys: list[str] = []
+    source = random_file(ctx.work / f"upload-{size}.bin", size)
+    try:
+        with proxied_endpoint(ctx.target.endpoint, profile, ctx.toxiproxy) as endpoint:
+            client = ctx.target.client(endpoint)
+            keys: list[str] = []
 
-                def key() -> str:
-                    keys.append(ctx.unique_key("upload"))
-                    return keys[-1]
+            def key() -> str:
+                keys.append(ctx.unique_key("upload"))
+                return keys[-1]
 
-                def objsdk_upload(threshold: int | None) -> int:
-                    if threshold is None:
-                        info = client.upload(bucket, key(), source)
-                    else:
-                        info = client.upload(bucket, key(), source, multipart_threshold=threshold)
-                    return info.size if info.size is not None else size
+            def objsdk_upload(threshold: int | None) -> int:
+                if threshold is None:
+                    info = client.upload(bucket, key(), source)
+                else:
+                    info = client.upload(bucket, key(), source, multipart_threshold=threshold)
+                return info.size if info.size is not None else size
 
-                def peer_upload(peer_upload: functools.partial[int]) -> int:
-                    return peer_upload(key())
+            def peer_upload(peer_upload: functools.partial[int]) -> int:
+                return peer_upload(key())
 
-                def settle() -> None:
-                    # The previous run's object is not needed; keep the bucket small.
-                    if keys:
-                        ctx.target.client().delete_objects(bucket, keys)
-                        keys.clear()
+            def settle() -> None:
+                # The previous run's object is not needed; keep the bucket small.
+                if keys:
+                    ctx.target.client().delete_objects(bucket, keys)
+                    keys.clear()
 
-                cases = [
-                    Case("objsdk", "upload(path), one PUT", lambda: objsdk_upload(size + 1), size),
-                    Case("objsdk", "upload(path), multipart", lambda: objsdk_upload(0), size),
-                    Case("objsdk", "upload(path)", lambda: objsdk_upload(None), size),
-                ]
-                for peer in ctx.peers(endpoint):
-                    if peer.upload is not None:
-                        run = functools.partial(peer_upload, functools.partial(peer.upload, source))
-                        cases.append(Case(peer.name, "upload file", run, size))
-                yield Group(
-                    NAME,
-                    profile.name,
-                    f"Upload of {size_label(size)}, {profile.name}",
-                    cases,
-                    baseline_or_first(cases, BASELINE),
-                    size=size,
-                    settle=settle,
-                )
-        finally:
-            source.unlink()
+            cases = [
+                Case("objsdk", "upload(path), one PUT", lambda: objsdk_upload(size + 1), size),
+                Case("objsdk", "upload(path), multipart", lambda: objsdk_upload(0), size),
+                Case("objsdk", "upload(path)", lambda: objsdk_upload(None), size),
+            ]
+            for peer in ctx.peers(endpoint):
+                if peer.upload is not None:
+                    run = functools.partial(peer_upload, functools.partial(peer.upload, source))
+                    cases.append(Case(peer.name, "upload file", run, size))
+            yield Group(
+                NAME,
+                profile.name,
+                f"Upload of {size_label(size)}, {profile.name}",
+                cases,
+                baseline_or_first(cases, BASELINE),
+                size=size,
+                settle=settle,
+            )
+    finally:
+        source.unlink()
