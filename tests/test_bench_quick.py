@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,50 @@ def test_quick_mode_draws_throughput_and_scaling_plots(
         assert f"scaling-{profile}-{SIZE_MIB}MiB.png" in pngs
     for name in pngs:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_against_an_endpoint_it_only_touches_its_own_bucket(
+    local_minio: Any, tmp_path: Path
+) -> None:
+    client = local_minio.client()
+    mine = "keep-" + os.urandom(4).hex()
+    client.create_bucket(mine)
+    client.put_object(mine, "precious", b"do not touch")
+    before = {b.name for b in client.list_buckets()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(local_minio.env())
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "objsdk.bench",
+                "--benchmarks",
+                "read",
+                "--profiles",
+                "loopback",
+                "--sizes",
+                "1",
+                "--runs",
+                "1",
+                "--peers",
+                "requests",
+                "--no-plots",
+                "--output",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"your endpoint {local_minio.endpoint}" in proc.stderr
+        assert {b.name for b in client.list_buckets()} == before
+        assert client.get_object(mine, "precious") == b"do not touch"
+        assert local_minio.secret_key not in proc.stderr + proc.stdout
+        assert local_minio.secret_key not in (tmp_path / "results.md").read_text()
+    finally:
+        client.delete_object(mine, "precious")
+        client.delete_bucket(mine)
