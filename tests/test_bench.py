@@ -12,10 +12,19 @@ from typing import Any
 import pytest
 
 from objsdk.bench.cli import QUICK, parse_args, redacted
-from objsdk.bench.output import CSV_FIELDS, csv_rows, markdown, markdown_table, size_label
+from objsdk.bench.machine import describe
+from objsdk.bench.output import (
+    CSV_FIELDS,
+    csv_rows,
+    markdown,
+    markdown_table,
+    size_label,
+    sweep_summary,
+)
 from objsdk.bench.profiles import PROFILES, Toxic, proxied_endpoint
 from objsdk.bench.runner import (
     Case,
+    CaseResult,
     Group,
     GroupResult,
     MiB,
@@ -375,3 +384,41 @@ def test_failure_notes_hide_presigned_signatures() -> None:
     assert "abc123" not in result.notes[0]
     assert "AKIA" not in result.notes[0]
     assert "http://127.0.0.1:9/b/k?..." in result.notes[0]
+
+
+def test_sweep_summary_compares_the_defaults_with_the_best_fixed_setting() -> None:
+    def case(variant: str, seconds: float, n: int | None) -> Case:
+        def run() -> int:
+            return MiB
+
+        return Case("objsdk", variant, run, MiB, n)
+
+    group = Group(
+        "sweep",
+        "wan",
+        "download(path), 1 MiB, wan",
+        [case("parallel=1", 4, 1), case("parallel=4", 1, 4), case("defaults", 2, None)],
+        "objsdk: parallel=1",
+    )
+    rates = {"parallel=1": 25.0, "parallel=4": 100.0, "defaults": 50.0}
+    results = [
+        CaseResult(c, [], summarize([Sample(1 / rates[c.variant], 0.0, MiB)]), None, None)
+        for c in group.cases
+    ]
+    text = sweep_summary([GroupResult(group, results, [], "objsdk: parallel=1")])
+    row = text.splitlines()[2]
+    assert row == "| download(path), 1 MiB, wan | parallel=4 | 100 | 50.0 | 0.50x | 2.00x |"
+
+
+def test_sweep_summary_is_empty_without_a_sweep() -> None:
+    assert sweep_summary([_result()]) == ""
+
+
+def test_machine_description_names_cores_memory_python_and_versions() -> None:
+    info = describe(server="s", minio_version="RELEASE.X", toxiproxy_version=None)
+    assert info["cores"].isdigit()
+    assert info["memory"].endswith("GiB") or info["memory"] == "unknown"
+    assert info["python"].split()[1] == sys.version.split()[0]
+    assert info["minio"] == "RELEASE.X"
+    assert info["toxiproxy"] == "not used"
+    assert info["objsdk"]

@@ -26,6 +26,7 @@ __all__ = [
     "markdown_table",
     "plot",
     "size_label",
+    "sweep_summary",
     "write_csv",
 ]
 
@@ -131,6 +132,33 @@ def markdown_table(g: GroupResult) -> str:
     return out.getvalue()
 
 
+def sweep_summary(groups: Sequence[GroupResult]) -> str:
+    """One row per sweep table: the best fixed setting, the defaults, and their ratios to
+    it and to one stream (the table's baseline). Empty without sweep tables."""
+    rows = []
+    for g in groups:
+        if g.group.benchmark != "sweep":
+            continue
+        fixed = [r for r in g.results if r.case.connections is not None]
+        defaults = next((r for r in g.results if r.case.variant == "defaults"), None)
+        single = g.baseline
+        if not fixed or defaults is None or single is None:
+            continue
+        best = max(fixed, key=lambda r: r.stats.median_mib_s)
+        d = defaults.stats.median_mib_s
+        rows.append(
+            f"| {g.group.title} | {best.case.variant} | {_num(best.stats.median_mib_s)} "
+            f"| {_num(d)} | {d / best.stats.median_mib_s:.2f}x "
+            f"| {d / single.stats.median_mib_s:.2f}x |\n"
+        )
+    if not rows:
+        return ""
+    return (
+        "| sweep | best fixed | its MiB/s | defaults MiB/s | defaults vs best "
+        "| defaults vs one stream |\n|---|---|---:|---:|---:|---:|\n" + "".join(rows)
+    )
+
+
 def markdown(
     machine: Mapping[str, str],
     command: str,
@@ -158,6 +186,11 @@ def markdown(
             current = heading
         out.write(markdown_table(g))
         out.write("\n")
+    summary = sweep_summary(groups)
+    if summary:
+        out.write("## Sweep summary\n\n")
+        out.write("Medians; one stream is `readahead=0` for reads and `parallel=1` otherwise.\n\n")
+        out.write(summary + "\n")
     if notes:
         out.write("## Notes\n\n")
         out.writelines(f"- {n}\n" for n in notes)
