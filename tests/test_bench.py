@@ -422,3 +422,20 @@ def test_machine_description_names_cores_memory_python_and_versions() -> None:
     assert info["minio"] == "RELEASE.X"
     assert info["toxiproxy"] == "not used"
     assert info["objsdk"]
+
+
+def test_main_returns_2_for_a_bad_flag_instead_of_exiting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from objsdk.bench import main
+
+    assert main(["--profiles", "moon"]) == 2
+    assert "unknown moon" in capsys.readouterr().err
+
+
+def test_main_lists_the_profiles_with_their_toxics(capsys: pytest.CaptureFixture[str]) -> None:
+    from objsdk.bench import main
+
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "cut_upstream: limit_data on upstream (bytes=33554432)" in out

@@ -305,7 +305,10 @@ def _chain(iterators: Iterator[Iterator[Group]]) -> Iterator[Group]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite with these arguments (default ``sys.argv[1:]``); the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, options = parse_args(argv)
+    try:
+        args, options = parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad flag (argparse printed why)
+        return exc.code if isinstance(exc.code, int) else 2
     if args.list:
         list_all()
         return 0

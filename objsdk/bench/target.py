@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from objsdk import Client
+from objsdk import Client, ObjectSummary
 from objsdk.bench.machine import minio_version_of_pid
 from objsdk.testing import LocalMinio
 
@@ -71,9 +71,10 @@ def random_file(path: Path, size: int) -> Path:
 
 
 def _remove_bucket(client: Client, bucket: str) -> None:
-    keys = [o.key for o in client.list_objects(bucket) if hasattr(o, "key")]
-    for i in range(0, len(keys), 1000):
-        client.delete_objects(bucket, keys[i : i + 1000])
+    # Without a delimiter the listing has objects only.
+    client.delete_objects(
+        bucket, [o.key for o in client.list_objects(bucket) if isinstance(o, ObjectSummary)]
+    )
     client.delete_bucket(bucket)
 
 
