@@ -47,7 +47,11 @@ def minio_version_of_pid(pid: int | None) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     first = out.stdout.strip().splitlines()
-    return first[0].removeprefix("minio version ").strip() if first else "unknown"
+    version = first[0].removeprefix("minio version ").strip() if first else "unknown"
+    if "DEVELOPMENT" in version:
+        # Built from source with `go install`: the directory names the module version.
+        version += f", built from {Path(binary).parent.name}"
+    return version
 
 
 def describe(*, server: str, minio_version: str, toxiproxy_version: str | None) -> dict[str, str]:
