@@ -1,0 +1,5 @@
+import sys
+
+from objsdk.bench import main
+
+sys.exit(main())
