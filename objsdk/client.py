@@ -16,11 +16,10 @@ from objsdk._core.config import resolve_config
 from objsdk._core.ranges import format_range
 from objsdk._core.s3xml import (
     build_delete_body,
+    error_in_body,
     parse_copy_result,
     parse_delete_result,
-    parse_error,
     parse_list_buckets,
-    parse_list_objects_v2,
 )
 from objsdk._core.signing import Credentials, encode_key_path, payload_sha256, presign_url
 from objsdk._core.sizes import (
@@ -31,6 +30,7 @@ from objsdk._core.sizes import (
     DEFAULT_WRITER_PARALLEL,
 )
 from objsdk._io.head import head_object
+from objsdk._io.listing import list_objects
 from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
 from objsdk._transfer.download import DownloadResult
@@ -505,18 +505,11 @@ class Client:
             key=dst_key,
             headers={"x-amz-copy-source": f"/{src_bucket}/{encode_key_path(src_key)}"},
         )
-        # S3 may answer 200 and report a failure in the body (S3 API reference, CopyObject).
-        failure = parse_error(resp.content)
+        failure = error_in_body(
+            resp.status, resp.content, operation="copy_object", bucket=dst_bucket, key=dst_key
+        )
         if failure is not None:
-            raise errors.error_class_for_code(failure.code)(
-                resp.status,
-                failure.code,
-                failure.message,
-                request_id=failure.request_id,
-                bucket=dst_bucket,
-                key=dst_key,
-                operation="copy_object",
-            )
+            raise failure
         etag, last_modified = parse_copy_result(resp.content)
         return ObjectInfo(
             bucket=dst_bucket,
@@ -540,39 +533,7 @@ class Client:
         key order among the objects.
         """
         check_bucket(bucket)
-        if not 1 <= page_size <= 1000:
-            raise errors.InvalidArgument(f"page_size must be 1..1000, got {page_size}")
-        token: str | None = None
-        while True:
-            params = [
-                ("list-type", "2"),
-                ("max-keys", str(page_size)),
-                # URL-encoded keys survive characters XML 1.0 cannot carry.
-                ("encoding-type", "url"),
-                ("prefix", prefix),
-            ]
-            if delimiter:
-                params.append(("delimiter", delimiter))
-            if token:
-                params.append(("continuation-token", token))
-            elif start_after:
-                params.append(("start-after", start_after))
-            resp = self._transport.request(
-                "GET", operation="list_objects", bucket=bucket, params=params
-            )
-            page = parse_list_objects_v2(resp.content)
-            entries: list[ObjectSummary | Prefix] = [*page.objects, *page.prefixes]
-            entries.sort(key=lambda e: e.key)
-            yield from entries
-            if not page.is_truncated:
-                return
-            if not page.next_token:
-                raise errors.ProtocolError(
-                    "truncated listing without a continuation token",
-                    operation="list_objects",
-                    bucket=bucket,
-                )
-            token = page.next_token
+        return list_objects(self._transport, bucket, prefix, delimiter, start_after, page_size)
 
     def presign(
         self,

@@ -26,6 +26,7 @@ __all__ = [
     "build_complete_body",
     "build_delete_body",
     "error_from_response",
+    "error_in_body",
     "http_date",
     "parse_complete_result",
     "parse_copy_result",
@@ -146,6 +147,16 @@ def error_from_response(
         key=key,
         operation=operation,
     )
+
+
+def error_in_body(
+    status: int, body: bytes, *, operation: str, bucket: str | None, key: str | None
+) -> errors.S3Error | None:
+    """The error a 200 answer reports in its body, or None: CopyObject and
+    CompleteMultipartUpload may fail after the server sent 200 (S3 API reference)."""
+    if parse_error(body) is None:
+        return None
+    return error_from_response(status, {}, body, operation=operation, bucket=bucket, key=key)
 
 
 def parse_list_buckets(body: bytes) -> list[BucketInfo]:

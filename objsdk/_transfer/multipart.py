@@ -29,8 +29,8 @@ from objsdk._core.headers import stored_checksums
 from objsdk._core.parts import Part
 from objsdk._core.s3xml import (
     build_complete_body,
+    error_in_body,
     parse_complete_result,
-    parse_error,
     parse_list_multipart_uploads,
     parse_upload_id,
 )
@@ -172,20 +172,12 @@ def complete_multipart_upload(
             payload_hash=payload_sha256(body),
             idempotent=True,
         )
-        # S3 may answer 200 and report a failure in the body (CompleteMultipartUpload).
-        failure = parse_error(resp.content)
-        if failure is None:
-            break
-        error = errors.error_class_for_code(failure.code)(
-            resp.status,
-            failure.code,
-            failure.message,
-            request_id=failure.request_id,
-            bucket=bucket,
-            key=key,
-            operation="complete_multipart_upload",
+        error = error_in_body(
+            resp.status, resp.content, operation="complete_multipart_upload", bucket=bucket, key=key
         )
-        nxt = after_failure(policy, error) if failure.code in _RETRY_CODES else None
+        if error is None:
+            break
+        nxt = after_failure(policy, error) if error.code in _RETRY_CODES else None
         if nxt is None:
             raise error
         policy = nxt

@@ -1,0 +1,67 @@
+"""Lazy listing of a bucket's keys (ListObjectsV2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from objsdk import errors
+from objsdk._core.s3xml import parse_list_objects_v2
+from objsdk._transport.base import Transport
+from objsdk.models import ObjectSummary, Prefix
+
+__all__ = ["list_objects"]
+
+
+def list_objects(
+    transport: Transport,
+    bucket: str,
+    prefix: str,
+    delimiter: str | None,
+    start_after: str | None,
+    page_size: int,
+) -> Iterator[ObjectSummary | Prefix]:
+    """Keys under ``prefix``, page by page as the caller iterates, following
+    continuation tokens; with a ``delimiter``, common prefixes come as :class:`Prefix`
+    values in key order among the objects."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 1000:
+        raise errors.InvalidArgument(f"page_size must be 1..1000, got {page_size!r}")
+    return _pages(transport, bucket, prefix, delimiter, start_after, page_size)
+
+
+def _pages(
+    transport: Transport,
+    bucket: str,
+    prefix: str,
+    delimiter: str | None,
+    start_after: str | None,
+    page_size: int,
+) -> Iterator[ObjectSummary | Prefix]:
+    token: str | None = None
+    while True:
+        params = [
+            ("list-type", "2"),
+            ("max-keys", str(page_size)),
+            # URL-encoded keys survive characters XML 1.0 cannot carry.
+            ("encoding-type", "url"),
+            ("prefix", prefix),
+        ]
+        if delimiter:
+            params.append(("delimiter", delimiter))
+        if token:
+            params.append(("continuation-token", token))
+        elif start_after:
+            params.append(("start-after", start_after))
+        resp = transport.request("GET", operation="list_objects", bucket=bucket, params=params)
+        page = parse_list_objects_v2(resp.content)
+        entries: list[ObjectSummary | Prefix] = [*page.objects, *page.prefixes]
+        entries.sort(key=lambda e: e.key)
+        yield from entries
+        if not page.is_truncated:
+            return
+        if not page.next_token:
+            raise errors.ProtocolError(
+                "truncated listing without a continuation token",
+                operation="list_objects",
+                bucket=bucket,
+            )
+        token = page.next_token
