@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 MIN_VENV := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed
 
-.PHONY: demo test test-min lint perf clean
+.PHONY: demo test test-min lint perf bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,13 +39,21 @@ test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -c "import requests, urllib3; print('minimum versions: requests', requests.__version__, 'urllib3', urllib3.__version__)"
 	$(MIN_VENV)/bin/python -m pytest -q
 
+# The perf suite (network profiles, peers, plots): see docs/perf-suite.md.
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[perf]'
+	$(BIN)/python perf/run.py
+
 perf: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[perf]'
 	cd perf && ../$(BIN)/python bench_read.py --runs 9
 	cd perf && ../$(BIN)/python bench_tar.py --runs 9
 	cd perf && ../$(BIN)/python bench_faults.py --runs 7
 	cd perf && ../$(BIN)/python bench_readahead.py --runs 5
 	cd perf && ../$(BIN)/python bench_upload.py --runs 5
 	cd perf && ../$(BIN)/python bench_download.py --runs 7
+	cd perf && ../$(BIN)/python bench_datasets.py
+	cd perf && ../$(BIN)/python bench_shm.py
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -348,7 +348,7 @@ class Client:
         dest: str | os.PathLike[str] | WritableBuffer,
         *,
         parallel: int | None = None,
-        part_size: int = DEFAULT_PART_SIZE,
+        part_size: int | None = None,
         progress: Progress | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
     ) -> DownloadResult:
@@ -379,7 +379,7 @@ class Client:
         *,
         offset: int = 0,
         parallel: int | None = None,
-        part_size: int = DEFAULT_PART_SIZE,
+        part_size: int | None = None,
     ) -> int:
         """Fill ``buffer`` with the object's bytes from ``offset`` (fewer at the end);
         return how many. Received straight into the buffer, in parallel when large."""

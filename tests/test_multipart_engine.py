@@ -37,6 +37,7 @@ def session(answers: list[MockResponse], head: MockResponse | None = None) -> Mu
         content_type=None,
         metadata={},
         parallel=1,
+        part_size=5 << 20,
         progress=ProgressTracker(None, None),
     )
     s.upload_id = "U1"

@@ -591,6 +591,7 @@ def _session_with_parts(numbers: list[int]) -> MultipartSession:
         content_type=None,
         metadata={},
         parallel=1,
+        part_size=5 << 20,
         progress=ProgressTracker(None, None),
     )
     session.upload_id = "U1"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ADAPTIVE_CAP",
+    "ADAPTIVE_PART_SIZE",
     "ADAPTIVE_WINDOW",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MULTIPART_THRESHOLD",
@@ -49,3 +50,5 @@ DEFAULT_WRITER_PARALLEL = 2
 # each level measured over at least this many bytes per part in flight.
 ADAPTIVE_CAP = 16
 ADAPTIVE_WINDOW = 4 * MiB
+# Parts of adaptive downloads: small enough that levels up to the cap find parts to run.
+ADAPTIVE_PART_SIZE = 8 * MiB

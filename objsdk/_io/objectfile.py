@@ -27,7 +27,6 @@ from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checks
 from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import (
     ADAPTIVE_CAP,
-    ADAPTIVE_WINDOW,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_READAHEAD_PART_SIZE,
 )
@@ -110,7 +109,8 @@ class ObjectFile(io.BufferedIOBase):
         self.part_size = part_size
         # readahead=None: the parts read ahead follow the rate (1 = one stream).
         self._auto = (
-            Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW) if readahead is None else None
+            # Parts are seen whole: a level is measured over a part per part in flight.
+            Adaptive(cap=ADAPTIVE_CAP, window=part_size) if readahead is None else None
         )
         self.stats = ReadStats()
         self._reader = RangeReader(

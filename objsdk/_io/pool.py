@@ -215,12 +215,14 @@ class SharedLevel:
     """An :class:`Adaptive` level that worker threads feed and the pool reads."""
 
     @classmethod
-    def unless(cls, parallel: int | None) -> SharedLevel | None:
-        """An adaptive level (the defaults of :mod:`~objsdk._core.sizes`) where
-        ``parallel`` is None, the caller's own choice otherwise."""
+    def unless(cls, parallel: int | None, *, window: int = ADAPTIVE_WINDOW) -> SharedLevel | None:
+        """An adaptive level where ``parallel`` is None (None otherwise: the caller's
+        own choice holds). ``window``: bytes per part in flight that a level is
+        measured over; at least a part's size where bytes are seen only when a whole
+        part is done."""
         if parallel is not None:
             return None
-        return cls(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW))
+        return cls(Adaptive(cap=ADAPTIVE_CAP, window=window))
 
     def __init__(self, adaptive: Adaptive) -> None:
         self._adaptive = adaptive

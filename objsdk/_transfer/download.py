@@ -28,7 +28,7 @@ from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import checksum_from_headers, checksum_headers
 from objsdk._core.parts import Part, plan_parts
-from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
+from objsdk._core.sizes import ADAPTIVE_PART_SIZE, DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._transfer.download_state import (
@@ -85,7 +85,7 @@ def download(
     dest: str | os.PathLike[str] | WritableBuffer,
     *,
     parallel: int | None = None,
-    part_size: int = DEFAULT_PART_SIZE,
+    part_size: int | None = None,
     progress: Progress | None = None,
     max_resume: int = DEFAULT_MAX_RESUME,
 ) -> DownloadResult:
@@ -110,6 +110,7 @@ def download(
     check_key(key)
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
+    part_size = _part_size(parallel, part_size)
     check_count("part_size", part_size, 1, bucket, key)
     check_count("max_resume", max_resume, 0, bucket, key)
     if isinstance(dest, (str, os.PathLike)):
@@ -145,7 +146,7 @@ def get_into(
     *,
     offset: int = 0,
     parallel: int | None = None,
-    part_size: int = DEFAULT_PART_SIZE,
+    part_size: int | None = None,
 ) -> int:
     """Fill ``buffer`` with the object's bytes from ``offset``; return how many.
 
@@ -158,6 +159,7 @@ def get_into(
     check_key(key)
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
+    part_size = _part_size(parallel, part_size)
     check_count("part_size", part_size, 1, bucket, key)
     check_count("offset", offset, 0, bucket, key)
     with _writable_view(buffer, bucket, key, "buffer") as view:
@@ -182,6 +184,13 @@ def get_into(
 
 
 # -- helpers -----------------------------------------------------------------------------
+
+
+def _part_size(parallel: int | None, part_size: int | None) -> int:
+    """The default part size: smaller when the level adapts, so it has parts to run."""
+    if part_size is not None:
+        return part_size
+    return ADAPTIVE_PART_SIZE if parallel is None else DEFAULT_PART_SIZE
 
 
 def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:

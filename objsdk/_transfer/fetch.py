@@ -17,11 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from objsdk import errors
-from objsdk._core.adaptive import Adaptive
 from objsdk._core.parts import Part
 from objsdk._core.resume import is_strong_etag
 from objsdk._core.s3xml import http_date
-from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW, MiB
+from objsdk._core.sizes import ADAPTIVE_CAP, MiB
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._io.range_reader import RangeIgnored, RangeReader
 from objsdk._transfer.progress import ProgressTracker
@@ -145,11 +144,9 @@ def fetch_parts(
         parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
     finished: set[int] = set()
     start = progress.done
-    level = (
-        SharedLevel(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW))
-        if parallel is None
-        else None
-    )
+    # Bytes are seen as they arrive (every few hundred KiB), so a level is judged over
+    # ADAPTIVE_WINDOW per part in flight.
+    level = SharedLevel.unless(parallel)
     workers = min(ADAPTIVE_CAP if parallel is None else parallel, len(parts))
     try:
         with PartPool(workers, name="download", watch=transport.watch) as pool:

@@ -23,7 +23,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from objsdk import errors
-from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
 from objsdk._core.headers import stored_checksums
 from objsdk._core.parts import Part
@@ -255,6 +254,7 @@ class MultipartSession:
         content_type: str | None,
         metadata: Mapping[str, str],
         parallel: int | None,
+        part_size: int,
         progress: ProgressTracker,
     ) -> None:
         self.transport = transport
@@ -269,12 +269,9 @@ class MultipartSession:
         self.pool: PartPool | None = None
         self._done: dict[int, tuple[CompletedPart, int, int]] = {}
         self.completed = False
-        # parallel=None: parts in flight follow the aggregate rate (Adaptive).
-        self.level = (
-            SharedLevel(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW))
-            if parallel is None
-            else None
-        )
+        # parallel=None: parts in flight follow the aggregate rate. Bytes are seen per
+        # finished part, so a level is judged over at least one part per part in flight.
+        self.level = SharedLevel.unless(parallel, window=max(part_size, ADAPTIVE_WINDOW))
 
     def start(self) -> None:
         """CreateMultipartUpload: one CRC32C over the whole object, not a checksum of

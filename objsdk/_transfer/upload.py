@@ -235,7 +235,7 @@ class _Job:
         )
         return replace(info, checksum_type=info.checksum_type or "FULL_OBJECT")
 
-    def session(self, tracker: ProgressTracker) -> MultipartSession:
+    def session(self, tracker: ProgressTracker, part_size: int) -> MultipartSession:
         return MultipartSession(
             self.transport,
             self.bucket,
@@ -244,6 +244,7 @@ class _Job:
             content_type=self.content_type,
             metadata=self.metadata,
             parallel=self.parallel,
+            part_size=part_size,
             progress=tracker,
         )
 
@@ -298,13 +299,15 @@ def _upload_multipart(
         view = src.view
         # Slices of the caller's buffer: each part is sent from the memory it is in.
         slices: Iterator[tuple[Part, memoryview]] = ((p, view[p.start : p.stop]) for p in parts)
-        return _multipart(job, slices, memoryview.release, tracker, len(parts), size, src)
+        return _multipart(
+            job, slices, memoryview.release, tracker, len(parts), size, src, parts[0].length
+        )
     stream = src.file or src.stream
     assert stream is not None
     stream.seek(src.start)
     free: list[bytearray] = []
     items = _stream_parts(stream, parts[0].length, parts, free)
-    return _multipart(job, items, _recycle(free), tracker, len(parts), size, src)
+    return _multipart(job, items, _recycle(free), tracker, len(parts), size, src, parts[0].length)
 
 
 def _upload_unsized(
@@ -320,7 +323,7 @@ def _upload_unsized(
                 return job.put_bytes(data)
     free = [first]
     items = _stream_parts(src.stream, part_size, None, free, filled=n)
-    return _multipart(job, items, _recycle(free), tracker, None, None, src)
+    return _multipart(job, items, _recycle(free), tracker, None, None, src, part_size)
 
 
 def _multipart(
@@ -331,8 +334,9 @@ def _multipart(
     expected: int | None,
     size: int | None,
     src: _Source,
+    part_size: int,
 ) -> ObjectInfo:
-    session = job.session(tracker)
+    session = job.session(tracker, part_size)
     session.start()
     try:
         session.send_all(items, release)

@@ -254,6 +254,7 @@ class ObjectWriter(io.BufferedIOBase):
                 content_type=self.content_type,
                 metadata=self.metadata,
                 parallel=self.parallel,
+                part_size=self.part_size,
                 progress=self._progress,
             )
             self._session.start()
