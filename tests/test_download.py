@@ -269,3 +269,33 @@ def test_an_error_keeps_no_slice_of_the_callers_mmap_once_its_frames_are_dropped
     drop_frame_locals(error)
     mm.close()
     assert "_fail_holding_a_slice" in "".join(traceback.format_tb(error.__traceback__))
+
+
+def test_a_deeply_nested_state_record_is_ignored_not_a_recursion_error(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert load_state(str(path)) is None
+
+
+def test_a_huge_state_record_is_ignored_without_reading_it_whole(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_bytes(b" " * (2 << 20) + STATE.to_json().encode())
+    assert load_state(str(path)) is None
+
+
+def test_a_state_record_behind_a_symlink_is_not_followed(tmp_path):
+    real = tmp_path / "elsewhere.json"
+    real.write_text(STATE.to_json())
+    link = tmp_path / "state.json"
+    link.symlink_to(real)
+    assert load_state(str(link)) is None
+
+
+def test_saving_a_state_record_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    path = tmp_path / "state.json"
+    (tmp_path / "state.json.tmp").symlink_to(victim)
+    save_state(str(path), STATE)
+    assert victim.read_text() == "keep me"
+    assert load_state(str(path)) == STATE
