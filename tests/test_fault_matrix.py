@@ -206,7 +206,6 @@ def test_complete_whose_reply_was_lost_is_not_reported_as_a_failure(
     assert _orphans(s3, bucket) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 (1): a lost Create reply leaves an orphan")
 @pytest.mark.parametrize("writer", WRITERS)
 def test_create_whose_reply_was_lost_leaves_no_orphan(
     via: Client, client: Client, proxy: FaultProxy, s3: Any, bucket: str, writer: str

@@ -80,23 +80,46 @@ def test_complete_is_sent_with_the_full_object_crc32c():
     assert posts(s)[0].headers["x-amz-checksum-type"] == "FULL_OBJECT"
 
 
+CREATED = b"<InitiateMultipartUploadResult><UploadId>U9</UploadId></InitiateMultipartUploadResult>"
+UPLOADS = (
+    b"<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>"
+)
+UPLOADS_LEFT = (
+    b"<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+    b"<Upload><Key>k</Key><UploadId>U1</UploadId><Initiated>2999-01-01T00:00:00Z</Initiated>"
+    b"</Upload><Upload><Key>k</Key><UploadId>U9</UploadId>"
+    b"<Initiated>2999-01-01T00:00:00Z</Initiated></Upload></ListMultipartUploadsResult>"
+)
+
+
 def test_create_is_retried_on_a_503_answer(monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
     answers = [
         MockResponse(503, {}, error("SlowDown")),
-        MockResponse(
-            200,
-            {},
-            b"<InitiateMultipartUploadResult><UploadId>U9</UploadId></InitiateMultipartUploadResult>",
-        ),
+        MockResponse(200, {}, CREATED),
+        MockResponse(200, {}, UPLOADS),
     ]
     transport = MockTransport(lambda request: answers.pop(0))
     assert create_multipart_upload(transport, "b", "k") == "U9"
-    assert len(transport.requests) == 2
+    assert [r.method for r in transport.requests] == ["POST", "POST", "GET"]
+
+
+def test_a_create_retried_after_a_lost_reply_aborts_the_upload_it_left(monkeypatch):
+    # The first attempt reached the server (upload U1), its answer came back as a 503.
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    answers = {
+        "POST": [MockResponse(503, {}, error("SlowDown")), MockResponse(200, {}, CREATED)],
+        "GET": [MockResponse(200, {}, UPLOADS_LEFT)],
+        "DELETE": [MockResponse(204)],
+    }
+    transport = MockTransport(lambda request: answers[request.method].pop(0))
+    assert create_multipart_upload(transport, "b", "k") == "U9"
+    (abort,) = [r for r in transport.requests if r.method == "DELETE"]
+    assert "uploadId=U1" in abort.url
 
 
 def test_create_is_not_retried_on_a_client_error():
     transport = MockTransport(lambda request: MockResponse(403, {}, error("AccessDenied")))
     with pytest.raises(objsdk.AccessDenied):
         create_multipart_upload(transport, "b", "k")
-    assert len(transport.requests) == 1
+    assert [r.method for r in transport.requests if r.method == "POST"] == ["POST"]

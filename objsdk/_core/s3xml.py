@@ -292,9 +292,9 @@ def parse_complete_result(body: bytes) -> CompleteResult:
 
 @dataclass(frozen=True)
 class UploadListPage:
-    """One ``ListMultipartUploads`` page: (key, upload id) pairs and where to go on."""
+    """One ``ListMultipartUploads`` page: (key, upload id, initiated) and where to go on."""
 
-    uploads: list[tuple[str, str]] = field(default_factory=list)
+    uploads: list[tuple[str, str, datetime | None]] = field(default_factory=list)
     next_key_marker: str | None = None
     next_upload_id_marker: str | None = None
 
@@ -306,7 +306,13 @@ def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
     uploads = []
     for up in root.iterfind("{*}Upload"):
         key = _text(up, "Key") or ""
-        uploads.append((unquote_plus(key) if encoded else key, _text(up, "UploadId") or ""))
+        uploads.append(
+            (
+                unquote_plus(key) if encoded else key,
+                _text(up, "UploadId") or "",
+                parse_iso_date(_text(up, "Initiated")),
+            )
+        )
     truncated = (_text(root, "IsTruncated") or "").lower() == "true"
     return UploadListPage(
         uploads,

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 
 from objsdk import errors
 from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
@@ -55,6 +56,9 @@ __all__ = [
 
 log = logging.getLogger("objsdk")
 
+# Servers' clocks may run behind ours: uploads initiated this much before our first
+# attempt still count as possibly ours.
+_CLOCK_SKEW = timedelta(seconds=2)
 # Attempts of the calls this module retries itself (Create on 5xx, Complete's 200 errors).
 _ATTEMPTS = 5
 # Codes of a 200-with-error Complete answer worth another attempt.
@@ -76,6 +80,7 @@ class MultipartUpload:
 
     key: str
     upload_id: str
+    initiated: datetime | None = None
 
 
 # -- the five calls -----------------------------------------------------------------------
@@ -85,8 +90,18 @@ def create_multipart_upload(
     transport: Transport, bucket: str, key: str, *, headers: Mapping[str, str] | None = None
 ) -> str:
     """Start an upload; return its upload id. ``headers`` carry content type,
-    metadata and ``x-amz-checksum-algorithm``/``x-amz-checksum-type``."""
+    metadata and ``x-amz-checksum-algorithm``/``x-amz-checksum-type``.
+
+    An attempt whose answer was lost (a 5xx from a proxy after the server created the
+    upload, a connection dropped before the reply) may have created an upload nobody
+    knows the id of. So once attempts have failed, uploads of this key that were
+    initiated since the first attempt, other than the one returned, are aborted (best
+    effort; another writer of the same key in the same seconds would see its upload
+    fail, never a torn object).
+    """
+    started = datetime.now(timezone.utc) - _CLOCK_SKEW
     policy = resume_policy(_ATTEMPTS)
+    failed = False
     while True:
         try:
             resp = transport.request(
@@ -99,18 +114,46 @@ def create_multipart_upload(
             )
             break
         except errors.S3Error as e:
+            failed = True
             nxt = after_failure(policy, e) if e.status in RETRY_STATUSES else None
             if nxt is None:
+                _abort_lost(transport, bucket, key, started, keep=None)
                 raise
             policy = nxt
             log.warning("create_multipart_upload: retrying after %s", e)
             policy.sleep()
+        except errors.TransportError:
+            _abort_lost(transport, bucket, key, started, keep=None)
+            raise
     upload_id = parse_upload_id(resp.content)
     if not upload_id:
         raise errors.ProtocolError(
             "no UploadId in the answer", operation="create_multipart_upload", bucket=bucket, key=key
         )
+    if failed:
+        _abort_lost(transport, bucket, key, started, keep=upload_id)
     return upload_id
+
+
+def _abort_lost(
+    transport: Transport, bucket: str, key: str, since: datetime, *, keep: str | None
+) -> None:
+    """Abort uploads of ``key`` initiated since ``since`` but ``keep`` (a lost reply's)."""
+    try:
+        for up in list_multipart_uploads(transport, bucket, key):
+            if up.key != key or up.upload_id == keep:
+                continue
+            if up.initiated is not None and up.initiated < since:
+                continue
+            abort_multipart_upload(transport, bucket, key, up.upload_id)
+    except errors.ObjsdkError:
+        log.warning(
+            "could not look for uploads left by a lost CreateMultipartUpload reply "
+            "(bucket %r, key %r)",
+            bucket,
+            key,
+            exc_info=True,
+        )
 
 
 def upload_part(
@@ -223,8 +266,8 @@ def list_multipart_uploads(
             "GET", operation="list_multipart_uploads", bucket=bucket, params=params
         )
         page = parse_list_multipart_uploads(resp.content)
-        for key, upload_id in page.uploads:
-            yield MultipartUpload(key, upload_id)
+        for key, upload_id, initiated in page.uploads:
+            yield MultipartUpload(key, upload_id, initiated)
         if not page.next_key_marker:
             return
         key_marker = page.next_key_marker
