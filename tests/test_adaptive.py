@@ -31,11 +31,22 @@ def test_more_parts_are_added_while_the_rate_keeps_rising_up_to_the_cap():
     assert (a.target, a.settled) == (16, True)
 
 
-def test_a_doubling_that_does_not_pay_is_undone_and_held():
-    # One stream already fills the pipe (loopback): two are no faster.
+def test_a_step_that_does_not_pay_is_undone_the_level_between_tried_and_the_best_held():
+    # One stream already fills the pipe (loopback): more are no faster.
     a = run(Adaptive(cap=16, window=2 * MiB), {1: 1e9, 2: 1.05e9, 4: 1.05e9})
     assert (a.target, a.settled) == (1, True)
-    assert [level.parallel for level in a.history] == [1, 2]
+    assert [level.parallel for level in a.history] == [1, 4, 2]
+
+
+def test_steps_of_four_reach_the_cap_in_two_windows():
+    a = run(Adaptive(cap=16, window=2 * MiB), {n: 25e6 * n for n in (1, 4, 16)})
+    assert [level.parallel for level in a.history] == [1, 4, 16]
+
+
+def test_the_level_between_is_kept_when_it_pays():
+    # A server that serves two connections well and chokes on four.
+    a = run(Adaptive(cap=16, window=2 * MiB), {1: 25e6, 2: 50e6, 4: 26e6})
+    assert (a.target, a.settled) == (2, True)
 
 
 def test_it_stops_where_the_server_or_cpu_saturates():
