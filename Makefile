@@ -49,7 +49,7 @@ test-min: $(MIN_STAMP)
 # The perf suite (network profiles, peers, plots): see docs/perf-suite.md.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[perf]'
-	$(BIN)/python perf/run.py
+	$(BIN)/python perf/run.py --quick
 
 perf: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[perf]'
