@@ -41,7 +41,7 @@ class Adaptive:
     gain: float = 1.15
     factor: int = 4
     window: int = 16 << 20
-    min_seconds: float = 0.2
+    min_seconds: float = 0.1
     start: int = 1
     level: int = field(init=False)
     settled: bool = field(init=False, default=False)
