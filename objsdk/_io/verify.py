@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from objsdk import errors
 from objsdk._core.checksums import StreamChecksum, checksum_from_headers
 
-__all__ = ["PassVerifier"]
+__all__ = ["PassVerifier", "check_whole"]
 
 
 class PassVerifier:
@@ -46,11 +46,17 @@ class PassVerifier:
         self.hashed = end
         if size is not None and self.hashed >= size:
             self.checksum = None
-            if not checksum.matches():
-                raise errors.IntegrityError(
-                    f"{checksum.algorithm} mismatch: stored {checksum.expected}, "
-                    f"received bytes hash to {checksum.actual()}",
-                    bucket=self.bucket,
-                    key=self.key,
-                    offset=self.hashed,
-                )
+            check_whole(checksum, bucket=self.bucket, key=self.key, offset=self.hashed)
+
+
+def check_whole(checksum: StreamChecksum, *, bucket: str, key: str, offset: int) -> None:
+    """Raise :class:`~objsdk.IntegrityError` unless the bytes fed to ``checksum`` (the
+    whole object) hash to the stored value."""
+    if not checksum.matches():
+        raise errors.IntegrityError(
+            f"{checksum.algorithm} mismatch: stored {checksum.expected}, "
+            f"received bytes hash to {checksum.actual()}",
+            bucket=bucket,
+            key=key,
+            offset=offset,
+        )

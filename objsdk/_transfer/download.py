@@ -31,6 +31,7 @@ from objsdk._core.parts import Part, plan_parts
 from objsdk._core.sizes import ADAPTIVE_PART_SIZE, DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
+from objsdk._io.verify import check_whole
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
     DownloadState,
@@ -106,12 +107,7 @@ def download(
     ``progress(bytes_done, bytes_total)`` is called from worker threads, one call at a
     time, with ``bytes_done`` never decreasing; keep it quick.
     """
-    check_bucket(bucket)
-    check_key(key)
-    if parallel is not None:
-        check_count("parallel", parallel, 1, bucket, key)
-    part_size = _part_size(parallel, part_size)
-    check_count("part_size", part_size, 1, bucket, key)
+    part_size = _checked(bucket, key, parallel, part_size)
     check_count("max_resume", max_resume, 0, bucket, key)
     if isinstance(dest, (str, os.PathLike)):
         path = os.fspath(dest)
@@ -155,12 +151,7 @@ def get_into(
     ``part_size`` is filled by ``parallel`` ranged GETs of one pinned version (after a
     HEAD; ``None`` adapts, as in :func:`download`); a smaller one by a single ranged GET.
     """
-    check_bucket(bucket)
-    check_key(key)
-    if parallel is not None:
-        check_count("parallel", parallel, 1, bucket, key)
-    part_size = _part_size(parallel, part_size)
-    check_count("part_size", part_size, 1, bucket, key)
+    part_size = _checked(bucket, key, parallel, part_size)
     check_count("offset", offset, 0, bucket, key)
     with _writable_view(buffer, bucket, key, "buffer") as view:
         want = view.nbytes
@@ -186,11 +177,17 @@ def get_into(
 # -- helpers -----------------------------------------------------------------------------
 
 
-def _part_size(parallel: int | None, part_size: int | None) -> int:
-    """The default part size: smaller when the level adapts, so it has parts to run."""
-    if part_size is not None:
-        return part_size
-    return ADAPTIVE_PART_SIZE if parallel is None else DEFAULT_PART_SIZE
+def _checked(bucket: str, key: str, parallel: int | None, part_size: int | None) -> int:
+    """Refuse bad names and tuning; return the part size to use (by default smaller
+    when the level adapts, so that it has parts to run)."""
+    check_bucket(bucket)
+    check_key(key)
+    if parallel is not None:
+        check_count("parallel", parallel, 1, bucket, key)
+    if part_size is None:
+        part_size = ADAPTIVE_PART_SIZE if parallel is None else DEFAULT_PART_SIZE
+    check_count("part_size", part_size, 1, bucket, key)
+    return part_size
 
 
 def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
@@ -267,14 +264,7 @@ def _verify(info: ObjectInfo, feed: Callable[[Callable[[Any], None]], None]) -> 
     if checksum is None:
         return
     feed(checksum.update)
-    if not checksum.matches():
-        raise errors.IntegrityError(
-            f"{checksum.algorithm} mismatch: stored {checksum.expected}, downloaded bytes "
-            f"hash to {checksum.actual()}",
-            bucket=info.bucket,
-            key=info.key,
-            offset=info.size,
-        )
+    check_whole(checksum, bucket=info.bucket, key=info.key, offset=info.size or 0)
 
 
 # -- downloads to a path -----------------------------------------------------------------
