@@ -84,6 +84,7 @@ class Client:
         addressing_style: str = "path",
         verify: bool | str | None = None,
         transport: Transport | None = None,
+        pickle_credentials: bool = False,
     ) -> None:
         if addressing_style not in ("path", "virtual"):
             raise errors.InvalidArgument(
@@ -104,6 +105,7 @@ class Client:
             "retries": retries,
             "addressing_style": addressing_style,
             "verify": verify,
+            "pickle_credentials": pickle_credentials,
         }
         self.endpoint = Endpoint.parse(endpoint, virtual_hosted=addressing_style == "virtual")
         self.region = region
@@ -189,13 +191,18 @@ class Client:
     # A client crosses process boundaries (dataloader workers, pickled ObjectFiles) as its
     # configuration; the connection pool is rebuilt on the other side.
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self._config)
+        state = dict(self._config)
+        if not state["pickle_credentials"]:
+            state["secret_key"] = state["session_token"] = None
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         config = dict(state)
         endpoint = config.pop("endpoint")
         access_key = config.pop("access_key")
         secret_key = config.pop("secret_key")
+        if access_key is not None and secret_key is None:
+            secret_key, config["session_token"] = _credentials_here(endpoint, access_key)
         self.__init__(endpoint, access_key, secret_key, **config)  # type: ignore[misc]
 
     def close(self) -> None:
@@ -563,6 +570,22 @@ class Client:
             now=datetime.now(timezone.utc),
             expires=seconds,
         )
+
+
+def _credentials_here(endpoint: str, access_key: str) -> tuple[str, str | None]:
+    """The secret key (and session token) for ``access_key`` in this process's
+    environment or shared files: how a client pickled without them gets them back."""
+    env = os.environ
+    cfg = resolve_config(env, home=env.get("HOME") or os.path.expanduser("~"))
+    if cfg.access_key == access_key and cfg.secret_key:
+        return cfg.secret_key, cfg.session_token
+    shown = access_key[:4] + "..." if len(access_key) > 4 else "..."
+    raise errors.InvalidArgument(
+        f"a Client for {endpoint} was pickled without its secret key (the default) and "
+        f"this process has none for access key {shown}: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (or an AWS profile) where it is unpickled, or create the "
+        "Client with pickle_credentials=True"
+    )
 
 
 def _check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:

@@ -11,6 +11,25 @@ import pytest
 from objsdk import Client
 
 
+@pytest.fixture(scope="session", autouse=True)
+def credentials_in_environment(local_minio) -> Iterator[None]:
+    """The session MinIO's keys in the environment, as a deployment would set them: a
+    Client pickled into a worker process (without its secret, the default) finds them
+    there."""
+    names = {
+        "AWS_ACCESS_KEY_ID": local_minio.access_key,
+        "AWS_SECRET_ACCESS_KEY": local_minio.secret_key,
+    }
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def client(local_minio) -> Iterator[Client]:
     """A client for the session's MinIO (shared: Client is thread-safe)."""

@@ -354,10 +354,41 @@ def test_half_credentials_are_refused():
         Client(EP, AK)
 
 
-def test_client_survives_pickling(client):
-    clone = pickle.loads(pickle.dumps(client))
-    assert repr(clone) == repr(client)
-    clone.close()
+def test_client_survives_pickling_when_it_may_carry_its_credentials():
+    with Client(EP, AK, SK, pickle_credentials=True) as original:
+        data = pickle.dumps(original)
+    assert SK.encode() in data
+    with pickle.loads(data) as clone:
+        assert repr(clone) == repr(original)
+        assert clone.credentials is not None
+        assert clone.credentials.secret_key == SK
+
+
+def test_a_pickled_client_leaves_its_secret_key_and_token_behind():
+    with Client(EP, AK, SK, session_token=TOKEN) as original:
+        data = pickle.dumps(original)
+    assert SK.encode() not in data
+    assert TOKEN.encode() not in data
+
+
+def test_an_unpickled_client_finds_its_secret_in_the_environment(monkeypatch):
+    with Client(EP, AK, SK) as original:
+        data = pickle.dumps(original)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", AK)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SK)
+    with pickle.loads(data) as clone:
+        assert clone.credentials is not None
+        assert clone.credentials.secret_key == SK
+
+
+def test_an_unpickled_client_without_its_secret_anywhere_says_how_to_fix_it(monkeypatch, tmp_path):
+    with Client(EP, AK, SK) as original:
+        data = pickle.dumps(original)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no shared files either
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ANOTHERKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "another-secret")
+    with pytest.raises(objsdk.InvalidArgument, match="pickle_credentials=True"):
+        pickle.loads(data)
 
 
 class TestNoCredentialLeaks:

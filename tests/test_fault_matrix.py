@@ -825,10 +825,7 @@ def test_a_thousand_get_object_calls_leave_few_sockets_in_time_wait(
 
 # -- pickles carry no secret ------------------------------------------------------------
 
-PICKLE = "issue 10: a pickled Client/ObjectFile carries the secret key"
 
-
-@pytest.mark.xfail(strict=True, reason=PICKLE)
 def test_a_pickled_client_does_not_contain_the_secret_key(
     client: Client, local_minio: LocalMinio
 ) -> None:
@@ -836,7 +833,6 @@ def test_a_pickled_client_does_not_contain_the_secret_key(
     assert not leaked, "the pickle contains the secret key"
 
 
-@pytest.mark.xfail(strict=True, reason=PICKLE)
 def test_a_pickled_objectfile_does_not_contain_the_secret_key(
     client: Client, local_minio: LocalMinio, bucket: str, small_key: str
 ) -> None:
