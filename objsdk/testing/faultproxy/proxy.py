@@ -9,9 +9,9 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ..lifecycle import StartStop
 from .http import (
     Conn,
     Headers,
@@ -54,7 +54,7 @@ class _Session:
     upstream: Conn | None = None
 
 
-class FaultProxy:
+class FaultProxy(StartStop):
     """A reverse proxy to ``upstream`` (``http://host:port``) on a free loopback port.
 
     Start and stop it with ``with`` (or :meth:`start`/:meth:`stop`); point clients at
@@ -62,6 +62,9 @@ class FaultProxy:
     :func:`~objsdk.testing.faultproxy.rules.choose_rules`
     for the combinations), in the order added. Thread safe.
     """
+
+    name = "FaultProxy"
+    error = FaultProxyError
 
     def __init__(
         self,
@@ -99,9 +102,7 @@ class FaultProxy:
     @property
     def endpoint(self) -> str:
         """The proxy's URL, e.g. ``http://127.0.0.1:41234``."""
-        if self.port is None:
-            raise FaultProxyError("FaultProxy has not been started")
-        return f"http://{self.host}:{self.port}"
+        return self._http_url()
 
     def start(self) -> FaultProxy:
         if self._listener is not None:
@@ -131,17 +132,6 @@ class FaultProxy:
         for thread in self._threads:
             thread.join(_JOIN_TIMEOUT)
         self._threads = []
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         where = self.endpoint if self.port is not None else "unstarted"
