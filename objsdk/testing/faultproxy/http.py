@@ -166,7 +166,7 @@ def _relay_exact(src: Conn, count: int, sink: Callable[[bytes], None]) -> None:
 
 
 def discard(_: bytes) -> None:
-    pass
+    """A body sink that drops what it is given."""
 
 
 def error_response(
@@ -178,6 +178,7 @@ def error_response(
     close: bool,
     message: str = "injected by FaultProxy",
 ) -> bytes:
+    """A whole S3 error reply (head and XML body), as the proxy's own answer."""
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Error><Code>{escape(code)}</Code>"
@@ -199,6 +200,7 @@ def error_response(
 
 
 def has_no_body(method: str, status: int) -> bool:
+    """True when a response to ``method`` with ``status`` has no body, whatever its headers."""
     return method == "HEAD" or status < 200 or status in (204, 304)
 
 

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ..lifecycle import StartStop
+from objsdk.testing.lifecycle import StartStop
+
 from .http import (
     Conn,
     Headers,
