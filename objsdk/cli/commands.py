@@ -12,17 +12,12 @@ from typing import TYPE_CHECKING, Any
 from objsdk import ObjectSummary, Prefix, errors
 
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
+from .jobs import Outcome, TransferOptions
 from .output import Output, format_time, human_size
 from .paths import parse_remote
-from .transfer import (
-    Outcome,
-    TransferOptions,
-    check_dest_bucket,
-    plan_cp,
-    plan_sync,
-    run_jobs,
-    stream_to_stdout,
-)
+from .plan import plan_cp
+from .sync import plan_sync
+from .transfer import check_dest_bucket, run_jobs, stream_to_stdout
 
 if TYPE_CHECKING:
     from objsdk import Client

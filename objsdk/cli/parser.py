@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from typing import NoReturn
 
 from .._version import __version__
@@ -34,24 +35,23 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+def _int_at_least(minimum: int, rule: str) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number not below ``minimum`` (``rule`` says so)."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{rule}, got {n}")
+        return n
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
-    return n
+_positive = _int_at_least(1, "must be at least 1")
+_non_negative = _int_at_least(0, "must not be negative")
 
 
 class _Parser(argparse.ArgumentParser):

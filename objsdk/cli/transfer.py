@@ -1,346 +1,35 @@
-"""``cp`` and ``sync``: planning which objects and files move where, then moving them.
-
-A plan is a list of :class:`Job` values (pure data); :func:`run_jobs` carries them out,
-one at a time in the calling thread for a single transfer, ``--jobs`` at a time in a
-thread pool for many. Interruption (Ctrl-C) cancels every transfer in flight through its
-progress callback, so each one cleans up as on any failure: an upload aborts its
-multipart upload, a download keeps its resumable temporary file (never the final name).
+"""``cp`` and ``sync``'s transfers carried out: :func:`run_jobs` runs a plan
+(from :mod:`.plan` or :mod:`.sync`), one job at a time in the calling thread for a single
+transfer, ``--jobs`` at a time in a thread pool for many. Interruption (Ctrl-C) cancels
+every transfer in flight through its progress callback, so each one cleans up as on any
+failure: an upload aborts its multipart upload, a download keeps its resumable temporary
+file (never the final name).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import os
-import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import crc32c
+from objsdk import errors
 
-from objsdk import ObjectSummary, errors
-
-from .errors import EXIT_BAD_ARGS, EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, CliError, message_for
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, message_for
+from .jobs import STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
 from .output import Output, Progress
-from .paths import LocalPath, Location, RemotePath, parse_location, safe_relative
+from .paths import LocalPath, RemotePath
 
 if TYPE_CHECKING:
     from objsdk import Client
 
-__all__ = ["Job", "TransferOptions", "plan_cp", "plan_sync", "run_jobs"]
+__all__ = ["check_dest_bucket", "run_jobs", "stream_to_stdout"]
 
-Kind = Literal["upload", "download", "copy", "stdin", "stdout", "delete"]
 MAX_COPY = 5 << 30  # S3's limit for one CopyObject
-STREAM_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Job:
-    """One transfer (or, for sync --delete, one deletion)."""
-
-    kind: Kind
-    src: Location | None
-    dst: Location
-    size: int = 0
-    mtime: datetime | None = None  # the source object's date, given to downloaded files
-
-    def describe(self) -> str:
-        if self.kind == "delete":
-            return f"delete: {self.dst}"
-        action = {"stdin": "upload", "stdout": "download"}.get(self.kind, self.kind)
-        return f"{action}: {self.src} to {self.dst}"
-
-
-@dataclass(frozen=True)
-class TransferOptions:
-    parallel: int = 4
-    jobs: int = 4
-    part_size: int | None = None
-    multipart_threshold: int | None = None
-    content_type: str | None = None
-
-
-@dataclass
-class Outcome:
-    done: int = 0
-    failed: int = 0
-    skipped: int = 0
-    bytes: int = 0
-    reused: int = 0  # bytes a resumed download found already on disk
-
-
-class Cancelled(Exception):
-    """Raised from progress callbacks to stop transfers after Ctrl-C."""
-
-
-# -- planning ------------------------------------------------------------------------------
-
-
-def _walk(root: str, out: Output, outcome: Outcome) -> Iterator[tuple[str, os.stat_result]]:
-    """Regular files under ``root`` as (relative posix path, stat), sorted; others skipped."""
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, root).replace(os.sep, "/")
-            try:
-                st = os.stat(path)
-            except OSError as e:
-                out.warn(f"skipping {path}: {e.strerror}")
-                outcome.skipped += 1
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                out.warn(f"skipping {path}: not a regular file")
-                outcome.skipped += 1
-                continue
-            if not os.access(path, os.R_OK):
-                out.warn(f"skipping {path}: permission denied")
-                outcome.skipped += 1
-                continue
-            yield rel, st
-
-
-def _list(client: Client, src: RemotePath) -> Iterator[tuple[str, ObjectSummary]]:
-    """Objects under ``src`` as a prefix, as (key relative to it, summary)."""
-    prefix = src.as_prefix().key if src.key else ""
-    for entry in client.list_objects(src.bucket, prefix=prefix):
-        if isinstance(entry, ObjectSummary) and not entry.key.endswith("/"):
-            yield entry.key[len(prefix) :], entry
-
-
-def _local_target(dst: LocalPath, name: str) -> str:
-    path = dst.path
-    if path.endswith(("/", os.sep)) or os.path.isdir(path):
-        return os.path.join(path, name)
-    return path
-
-
-def plan_cp(
-    client: Client, source: str, dest: str, *, recursive: bool, out: Output, outcome: Outcome
-) -> list[Job]:
-    """The jobs ``cp source dest`` means (raises CliError for impossible combinations)."""
-    src, dst = parse_location(source), parse_location(dest)
-    if isinstance(src, LocalPath) and isinstance(dst, LocalPath):
-        raise CliError("cp needs at least one s3:// location (for local copies use cp(1))", 252)
-    if recursive:
-        return _plan_recursive(client, src, dst, out, outcome)
-
-    if isinstance(src, LocalPath):
-        assert isinstance(dst, RemotePath)
-        if src.is_stdio:
-            if dst.is_prefix:
-                raise CliError(f"give a full key to upload standard input to, not {dst}", 252)
-            return [Job("stdin", src, dst)]
-        if os.path.isdir(src.path):
-            raise CliError(f"{src.path} is a directory (use --recursive)", EXIT_BAD_ARGS)
-        if not os.path.exists(src.path):
-            raise CliError(f"no such file: {src.path}", EXIT_BAD_ARGS)
-        target = dst.join(os.path.basename(src.path)) if dst.is_prefix else dst
-        return [Job("upload", src, target, os.path.getsize(src.path))]
-
-    if src.is_prefix:
-        raise CliError(f"{src} is a prefix, not an object (use --recursive)", EXIT_BAD_ARGS)
-    if isinstance(dst, LocalPath):
-        if dst.is_stdio:
-            return [Job("stdout", src, dst)]
-        return [Job("download", src, LocalPath(_local_target(dst, src.name)))]
-    target = dst.join(src.name) if dst.is_prefix else dst
-    return [Job("copy", src, target)]
-
-
-def _plan_recursive(
-    client: Client, src: Location, dst: Location, out: Output, outcome: Outcome
-) -> list[Job]:
-    if isinstance(src, LocalPath):
-        assert isinstance(dst, RemotePath)
-        if src.is_stdio or not os.path.isdir(src.path):
-            raise CliError(f"--recursive needs a local directory, got {src.path}", EXIT_BAD_ARGS)
-        return [
-            Job("upload", LocalPath(os.path.join(src.path, rel)), dst.join(rel), st.st_size)
-            for rel, st in _walk(src.path, out, outcome)
-        ]
-    jobs: list[Job] = []
-    prefix = src.as_prefix().key if src.key else ""
-    for _, summary in _list(client, src):
-        if isinstance(dst, LocalPath):
-            if dst.is_stdio:
-                raise CliError("--recursive cannot write to standard output", EXIT_BAD_ARGS)
-            rel = safe_relative(summary.key, prefix)
-            if rel is None:
-                out.warn(f"skipping s3://{src.bucket}/{summary.key}: not a safe local path")
-                outcome.skipped += 1
-                continue
-            target: Location = LocalPath(os.path.join(dst.path, *rel.split("/")))
-            kind: Kind = "download"
-        else:
-            target = dst.join(summary.key[len(prefix) :])
-            kind = "copy"
-        jobs.append(
-            Job(
-                kind,
-                RemotePath(src.bucket, summary.key),
-                target,
-                summary.size,
-                summary.last_modified,
-            )
-        )
-    return jobs
-
-
-# -- sync ----------------------------------------------------------------------------------
-
-
-def local_crc32c(path: str) -> str:
-    value = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(STREAM_CHUNK):
-            value = crc32c.crc32c(chunk, value)
-    return base64.b64encode(value.to_bytes(4, "big")).decode()
-
-
-def local_md5(path: str) -> str:
-    h = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as f:
-        while chunk := f.read(STREAM_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _same_content_local_remote(client: Client, path: str, remote: RemotePath) -> bool:
-    """True when the stored CRC32C (or a single-part ETag's MD5) matches the file's."""
-    info = client.head_object(remote.bucket, remote.key)
-    stored = info.checksums.get("crc32c")
-    if stored and "-" not in stored and info.checksum_type in (None, "FULL_OBJECT"):
-        return stored == local_crc32c(path)
-    etag = (info.etag or "").strip('"')
-    if etag and "-" not in etag:
-        return etag == local_md5(path)
-    return False  # nothing comparable is stored: copy to be sure
-
-
-def _same_content_remote_remote(client: Client, a: RemotePath, b: RemotePath) -> bool:
-    ia, ib = client.head_object(a.bucket, a.key), client.head_object(b.bucket, b.key)
-    ca, cb = ia.checksums.get("crc32c"), ib.checksums.get("crc32c")
-    if ca and cb:
-        return ca == cb
-    return bool(ia.etag) and ia.etag == ib.etag and "-" not in (ia.etag or "")
-
-
-def plan_sync(
-    client: Client,
-    source: str,
-    dest: str,
-    *,
-    checksum: bool,
-    delete: bool,
-    out: Output,
-    outcome: Outcome,
-) -> list[Job]:
-    """What ``sync`` copies (new, or changed by size, by date, or by checksum) and deletes."""
-    src, dst = parse_location(source), parse_location(dest)
-    if isinstance(src, LocalPath) and isinstance(dst, LocalPath):
-        raise CliError("sync needs at least one s3:// location", EXIT_BAD_ARGS)
-    if (isinstance(src, LocalPath) and src.is_stdio) or (
-        isinstance(dst, LocalPath) and dst.is_stdio
-    ):
-        raise CliError("sync works on directories and prefixes, not standard streams", 252)
-    jobs: list[Job] = []
-
-    if isinstance(src, LocalPath):
-        assert isinstance(dst, RemotePath)
-        if not os.path.isdir(src.path):
-            raise CliError(f"no such directory: {src.path}", EXIT_BAD_ARGS)
-        remote = dict(_list(client, dst))
-        seen = set()
-        for rel, st in _walk(src.path, out, outcome):
-            seen.add(rel)
-            path = os.path.join(src.path, rel)
-            target = dst.join(rel)
-            have = remote.get(rel)
-            if have is not None and have.size == st.st_size:
-                if checksum:
-                    if _same_content_local_remote(client, path, target):
-                        continue
-                elif have.last_modified is None or st.st_mtime <= have.last_modified.timestamp():
-                    continue
-            jobs.append(Job("upload", LocalPath(path), target, st.st_size))
-        if delete:
-            jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(remote) - seen)]
-        return jobs
-
-    if isinstance(dst, LocalPath):
-        local: dict[str, os.stat_result] = {}
-        if os.path.isdir(dst.path):
-            local = dict(_walk(dst.path, out, Outcome()))
-        elif os.path.exists(dst.path):
-            raise CliError(f"{dst.path} exists and is not a directory", EXIT_BAD_ARGS)
-        seen = set()
-        prefix = src.as_prefix().key if src.key else ""
-        for _rel, summary in _list(client, src):
-            safe = safe_relative(summary.key, prefix)
-            if safe is None:
-                out.warn(f"skipping s3://{src.bucket}/{summary.key}: not a safe local path")
-                outcome.skipped += 1
-                continue
-            seen.add(safe)
-            path = os.path.join(dst.path, *safe.split("/"))
-            st_local = local.get(safe)
-            if st_local is not None and st_local.st_size == summary.size:
-                if checksum:
-                    if _same_content_local_remote(
-                        client, path, RemotePath(src.bucket, summary.key)
-                    ):
-                        continue
-                elif (
-                    summary.last_modified is None
-                    or summary.last_modified.timestamp() <= st_local.st_mtime
-                ):
-                    continue
-            jobs.append(
-                Job(
-                    "download",
-                    RemotePath(src.bucket, summary.key),
-                    LocalPath(path),
-                    summary.size,
-                    summary.last_modified,
-                )
-            )
-        if delete:
-            for rel in sorted(set(local) - seen):
-                jobs.append(Job("delete", None, LocalPath(os.path.join(dst.path, *rel.split("/")))))
-        return jobs
-
-    dst_objects = dict(_list(client, dst))
-    seen = set()
-    for rel, summary in _list(client, src):
-        seen.add(rel)
-        have = dst_objects.get(rel)
-        source_path = RemotePath(src.bucket, summary.key)
-        target = dst.join(rel)
-        if have is not None and have.size == summary.size:
-            if checksum:
-                if _same_content_remote_remote(client, source_path, target):
-                    continue
-            elif (
-                summary.last_modified is None
-                or have.last_modified is None
-                or summary.last_modified <= have.last_modified
-            ):
-                continue
-        jobs.append(Job("copy", source_path, target, summary.size, summary.last_modified))
-    if delete:
-        jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(dst_objects) - seen)]
-    return jobs
-
-
-# -- running -------------------------------------------------------------------------------
 
 
 class Runner:
@@ -363,6 +52,15 @@ class Runner:
         assert self.progress is not None
         return self.progress.callback(self.check)
 
+    def write_options(self) -> dict[str, Any]:
+        """The keyword arguments an upload or a writer takes from the options."""
+        kwargs: dict[str, Any] = {"parallel": self.opts.parallel, "progress": self.callback()}
+        if self.opts.part_size is not None:
+            kwargs["part_size"] = self.opts.part_size
+        if self.opts.content_type:
+            kwargs["content_type"] = self.opts.content_type
+        return kwargs
+
     def run_one(self, job: Job) -> int:
         """Carry out ``job``; return the bytes moved."""
         c = self.client
@@ -377,27 +75,18 @@ class Runner:
         if job.kind == "upload":
             assert isinstance(src, LocalPath)
             assert isinstance(dst, RemotePath)
-            kwargs: dict[str, Any] = {"parallel": self.opts.parallel, "progress": self.callback()}
-            if self.opts.part_size is not None:
-                kwargs["part_size"] = self.opts.part_size
+            kwargs = self.write_options()
             if self.opts.multipart_threshold is not None:
                 kwargs["multipart_threshold"] = self.opts.multipart_threshold
-            if self.opts.content_type:
-                kwargs["content_type"] = self.opts.content_type
             info = c.upload(dst.bucket, dst.key, src.path, **kwargs)
             return info.size or job.size
         if job.kind == "stdin":
             assert isinstance(dst, RemotePath)
-            wkw: dict[str, Any] = {"parallel": self.opts.parallel, "progress": self.callback()}
-            if self.opts.part_size is not None:
-                wkw["part_size"] = self.opts.part_size
-            if self.opts.content_type:
-                wkw["content_type"] = self.opts.content_type
             total = 0
             stdin = cast(io.BufferedReader, sys.stdin.buffer)
             buf = bytearray(STREAM_CHUNK)
             view = memoryview(buf)
-            with c.open_write(dst.bucket, dst.key, **wkw) as w:
+            with c.open_write(dst.bucket, dst.key, **self.write_options()) as w:
                 while n := stdin.readinto(view):
                     self.check()
                     w.write(view[:n])
@@ -537,9 +226,8 @@ def run_jobs(
 
 
 def _job_json(job: Job) -> dict[str, Any]:
-    action = {"stdin": "upload", "stdout": "download"}.get(job.kind, job.kind)
     return {
-        "action": action,
+        "action": job.action,
         "source": None if job.src is None else str(job.src),
         "dest": str(job.dst),
     }

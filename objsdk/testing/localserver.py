@@ -14,9 +14,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import TypeVar
 
+from objsdk.testing.lifecycle import StartStop
 from objsdk.testing.supervisor import Supervised, SupervisorError, free_port
 
 __all__ = ["LocalServer"]
@@ -24,7 +24,7 @@ __all__ = ["LocalServer"]
 S = TypeVar("S", bound="LocalServer")
 
 
-class LocalServer:
+class LocalServer(StartStop):
     """Start/stop lifecycle of a supervised server on a loopback port."""
 
     #: Used in error messages ("MinIO did not start: ...").
@@ -85,17 +85,6 @@ class LocalServer:
         for directory in self._dirs:
             shutil.rmtree(directory, ignore_errors=True)
         self._dirs = []
-
-    def __enter__(self: S) -> S:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _temp_dir(self, prefix: str) -> Path:
         """A new temporary directory, removed by :meth:`stop`."""

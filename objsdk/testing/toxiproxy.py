@@ -201,9 +201,7 @@ class Toxiproxy(LocalServer):
     @property
     def api_url(self) -> str:
         """Base URL of the HTTP API."""
-        if self.port is None:
-            raise ToxiproxyError("Toxiproxy has not been started")
-        return f"http://{self.host}:{self.port}"
+        return self._http_url()
 
     def _launch(self) -> Supervised:
         binary = self._binary if self._binary is not None else toxiproxy_binary()

@@ -1,0 +1,58 @@
+"""What a transfer plan is made of: :class:`Job` values, the options they run with, and
+the :class:`Outcome` counters they add to. Pure data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from .paths import Location
+
+__all__ = ["STREAM_CHUNK", "Cancelled", "Job", "Kind", "Outcome", "TransferOptions"]
+
+Kind = Literal["upload", "download", "copy", "stdin", "stdout", "delete"]
+STREAM_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Job:
+    """One transfer (or, for sync --delete, one deletion)."""
+
+    kind: Kind
+    src: Location | None
+    dst: Location
+    size: int = 0
+    mtime: datetime | None = None  # the source object's date, given to downloaded files
+
+    @property
+    def action(self) -> str:
+        """What the user sees this job as: ``stdin``/``stdout`` are an upload/a download."""
+        return {"stdin": "upload", "stdout": "download"}.get(self.kind, self.kind)
+
+    def describe(self) -> str:
+        if self.kind == "delete":
+            return f"delete: {self.dst}"
+        return f"{self.action}: {self.src} to {self.dst}"
+
+
+@dataclass(frozen=True)
+class TransferOptions:
+    parallel: int = 4
+    jobs: int = 4
+    part_size: int | None = None
+    multipart_threshold: int | None = None
+    content_type: str | None = None
+
+
+@dataclass
+class Outcome:
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    reused: int = 0  # bytes a resumed download found already on disk
+
+
+class Cancelled(Exception):
+    """Raised from progress callbacks to stop transfers after Ctrl-C."""

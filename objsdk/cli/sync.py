@@ -1,0 +1,192 @@
+"""``sync``: which objects and files are new or changed (by size, by date, or by
+checksum) and so move, and which ``--delete`` removes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from typing import TYPE_CHECKING
+
+import crc32c
+
+from .errors import EXIT_BAD_ARGS, CliError
+from .jobs import STREAM_CHUNK, Job, Outcome
+from .listing import list_objects, local_file, safe_local_name, walk_files
+from .output import Output
+from .paths import LocalPath, RemotePath, parse_location
+
+if TYPE_CHECKING:
+    from objsdk import Client
+
+__all__ = ["local_crc32c", "local_md5", "plan_sync"]
+
+
+def local_crc32c(path: str) -> str:
+    value = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(STREAM_CHUNK):
+            value = crc32c.crc32c(chunk, value)
+    return base64.b64encode(value.to_bytes(4, "big")).decode()
+
+
+def local_md5(path: str) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        while chunk := f.read(STREAM_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _same_content_local_remote(client: Client, path: str, remote: RemotePath) -> bool:
+    """True when the stored CRC32C (or a single-part ETag's MD5) matches the file's."""
+    info = client.head_object(remote.bucket, remote.key)
+    stored = info.checksums.get("crc32c")
+    if stored and "-" not in stored and info.checksum_type in (None, "FULL_OBJECT"):
+        return stored == local_crc32c(path)
+    etag = (info.etag or "").strip('"')
+    if etag and "-" not in etag:
+        return etag == local_md5(path)
+    return False  # nothing comparable is stored: copy to be sure
+
+
+def _same_content_remote_remote(client: Client, a: RemotePath, b: RemotePath) -> bool:
+    ia, ib = client.head_object(a.bucket, a.key), client.head_object(b.bucket, b.key)
+    ca, cb = ia.checksums.get("crc32c"), ib.checksums.get("crc32c")
+    if ca and cb:
+        return ca == cb
+    return bool(ia.etag) and ia.etag == ib.etag and "-" not in (ia.etag or "")
+
+
+def plan_sync(
+    client: Client,
+    source: str,
+    dest: str,
+    *,
+    checksum: bool,
+    delete: bool,
+    out: Output,
+    outcome: Outcome,
+) -> list[Job]:
+    """What ``sync`` copies (new, or changed by size, by date, or by checksum) and deletes."""
+    src, dst = parse_location(source), parse_location(dest)
+    if isinstance(src, LocalPath) and isinstance(dst, LocalPath):
+        raise CliError("sync needs at least one s3:// location", EXIT_BAD_ARGS)
+    if (isinstance(src, LocalPath) and src.is_stdio) or (
+        isinstance(dst, LocalPath) and dst.is_stdio
+    ):
+        raise CliError("sync works on directories and prefixes, not standard streams", 252)
+    if isinstance(src, LocalPath):
+        assert isinstance(dst, RemotePath)
+        return _sync_up(client, src, dst, checksum, delete, out, outcome)
+    if isinstance(dst, LocalPath):
+        return _sync_down(client, src, dst, checksum, delete, out, outcome)
+    return _sync_remote(client, src, dst, checksum, delete)
+
+
+def _sync_up(
+    client: Client,
+    src: LocalPath,
+    dst: RemotePath,
+    checksum: bool,
+    delete: bool,
+    out: Output,
+    outcome: Outcome,
+) -> list[Job]:
+    """A local directory to a prefix: uploads, and deletions of objects with no file."""
+    if not os.path.isdir(src.path):
+        raise CliError(f"no such directory: {src.path}", EXIT_BAD_ARGS)
+    jobs: list[Job] = []
+    remote = dict(list_objects(client, dst))
+    seen = set()
+    for rel, st in walk_files(src.path, out, outcome):
+        seen.add(rel)
+        path = os.path.join(src.path, rel)
+        target = dst.join(rel)
+        have = remote.get(rel)
+        if have is not None and have.size == st.st_size:
+            if checksum:
+                if _same_content_local_remote(client, path, target):
+                    continue
+            elif have.last_modified is None or st.st_mtime <= have.last_modified.timestamp():
+                continue
+        jobs.append(Job("upload", LocalPath(path), target, st.st_size))
+    if delete:
+        jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(remote) - seen)]
+    return jobs
+
+
+def _sync_down(
+    client: Client,
+    src: RemotePath,
+    dst: LocalPath,
+    checksum: bool,
+    delete: bool,
+    out: Output,
+    outcome: Outcome,
+) -> list[Job]:
+    """A prefix to a local directory: downloads, and deletions of files with no object."""
+    local: dict[str, os.stat_result] = {}
+    if os.path.isdir(dst.path):
+        local = dict(walk_files(dst.path, out, Outcome()))
+    elif os.path.exists(dst.path):
+        raise CliError(f"{dst.path} exists and is not a directory", EXIT_BAD_ARGS)
+    jobs: list[Job] = []
+    seen = set()
+    for _rel, summary in list_objects(client, src):
+        safe = safe_local_name(src, summary.key, out, outcome)
+        if safe is None:
+            continue
+        seen.add(safe)
+        path = local_file(dst.path, safe)
+        st_local = local.get(safe)
+        if st_local is not None and st_local.st_size == summary.size:
+            if checksum:
+                if _same_content_local_remote(client, path, RemotePath(src.bucket, summary.key)):
+                    continue
+            elif (
+                summary.last_modified is None
+                or summary.last_modified.timestamp() <= st_local.st_mtime
+            ):
+                continue
+        jobs.append(
+            Job(
+                "download",
+                RemotePath(src.bucket, summary.key),
+                LocalPath(path),
+                summary.size,
+                summary.last_modified,
+            )
+        )
+    if delete:
+        for rel in sorted(set(local) - seen):
+            jobs.append(Job("delete", None, LocalPath(local_file(dst.path, rel))))
+    return jobs
+
+
+def _sync_remote(
+    client: Client, src: RemotePath, dst: RemotePath, checksum: bool, delete: bool
+) -> list[Job]:
+    """A prefix to a prefix: server-side copies, and deletions of objects not in ``src``."""
+    jobs: list[Job] = []
+    dst_objects = dict(list_objects(client, dst))
+    seen = set()
+    for rel, summary in list_objects(client, src):
+        seen.add(rel)
+        have = dst_objects.get(rel)
+        source_path = RemotePath(src.bucket, summary.key)
+        target = dst.join(rel)
+        if have is not None and have.size == summary.size:
+            if checksum:
+                if _same_content_remote_remote(client, source_path, target):
+                    continue
+            elif (
+                summary.last_modified is None
+                or have.last_modified is None
+                or summary.last_modified <= have.last_modified
+            ):
+                continue
+        jobs.append(Job("copy", source_path, target, summary.size, summary.last_modified))
+    if delete:
+        jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(dst_objects) - seen)]
+    return jobs

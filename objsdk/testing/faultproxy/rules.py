@@ -1,0 +1,150 @@
+"""What to fault and how: :class:`Action`, :class:`Rule`, which rules apply to a request,
+and :class:`LoggedRequest`, the record of what was done. Pure data, no I/O."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "AFTER_FORWARD",
+    "ANSWERED_HERE",
+    "Action",
+    "FaultProxyError",
+    "LoggedRequest",
+    "Rule",
+    "choose_rules",
+]
+
+
+class FaultProxyError(RuntimeError):
+    """The proxy could not start, or was used wrongly."""
+
+
+class Action(enum.Enum):
+    """What a matching rule does to the request or to its response."""
+
+    #: Answer 503 SlowDown (an S3 XML error body) without forwarding the request.
+    SLOW_DOWN = "slow_down"
+    #: Answer ``status``/``code`` (default 500 InternalError) without forwarding.
+    ERROR = "error"
+    #: Forward the request, read the server's whole reply, then send the client an error
+    #: instead (default 503 SlowDown): the request took effect but its reply was lost.
+    ERROR_AFTER_FORWARD = "error_after_forward"
+    #: Forward the request, read the server's whole reply, then close the client
+    #: connection without sending anything.
+    DROP_AFTER_FORWARD = "drop_after_forward"
+    #: Close the client connection without forwarding the request or answering.
+    DROP = "drop"
+    #: Remove the ``ETag`` header from the response.
+    STRIP_ETAG = "strip_etag"
+    #: Turn the response's ``ETag: "x"`` into ``ETag: W/"x"``.
+    WEAK_ETAG = "weak_etag"
+    #: Forward without ``Range`` (and ``If-Range``): the server answers 200 with the whole
+    #: body. A SigV4 request that signed ``Range`` is re-signed, so the proxy needs the
+    #: credentials (``FaultProxy(..., access_key=, secret_key=)``).
+    IGNORE_RANGE = "ignore_range"
+    #: Remove ``Content-Length`` from the response; a body is then delimited by closing
+    #: the connection, as HTTP/1.1 allows.
+    STRIP_CONTENT_LENGTH = "strip_content_length"
+    #: Add (or replace) the response headers given as ``headers``.
+    SET_HEADERS = "set_headers"
+    #: Wait ``seconds`` before forwarding the request: a slow server.
+    DELAY = "delay"
+    #: Send the response headers and the first ``after`` body bytes, then close the
+    #: connection: a body cut short (Toxiproxy's ``limit_data``, for one request).
+    TRUNCATE_BODY = "truncate_body"
+
+
+@dataclass
+class Rule:
+    """Which requests to fault, how, and how many times.
+
+    A request matches when every given criterion does: ``method`` (exact, case
+    insensitive), ``path`` (a regular expression searched in the percent-decoded path,
+    e.g. ``r"/bucket/key$"``) and ``query`` (parameter names that must be present, or a
+    mapping from name to required value, None meaning any value). ``times`` is how many
+    matching requests the rule applies to (None: all of them); ``hits`` counts them.
+    """
+
+    action: Action
+    method: str | None = None
+    path: str | None = None
+    query: Mapping[str, str | None] = field(default_factory=dict)
+    times: int | None = 1
+    status: int | None = None
+    code: str | None = None
+    retry_after: float | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    after: int = 0
+    seconds: float = 0.0
+    hits: int = 0
+
+    def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
+        if self.method is not None and self.method.upper() != method.upper():
+            return False
+        if self.path is not None and re.search(self.path, path) is None:
+            return False
+        for name, value in self.query.items():
+            if name not in query or (value is not None and query[name] != value):
+                return False
+        return True
+
+    @property
+    def used_up(self) -> bool:
+        return self.times is not None and self.hits >= self.times
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One request the proxy handled, and what it sent back.
+
+    ``status`` is the status the client got (None if the connection was dropped);
+    ``upstream_status`` the one the server answered (None if it was not forwarded);
+    ``actions`` the faults applied; ``body_bytes`` how many body bytes the client was sent
+    (as framed on the wire: a chunked body counts its chunk headers).
+    """
+
+    method: str
+    path: str
+    query: dict[str, str]
+    range: str | None
+    status: int | None
+    upstream_status: int | None
+    actions: tuple[Action, ...]
+    body_bytes: int
+    time: float
+
+
+#: Actions that answer the request in the proxy, without forwarding it.
+ANSWERED_HERE = (Action.SLOW_DOWN, Action.ERROR, Action.DROP)
+#: Actions that forward the request and then lose its reply.
+AFTER_FORWARD = (Action.ERROR_AFTER_FORWARD, Action.DROP_AFTER_FORWARD)
+
+
+def choose_rules(
+    rules: Sequence[Rule], method: str, path: str, query: Mapping[str, str]
+) -> list[Rule]:
+    """The rules (in the order given) that apply to this request, their hits counted.
+
+    An answer made here (SLOW_DOWN, ERROR, DROP) excludes everything else; of the
+    rest, one lost-reply rule (ERROR/DROP_AFTER_FORWARD) and one TRUNCATE_BODY apply
+    at most, and every request or header rule does.
+    """
+    matching = [r for r in rules if not r.used_up and r.matches(method, path, query)]
+    here = [r for r in matching if r.action in ANSWERED_HERE]
+    if here:
+        chosen = here[:1]
+    else:
+        chosen, seen = [], set()
+        for rule in matching:
+            kind = "lost" if rule.action in AFTER_FORWARD else rule.action
+            if kind in seen and kind in ("lost", Action.TRUNCATE_BODY):
+                continue
+            seen.add(kind)
+            chosen.append(rule)
+    for rule in chosen:
+        rule.hits += 1
+    return chosen
