@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
-from objsdk._core.config import resolve_config
+from objsdk._core.config import credentials_for, resolve_config
 from objsdk._core.ranges import format_range
 from objsdk._core.s3xml import (
     build_delete_body,
@@ -202,7 +202,9 @@ class Client:
         access_key = config.pop("access_key")
         secret_key = config.pop("secret_key")
         if access_key is not None and secret_key is None:
-            secret_key, config["session_token"] = _credentials_here(endpoint, access_key)
+            secret_key, config["session_token"] = credentials_for(
+                endpoint, access_key, os.environ, home=os.path.expanduser("~")
+            )
         self.__init__(endpoint, access_key, secret_key, **config)  # type: ignore[misc]
 
     def close(self) -> None:
@@ -570,22 +572,6 @@ class Client:
             now=datetime.now(timezone.utc),
             expires=seconds,
         )
-
-
-def _credentials_here(endpoint: str, access_key: str) -> tuple[str, str | None]:
-    """The secret key (and session token) for ``access_key`` in this process's
-    environment or shared files: how a client pickled without them gets them back."""
-    env = os.environ
-    cfg = resolve_config(env, home=env.get("HOME") or os.path.expanduser("~"))
-    if cfg.access_key == access_key and cfg.secret_key:
-        return cfg.secret_key, cfg.session_token
-    shown = access_key[:4] + "..." if len(access_key) > 4 else "..."
-    raise errors.InvalidArgument(
-        f"a Client for {endpoint} was pickled without its secret key (the default) and "
-        f"this process has none for access key {shown}: set AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY (or an AWS profile) where it is unpickled, or create the "
-        "Client with pickle_credentials=True"
-    )
 
 
 def _check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:

@@ -33,6 +33,7 @@ from ..errors import InvalidArgument
 __all__ = [
     "ConfigError",
     "ResolvedConfig",
+    "credentials_for",
     "read_text_if_exists",
     "resolve_config",
 ]
@@ -292,4 +293,21 @@ def resolve_config(
         region=resolved_region,
         profile=profile_name,
         sources=sources,
+    )
+
+
+def credentials_for(
+    endpoint: str, access_key: str, environ: Mapping[str, str], *, home: str
+) -> tuple[str, str | None]:
+    """The secret key (and session token) for ``access_key`` in ``environ`` or the shared
+    files: how a Client pickled without them (the default) gets them back."""
+    cfg = resolve_config(environ, home=environ.get("HOME") or home)
+    if cfg.access_key == access_key and cfg.secret_key:
+        return cfg.secret_key, cfg.session_token
+    shown = access_key[:4] + "..." if len(access_key) > 4 else "..."
+    raise ConfigError(
+        f"a Client for {endpoint} was pickled without its secret key (the default) and "
+        f"this process has none for access key {shown}: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (or an AWS profile) where it is unpickled, or create the "
+        "Client with pickle_credentials=True"
     )

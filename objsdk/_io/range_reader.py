@@ -391,7 +391,10 @@ class RangeReader:
             if self.size is not None and want >= self.size:
                 return None
             raise _Broken(f"416 for offset {want} of a {self.size}-byte object") from None
-        if cont.discard and self.strict_range:
+        ignored = cont.discard or (
+            resp.status == 200 and self.end is not None and (cont.size or 0) > self.end
+        )
+        if ignored and self.strict_range:
             resp.close()
             raise RangeIgnored(
                 f"the server ignored Range for offset {want}",
