@@ -37,6 +37,7 @@ from objsdk._core.checksums import crc32c, encode_crc32c
 from objsdk._core.headers import object_headers
 from objsdk._core.parts import Part, plan_upload, upload_part_size
 from objsdk._core.sizes import (
+    ADAPTIVE_PART_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
     MAX_PARTS,
     MAX_SINGLE_PUT,
@@ -71,8 +72,9 @@ def upload(
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
 ) -> ObjectInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
-    multipart upload of ``part_size`` parts (default 16 MiB), ``parallel`` at a time
-    (``None``, the default: one at first, more while the aggregate rate keeps rising).
+    multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
+    default: one at first, more while the aggregate rate keeps rising, with 8 MiB parts
+    unless ``part_size`` is given; a fixed ``parallel`` defaults to 16 MiB parts).
 
     ``source`` is a path, a binary file object (read from its position to its end,
     and left at its end), or bytes-like data. ``progress(done, total)`` follows the
@@ -89,6 +91,9 @@ def upload(
     check_count("multipart_threshold", multipart_threshold, 0, bucket, key)
     if part_size is not None:
         upload_part_size(None, part_size)  # refuses sizes outside S3's limits
+    elif parallel is None:
+        # Adaptive: parts of 8 MiB, so that the level has parts to climb with.
+        part_size = ADAPTIVE_PART_SIZE
     job = _Job(transport, bucket, key, headers, content_type, dict(metadata or {}), parallel)
     with _open_source(source, bucket, key) as src:
         size = src.size
