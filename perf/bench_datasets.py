@@ -5,8 +5,9 @@
   local tarfile in /dev/shm   the same shards from local files in memory, with tarfile
   webdataset (pipe:curl)      ``webdataset.WebDataset`` over ``pipe:curl`` presigned URLs
   objsdk ShardDataset         ``ShardDataset(client, shards, shuffle_shards=False)`` with
-                              the default ``readahead="auto"``, and fixed at ``readahead=0``
-                              (one stream per shard) and ``readahead=6`` (6 parallel parts)
+                              the default ``readahead=None`` (the client's adaptive
+                              read-ahead), and fixed at ``readahead=0`` (one stream per
+                              shard) and ``readahead=6`` (6 parallel parts)
 
 Then the network profile: a Toxiproxy in front of MinIO adds ``--latency-ms`` to every
 response and caps every connection at ``--bandwidth-mbs`` MB/s (toxics are per connection,
@@ -102,12 +103,32 @@ def read_webdataset(urls: list[str]) -> tuple[int, int]:
     return nbytes, count
 
 
-def read_objsdk(client: Client, specs: list[str], **options: Any) -> tuple[int, int]:
+#: variant name -> the read-ahead each shard's reader ended at, in its last run
+LEVELS: dict[str, list[int]] = {}
+
+
+def read_objsdk(client: Client, specs: list[str], name: str, **options: Any) -> tuple[int, int]:
     nbytes = count = 0
-    for sample in ShardDataset(client, specs, shuffle_shards=False, **options):
+    ds = ShardDataset(client, specs, shuffle_shards=False, **options)
+    for sample in ds:
         nbytes += payload(sample)
         count += 1
+    LEVELS[name] = [r.stats.readahead for r in ds.reads]
     return nbytes, count
+
+
+def levels_line(section: dict[str, object]) -> None:
+    """Print (and keep in ``section``) the read-ahead each ShardDataset variant's shards
+    ended at, as ``{level: shards}``."""
+    out = {}
+    for name, levels in LEVELS.items():
+        counts: dict[int, int] = {}
+        for level in levels:
+            counts[level] = counts.get(level, 0) + 1
+        out[name] = dict(sorted(counts.items()))
+        print(f"  {name:<32} read-ahead per shard (level: shards) {out[name]}")
+    section["readahead_levels"] = out
+    LEVELS.clear()
 
 
 def curl_urls(client: Client, keys: list[str]) -> list[str]:
@@ -169,12 +190,14 @@ def main() -> None:
                 {
                     "local tarfile in /dev/shm": lambda: read_local(paths),
                     "webdataset (pipe:curl)": lambda: read_webdataset(urls),
-                    "objsdk ShardDataset": lambda: read_objsdk(client, specs),
+                    "objsdk ShardDataset": lambda: read_objsdk(
+                        client, specs, "objsdk ShardDataset"
+                    ),
                     "objsdk ShardDataset readahead=0": lambda: read_objsdk(
-                        client, specs, readahead=0
+                        client, specs, "objsdk ShardDataset readahead=0", readahead=0
                     ),
                     "objsdk ShardDataset readahead=6": lambda: read_objsdk(
-                        client, specs, readahead=6
+                        client, specs, "objsdk ShardDataset readahead=6", readahead=6
                     ),
                 },
                 args.runs,
@@ -203,6 +226,7 @@ def main() -> None:
                 )
                 section["vs_local"][name] = round(vs_local, 3)
             section["samples_per_s"] = samples_line(results, counts)
+            levels_line(section)
             sections.append(section)
             if not args.skip_network:
                 sections.append(network(srv, keys[: args.net_shards], args))
@@ -225,9 +249,9 @@ def network(srv: Any, keys: list[str], args: Any) -> dict[str, object]:
             results, counts = run(
                 {
                     "webdataset (pipe:curl)": lambda: read_webdataset(urls),
-                    "objsdk ShardDataset": lambda: read_objsdk(slow, specs),
+                    "objsdk ShardDataset": lambda: read_objsdk(slow, specs, "objsdk ShardDataset"),
                     "objsdk ShardDataset readahead=6": lambda: read_objsdk(
-                        slow, specs, readahead=6
+                        slow, specs, "objsdk ShardDataset readahead=6", readahead=6
                     ),
                 },
                 args.runs,
@@ -241,6 +265,7 @@ def network(srv: Any, keys: list[str], args: Any) -> dict[str, object]:
             targets={"objsdk ShardDataset": ("webdataset (pipe:curl)", 3.0)},
         )
         section["samples_per_s"] = samples_line(results, counts)
+        levels_line(section)
         return section
 
 

@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -17,6 +18,7 @@ from datasets_helpers import expected_samples, make_shard, make_tar
 
 from objsdk import Client
 from objsdk.datasets import ShardDataset, ShardError, default_decoders
+from objsdk.errors import InvalidArgument
 
 pytestmark = pytest.mark.integration
 
@@ -419,27 +421,47 @@ def test_torch_dataloader_workers_split_the_shards(client, shard_bucket):
     assert sorted(keys) == sorted(expected_samples(6, PER_SHARD))
 
 
-def test_auto_readahead_switches_to_parallel_parts_when_one_stream_is_slow(
-    local_minio, minio_proxy, shard_bucket, monkeypatch
-):
-    monkeypatch.setattr("objsdk.datasets.dataset.AUTO_PROBE", 64 << 10)
-    minio_proxy.add_toxic("bandwidth", rate=4000)  # KB/s per connection
-    with Client(minio_proxy.endpoint, local_minio.access_key, local_minio.secret_key) as slow:
-        shards = f"{shard_bucket}/train/shard-{{000..003}}.tar"
-        ds = ShardDataset(slow, shards, shuffle_shards=False, part_size=64 << 10)
-        got = {s["__key__"]: s["jpg"] for s in ds}
-    expected = expected_samples(N_SHARDS, PER_SHARD)
-    assert got == {k: v for k, v in expected.items() if k < "s004"}
-    first = ds.reads[0]
-    assert first.stats.requests == 1  # the probe: one stream
-    assert any(r.stats.requests > 2 for r in ds.reads)  # then HEAD + parallel parts
-    assert any(r.offset > 0 for r in ds.reads)  # the shard being read continued with parts
-
-
-def test_fixed_readahead_zero_reads_every_shard_with_one_request(client, shard_bucket):
+def test_readahead_zero_reads_every_shard_with_one_request(client, shard_bucket):
     ds = ShardDataset(client, spec(shard_bucket), readahead=0)
     assert sum(1 for _ in ds) == N_SHARDS * PER_SHARD
     assert all(r.stats.requests == 1 for r in ds.reads)
+
+
+def test_fixed_readahead_reads_every_shard_with_that_many_parallel_parts(client, shard_bucket):
+    shards = f"{shard_bucket}/train/shard-{{000..003}}.tar"
+    ds = ShardDataset(client, shards, shuffle_shards=False, readahead=3, part_size=64 << 10)
+    got = {s["__key__"]: s["jpg"] for s in ds}
+    expected = expected_samples(N_SHARDS, PER_SHARD)
+    assert got == {k: v for k, v in expected.items() if k < "s004"}
+    assert [r.stats.readahead for r in ds.reads] == [3] * 4
+    assert all(r.stats.requests > 2 for r in ds.reads)  # HEAD and a stream, then the parts
+
+
+def test_default_readahead_is_the_clients_adaptive_one_and_delivers_every_sample(
+    local_minio, minio_proxy, bucket
+):
+    # Two shards of 16 samples of 1 MiB behind a proxy that caps every connection at
+    # 8 MB/s: one stream is slow, so the client's read-ahead climbs to parallel parts.
+    size, per_shard = 1 << 20, 16
+    for s in range(2):
+        local_minio.client().put_object(bucket, f"big-{s}.tar", make_shard(s, per_shard, size))
+    minio_proxy.add_toxic("bandwidth", rate=8000)  # KB/s per connection
+    with Client(minio_proxy.endpoint, local_minio.access_key, local_minio.secret_key) as slow:
+        ds = ShardDataset(slow, f"{bucket}/big-{{0..1}}.tar", shuffle_shards=False)
+        assert ds.readahead is None
+        got = {s["__key__"]: s["jpg"] for s in ds}
+    assert got == expected_samples(2, per_shard, size)
+    assert [r.shard for r in ds.reads] == [f"{bucket}/big-0.tar", f"{bucket}/big-1.tar"]
+    assert all(r.stats.readahead > 1 for r in ds.reads)  # the level the client chose
+    assert all(r.stats.requests > 2 for r in ds.reads)
+
+
+@pytest.mark.parametrize("readahead", ["auto", "6", -1, 2.5, True])
+def test_readahead_other_than_none_or_a_count_is_refused(client, shard_bucket, readahead):
+    with pytest.raises(
+        InvalidArgument, match=r"readahead must be None .* got " + re.escape(repr(readahead))
+    ):
+        ShardDataset(client, spec(shard_bucket), readahead=readahead)
 
 
 def test_a_sample_that_fails_to_decode_names_its_member_and_skip_drops_only_it(client, bucket):

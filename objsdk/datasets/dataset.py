@@ -7,7 +7,6 @@ import logging
 import os
 import pickle
 import random
-import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,12 +37,6 @@ log = logging.getLogger("objsdk.datasets")
 OnError = str | Callable[[ShardError], bool]
 STATE_VERSION = 1
 DEFAULT_PART_SIZE = 4 << 20
-# readahead="auto": shards are read with one stream until AUTO_PROBE bytes have been read;
-# if the reads delivered less than AUTO_RATE bytes per second spent in them, the rest is
-# read with AUTO_READAHEAD parallel parts (the store limits each connection).
-AUTO_READAHEAD = 6
-AUTO_PROBE = 8 << 20
-AUTO_RATE = 100e6
 
 
 @dataclass
@@ -99,10 +92,11 @@ class ShardDataset(_Base):
     taking the :class:`ShardError` and returning True to skip.
 
     While a shard is read, the next one is opened and its first part fetched in the
-    background. ``readahead``: ``"auto"`` reads each shard with one stream until 8 MiB
-    have shown what one stream delivers; below 100 MB/s (a store that limits each
-    connection) the rest is read with 6 parallel ``part_size`` parts. An int fixes the
-    number of parallel parts (0: one stream per shard).
+    background. ``readahead`` is passed to :meth:`Client.open` for every shard: ``None``
+    (the default) is the client's adaptive read-ahead (one stream, then more parallel
+    ``part_size`` parts while the rate keeps rising; each shard's ``stats.readahead`` in
+    :attr:`reads` tells what it chose); an int fixes the number of parallel parts (0: one
+    stream per shard).
     """
 
     def __init__(
@@ -118,7 +112,7 @@ class ShardDataset(_Base):
         on_error: OnError = "raise",
         even: bool | str = True,
         samples_per_rank: int | None = None,
-        readahead: int | str = "auto",
+        readahead: int | None = None,
         part_size: int = DEFAULT_PART_SIZE,
         rank: int | None = None,
         world_size: int | None = None,
@@ -135,8 +129,13 @@ class ShardDataset(_Base):
             raise InvalidArgument(f"shuffle_buffer must be >= 0, got {shuffle_buffer}")
         if samples_per_rank is not None and samples_per_rank < 0:
             raise InvalidArgument(f"samples_per_rank must be >= 0, got {samples_per_rank}")
-        if readahead != "auto" and not (isinstance(readahead, int) and readahead >= 0):
-            raise InvalidArgument(f"readahead must be 'auto' or an int >= 0, got {readahead!r}")
+        if readahead is not None and (
+            isinstance(readahead, bool) or not isinstance(readahead, int) or readahead < 0
+        ):
+            raise InvalidArgument(
+                "readahead must be None (the client's adaptive read-ahead) or an int >= 0 "
+                f"(parallel parts; 0 = one stream), got {readahead!r}"
+            )
         if part_size < 1:
             raise InvalidArgument(f"part_size must be positive, got {part_size}")
         if (rank is None) != (world_size is None):
@@ -308,11 +307,6 @@ class _SlotReader:
         )
         self._prefetch: tuple[int, int, Future[ObjectFile]] | None = None
         self._pool: ThreadPoolExecutor | None = None
-        # "auto": one stream per shard until the probe says the network is the limit.
-        self.auto = ds.readahead == "auto"
-        self.readahead = 0 if isinstance(ds.readahead, str) else ds.readahead
-        self.probe_bytes = 0
-        self.probe_seconds = 0.0
         if state is not None:
             self._restore(state)
 
@@ -370,7 +364,7 @@ class _SlotReader:
             by_pos[pos].append(offset)
         for pos, offsets in by_pos.items():
             shard = self._shard(pos)
-            with self._open(shard, min(offsets), readahead=0) as f:
+            with self._open(shard, min(offsets), one_stream=True) as f:
                 for offset in sorted(offsets):
                     samples = group_samples(iter_members(f, str(shard), offset), str(shard))
                     raw = next(samples, None)
@@ -393,11 +387,11 @@ class _SlotReader:
             return self.pos < len(self.plan)
         return self.yielded < self.quota
 
-    def _open(self, shard: Shard, offset: int, *, readahead: int | None = None) -> ObjectFile:
+    def _open(self, shard: Shard, offset: int, *, one_stream: bool = False) -> ObjectFile:
         f = self.client.open(
             shard.bucket,
             shard.key,
-            readahead=self.readahead if readahead is None else readahead,
+            readahead=0 if one_stream else self.ds.readahead,
             part_size=self.ds.part_size,
         )
         self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
@@ -438,7 +432,7 @@ class _SlotReader:
         while self._more():
             pos, shard = self.pos, self._shard(self.pos)
             name = str(shard)
-            f = _Timed(self, shard, self._take(pos, self.offset))
+            f = self._take(pos, self.offset)
             try:
                 self._start_prefetch(pos + 1)
                 for raw in group_samples(iter_members(f, name, self.offset), name):
@@ -447,7 +441,7 @@ class _SlotReader:
             except ShardError as e:
                 self.ds._handle(e)
             finally:
-                f.file.close()
+                f.close()
             self.pos, self.offset = pos + 1, 0
             if self.quota is not None and self.pos - cycle_start >= len(self.plan):
                 if self.yielded == cycle_yield:
@@ -495,24 +489,6 @@ class _SlotReader:
                 return None
         return sample
 
-    def probe(self, nbytes: int, seconds: float) -> None:
-        """Account one read; once AUTO_PROBE bytes are in, decide: parallel parts from
-        now on if one stream delivered less than AUTO_RATE."""
-        self.probe_bytes += nbytes
-        self.probe_seconds += seconds
-        if self.probe_bytes < AUTO_PROBE:
-            return
-        self.auto = False
-        rate = self.probe_bytes / max(self.probe_seconds, 1e-9)
-        slow = rate < AUTO_RATE
-        log.debug("one stream delivered %.0f MB/s: read-ahead %s", rate / 1e6, slow)
-        if slow:
-            self.readahead = AUTO_READAHEAD
-            pending, self._prefetch = self._prefetch, None
-            if pending is not None:  # fetch the next shard's start with parts instead
-                pending[2].add_done_callback(lambda done: done.result().close())
-                self._start_prefetch(pending[0])
-
     def _close(self) -> None:
         pending, self._prefetch = self._prefetch, None
         if pending is not None:
@@ -520,38 +496,3 @@ class _SlotReader:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-class _Timed:
-    """A shard's reader whose reads are timed while ``readahead="auto"`` is undecided.
-    Once the slot reads with parallel parts, a file opened before that decision (the
-    current shard, the prefetched next one) is reopened with parts at its position."""
-
-    def __init__(self, slot: _SlotReader, shard: Shard, file: ObjectFile) -> None:
-        self.slot = slot
-        self.shard = shard
-        self.file = file
-        self.first = True  # the first read waits for the response: not bandwidth
-
-    def read(self, size: int = -1, /) -> bytes:
-        if self.first:
-            self.first = False
-            data = self.file.read(size)
-        elif self.slot.auto:
-            start = time.perf_counter()
-            data = self.file.read(size)
-            self.slot.probe(len(data), time.perf_counter() - start)
-        else:
-            data = self.file.read(size)
-        if self.slot.readahead and not self.file.readahead:
-            position, old = self.file.tell(), self.file
-            self.file = self.slot._open(self.shard, position)
-            self.file.seek(position)
-            old.close()
-        return data
-
-    def seek(self, offset: int, whence: int = 0, /) -> int:
-        return self.file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self.file.tell()
