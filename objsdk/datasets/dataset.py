@@ -95,8 +95,9 @@ class ShardDataset(_Base):
     background. ``readahead`` is passed to :meth:`Client.open` for every shard: ``None``
     (the default) is the client's adaptive read-ahead (one stream, then more parallel
     ``part_size`` parts while the rate keeps rising; each shard's ``stats.readahead`` in
-    :attr:`reads` tells what it chose); an int fixes the number of parallel parts (0: one
-    stream per shard).
+    :attr:`reads` tells what it chose; once a shard has climbed to N parts, the shards a
+    worker opens after it start at N instead of climbing again); an int fixes the number
+    of parallel parts (0: one stream per shard).
     """
 
     def __init__(
@@ -307,6 +308,9 @@ class _SlotReader:
         )
         self._prefetch: tuple[int, int, Future[ObjectFile]] | None = None
         self._pool: ThreadPoolExecutor | None = None
+        # With the adaptive default, the most parts a shard's reader climbed to: later
+        # shards start there instead of climbing again from one stream each time.
+        self._learned = 0
         if state is not None:
             self._restore(state)
 
@@ -388,10 +392,13 @@ class _SlotReader:
         return self.yielded < self.quota
 
     def _open(self, shard: Shard, offset: int, *, one_stream: bool = False) -> ObjectFile:
+        readahead = self.ds.readahead
+        if readahead is None and self._learned:
+            readahead = self._learned
         f = self.client.open(
             shard.bucket,
             shard.key,
-            readahead=0 if one_stream else self.ds.readahead,
+            readahead=0 if one_stream else readahead,
             part_size=self.ds.part_size,
         )
         self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
@@ -442,6 +449,8 @@ class _SlotReader:
                 self.ds._handle(e)
             finally:
                 f.close()
+                if self.ds.readahead is None:
+                    self._learned = max(self._learned, f.stats.readahead)
             self.pos, self.offset = pos + 1, 0
             if self.quota is not None and self.pos - cycle_start >= len(self.plan):
                 if self.yielded == cycle_yield:
