@@ -59,7 +59,7 @@ def one_epoch(ds: ShardDataset) -> list[tuple[str, int]]:
         procs = [ctx.Process(target=worker, args=(ds, w, out)) for w in range(2)]
         for p in procs:
             p.start()
-        samples = out.get() + out.get()
+        samples = out.get(timeout=300) + out.get(timeout=300)
         for p in procs:
             p.join()
         return samples
@@ -69,6 +69,10 @@ def one_epoch(ds: ShardDataset) -> list[tuple[str, int]]:
 
 def main() -> None:
     with LocalMinio() as minio:
+        # Workers get the dataset pickled, its Client without the secret key (the
+        # default): they find the keys in the environment, as a deployment provides them.
+        os.environ["AWS_ACCESS_KEY_ID"] = minio.access_key
+        os.environ["AWS_SECRET_ACCESS_KEY"] = minio.secret_key
         client: Client = minio.client()
         client.create_bucket("train")
         for s in range(SHARDS):
