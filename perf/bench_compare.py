@@ -8,9 +8,10 @@ first. Each child reports its wall time and its own CPU time for the timed part 
     .venv/bin/python perf/bench_compare.py --baseline-python ../base/.venv/bin/python --runs 5
 
 Cases use only the public API, so both installs run the very same code path names:
-``read(1 MiB)``, ``readinto(1 MiB)``, ``tar r|*`` extraction, ``download`` to a file
-(4 parts in flight), ``get_into`` a bytearray, ``upload`` (single PUT by sendfile and
-4-way multipart) and ``open_write``.
+``read(1 MiB)`` and ``readinto(1 MiB)`` on one stream (``readahead=0``), ``read`` with
+each install's defaults, ``tar r|*`` extraction, ``download`` to a file (4 parts in
+flight), ``get_into`` a bytearray, ``upload`` (single PUT by sendfile and 4-way
+multipart) and ``open_write``.
 """
 
 from __future__ import annotations
@@ -43,13 +44,17 @@ MiB = 1 << 20
 
 def run():
     if case == "read(1 MiB)":
-        with client.open(bucket, "data") as f:
+        with client.open(bucket, "data", readahead=0) as f:
             while f.read(MiB):
                 pass
     elif case == "readinto(1 MiB)":
         buf = bytearray(MiB)
-        with client.open(bucket, "data") as f:
+        with client.open(bucket, "data", readahead=0) as f:
             while f.readinto(buf):
+                pass
+    elif case == "read(1 MiB), defaults":
+        with client.open(bucket, "data") as f:
+            while f.read(MiB):
                 pass
     elif case == "tar r|* extract":
         with tempfile.TemporaryDirectory(dir=scratch) as out:
@@ -82,6 +87,7 @@ print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() -
 CASES = [
     "read(1 MiB)",
     "readinto(1 MiB)",
+    "read(1 MiB), defaults",
     "tar r|* extract",
     "download(parallel=4)",
     "get_into(parallel=4)",

@@ -109,8 +109,12 @@ class ObjectFile(io.BufferedIOBase):
         self.part_size = part_size
         # readahead=None: the parts read ahead follow the rate (1 = one stream).
         self._auto = (
-            # Parts are seen whole: a level is measured over a part per part in flight.
-            Adaptive(cap=ADAPTIVE_CAP, window=part_size) if readahead is None else None
+            # Parts are seen whole: a level is measured over a part per part in flight,
+            # and for at least 0.3 s, so a fast single stream (loopback) finishes objects
+            # of a few hundred MiB before any probe of parts costs it a copy.
+            Adaptive(cap=ADAPTIVE_CAP, window=part_size, min_seconds=0.3)
+            if readahead is None
+            else None
         )
         self.stats = ReadStats()
         self._reader = RangeReader(
