@@ -311,6 +311,7 @@ class MultipartSession:
         self.upload_id: str | None = None
         self.pool: PartPool | None = None
         self._done: dict[int, tuple[CompletedPart, int, int]] = {}
+        self._fill: Callable[[Part, memoryview], None] | None = None
         self.completed = False
         # parallel=None: parts in flight follow the aggregate rate. Bytes are seen per
         # finished part, so a level is judged over at least one part per part in flight.
@@ -335,6 +336,8 @@ class MultipartSession:
     def _send(self, item: tuple[Part, memoryview]) -> tuple[CompletedPart, int]:
         part, body = item
         assert self.upload_id is not None
+        if self._fill is not None:
+            self._fill(part, body)  # read by the worker that sends it: reads overlap
         crc = crc32c(body)
         completed = upload_part(
             self.transport,
@@ -358,12 +361,18 @@ class MultipartSession:
             self.level.observe(part.length)
 
     def send_all(
-        self, items: Iterator[tuple[Part, memoryview]], release: Callable[[memoryview], None]
+        self,
+        items: Iterator[tuple[Part, memoryview]],
+        release: Callable[[memoryview], None],
+        *,
+        fill: Callable[[Part, memoryview], None] | None = None,
     ) -> None:
         """Upload ``items`` ``parallel`` at a time, taking the next only when a slot is
         free (so a stream is read no faster than it is sent); ``release(body)`` recycles
-        each body once its part is over."""
+        each body once its part is over. With ``fill``, bodies come empty and the
+        worker that sends a part first fills it with ``fill(part, body)``."""
         assert self.pool is not None
+        self._fill = fill
         self.pool.run(
             items,
             self._send,
