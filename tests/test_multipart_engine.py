@@ -22,7 +22,12 @@ def error(code: str) -> bytes:
     return f"<Error><Code>{code}</Code><Message>m</Message></Error>".encode()
 
 
-def session(answers: list[MockResponse], head: MockResponse | None = None) -> MultipartSession:
+def session(
+    answers: list[MockResponse],
+    head: MockResponse | None = None,
+    *,
+    recorded: tuple[int, ...] = (1,),
+) -> MultipartSession:
     def handler(request: Request) -> MockResponse:
         if request.method == "HEAD":
             assert head is not None
@@ -41,7 +46,9 @@ def session(answers: list[MockResponse], head: MockResponse | None = None) -> Mu
         progress=ProgressTracker(None, None),
     )
     s.upload_id = "U1"
-    s.record((Part(0, 0, len(DATA)), memoryview(DATA)), (CompletedPart(1, '"p1"'), crc32c(DATA)))
+    for n in recorded:
+        part = Part(n - 1, 0, len(DATA))
+        s.record((part, memoryview(DATA)), (CompletedPart(n, f'"p{n}"'), crc32c(DATA)))
     return s
 
 
@@ -123,3 +130,29 @@ def test_create_is_not_retried_on_a_client_error():
     with pytest.raises(objsdk.AccessDenied):
         create_multipart_upload(transport, "b", "k")
     assert [r.method for r in transport.requests if r.method == "POST"] == ["POST"]
+
+
+def _session_with_parts(numbers: list[int]) -> MultipartSession:
+    s = session([MockResponse(200, {}, COMPLETE_OK)], recorded=())
+    for n in numbers:
+        s.record((Part(n - 1, 0, 1), memoryview(b"x")), (CompletedPart(n, f'"{n}"'), 0))
+    return s
+
+
+def test_complete_sends_parts_numbered_1_to_n():
+    session = _session_with_parts([1, 2])
+    session.complete(expected_parts=2, size=2)
+    (request,) = posts(session)
+    assert request.operation == "complete_multipart_upload"
+    assert b"<PartNumber>1</PartNumber>" in request.body
+    assert b"<PartNumber>2</PartNumber>" in request.body
+
+
+def test_complete_refuses_a_gap_in_part_numbers():
+    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
+        _session_with_parts([1, 3]).complete(expected_parts=None, size=2)
+
+
+def test_complete_refuses_fewer_parts_than_planned():
+    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
+        _session_with_parts([1]).complete(expected_parts=2, size=1)

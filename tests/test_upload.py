@@ -28,13 +28,9 @@ from hypothesis import strategies as st
 
 import objsdk
 from objsdk._core.checksums import crc32c_b64, crc32c_combine
-from objsdk._core.parts import Part
 from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer import upload as upload_module
-from objsdk._transfer.multipart import CompletedPart, MultipartSession
-from objsdk._transfer.progress import ProgressTracker
 from objsdk._transfer.upload import upload
-from objsdk._transport.mock import MockResponse, MockTransport
 from objsdk.errors import SourceChangedError
 
 EP = "http://s3.test:9000"
@@ -577,43 +573,3 @@ def test_stream_that_ends_early_aborts_with_source_changed(client, s3):
             multipart_threshold=0,
         )
     assert s3.aborted == ["U1"]
-
-
-def _session_with_parts(numbers: list[int]) -> MultipartSession:
-    transport = MockTransport(
-        lambda request: MockResponse(200, {}, b"<CompleteMultipartUploadResult/>")
-    )
-    session = MultipartSession(
-        transport,
-        "b",
-        "k",
-        headers={},
-        content_type=None,
-        metadata={},
-        parallel=1,
-        part_size=5 << 20,
-        progress=ProgressTracker(None, None),
-    )
-    session.upload_id = "U1"
-    for n in numbers:
-        session.record((Part(n - 1, 0, 1), memoryview(b"x")), (CompletedPart(n, f'"{n}"'), 0))
-    return session
-
-
-def test_complete_sends_parts_numbered_1_to_n():
-    session = _session_with_parts([1, 2])
-    session.complete(expected_parts=2, size=2)
-    ((request,),) = [session.transport.requests]  # type: ignore[attr-defined]
-    assert request.operation == "complete_multipart_upload"
-    assert b"<PartNumber>1</PartNumber>" in request.body
-    assert b"<PartNumber>2</PartNumber>" in request.body
-
-
-def test_complete_refuses_a_gap_in_part_numbers():
-    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
-        _session_with_parts([1, 3]).complete(expected_parts=None, size=2)
-
-
-def test_complete_refuses_fewer_parts_than_planned():
-    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
-        _session_with_parts([1]).complete(expected_parts=2, size=1)
