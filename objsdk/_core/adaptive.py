@@ -8,8 +8,14 @@ window multiplies the level by ``factor`` while the aggregate rate keeps rising 
 least ``gain``. A step that does not pay is undone; the level between the best one and
 the one that did not pay (twice the best) is tried once, and the best level measured
 holds from then on. Steps of 4 reach 16 parts in two windows, so a transfer spends
-little of itself climbing. The clock is passed in, so the policy is tested without
-threads or a network.
+little of itself climbing.
+
+After a change, the bytes of the next *lag* seconds are not counted, where the lag is
+the time the first request took to its first bytes: new parts need that long (a
+request and a round trip) before they add to the rate, and a window that counted
+their wait would judge a level by its start-up and stop climbing early on the very
+networks where more connections pay. The clock is passed in, so the
+policy is tested without threads or a network.
 """
 
 from __future__ import annotations
@@ -33,22 +39,26 @@ class Level:
 class Adaptive:
     """The level to run at, adjusted from completed bytes.
 
-    ``window`` is the least number of bytes (``min_seconds`` the least time) a level is
-    measured over before it is judged. ``history`` lists the levels measured so far.
+    ``window`` is the least number of bytes per part in flight (``min_seconds`` the
+    least time) a level is measured over before it is judged; ``max_lag`` bounds the
+    start-up not counted after a change. ``history`` lists the levels measured so far.
     """
 
     cap: int = 16
     gain: float = 1.15
     factor: int = 4
     window: int = 16 << 20
-    min_seconds: float = 0.1
+    min_seconds: float = 0.05
+    max_lag: float = 0.25
     start: int = 1
     level: int = field(init=False)
     settled: bool = field(init=False, default=False)
     history: list[Level] = field(init=False, default_factory=list)
     _best: Level | None = field(init=False, default=None)
     _ceiling: int | None = field(init=False, default=None)  # least level that did not pay
-    _since: float | None = field(init=False, default=None)
+    _began: float | None = field(init=False, default=None)
+    _lag: float | None = field(init=False, default=None)  # first request to first bytes
+    _since: float | None = field(init=False, default=None)  # the window's start
     _bytes: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -66,7 +76,9 @@ class Adaptive:
         return self.level
 
     def begin(self, now: float) -> None:
-        """Start measuring the current level at ``now`` (when its parts start)."""
+        """Start measuring the current level at ``now`` (when its first request starts)."""
+        if self._began is None:
+            self._began = now
         if self._since is None:
             self._since = now
 
@@ -74,9 +86,14 @@ class Adaptive:
         """``nbytes`` more bytes arrived by ``now``; may change :attr:`target`."""
         if self.settled:
             return
+        if self._lag is None:
+            began = now if self._began is None else self._began
+            self._lag = min(max(now - began, 0.0), self.max_lag)
         if self._since is None:
             self._since = now
             return
+        if now < self._since:
+            return  # a new level's parts are still starting
         self._bytes += nbytes
         elapsed = now - self._since
         if self._bytes < self.window * self.level or elapsed < self.min_seconds:
@@ -96,7 +113,7 @@ class Adaptive:
             self.level, self.settled = best.parallel, True
         else:
             self.level = nxt
-        self._since, self._bytes = now, 0
+        self._since, self._bytes = now + self._lag, 0
 
     def describe(self) -> str:
         """The levels tried and their rates, for stats and logs."""

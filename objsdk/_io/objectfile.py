@@ -27,9 +27,11 @@ from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checks
 from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import (
     ADAPTIVE_CAP,
+    ADAPTIVE_WINDOW,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_READAHEAD_PART_SIZE,
 )
+from objsdk._io.pool import SharedLevel
 from objsdk._io.range_reader import (
     DEFAULT_MAX_RESUME,
     SKIP_THRESHOLD,
@@ -48,6 +50,10 @@ if TYPE_CHECKING:
 __all__ = ["ObjectFile", "ReadStats", "open_pinned"]
 
 T = TypeVar("T")
+
+# The least time the single stream's CPU share is measured over before it can keep
+# the reader from more parts (see ObjectFile._afford).
+_AFFORD_MIN_SECONDS = 0.02
 
 
 class HasTransport(Protocol):
@@ -107,15 +113,16 @@ class ObjectFile(io.BufferedIOBase):
         self.verify = verify
         self.readahead = readahead
         self.part_size = part_size
-        # readahead=None: the parts read ahead follow the rate (1 = one stream).
+        # readahead=None: the parts read ahead follow the rate (1 = one stream). Bytes
+        # are seen as they arrive, from the stream and from the parts' workers.
         self._auto = (
-            # Parts are seen whole: a level is measured over a part per part in flight,
-            # and for at least 0.3 s, so a fast single stream (loopback) finishes objects
-            # of a few hundred MiB before any probe of parts costs it a copy.
-            Adaptive(cap=ADAPTIVE_CAP, window=part_size, min_seconds=0.3)
+            SharedLevel(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW), begin=False)
             if readahead is None
             else None
         )
+        # The thread reading the single stream, and its wall and CPU time when it
+        # started (see _afford): thread CPU time is per thread.
+        self._stream_clock: tuple[int, float, float] | None = None
         self.stats = ReadStats()
         self._reader = RangeReader(
             self._transport,
@@ -452,6 +459,11 @@ class ObjectFile(io.BufferedIOBase):
         source = self._source()
         if source is None:
             return empty
+        auto = self._auto
+        if auto is not None and source is self._reader and not auto.settled:
+            auto.begin()
+            if self._stream_clock is None or self._stream_clock[0] != threading.get_ident():
+                self._stream_clock = (threading.get_ident(), time.monotonic(), time.thread_time())
         start = source.pos
         try:
             result = op(source)
@@ -463,16 +475,32 @@ class ObjectFile(io.BufferedIOBase):
         got = source.pos - start
         self._run += got
         self._recv_pos = source.pos
-        auto = self._auto
-        if auto is not None and not auto.settled and source is self._reader:
-            auto.observe(got, time.monotonic())
+        if auto is not None and source is self._reader and not auto.settled:
+            auto.observe(got)
+            if auto.target() > 1 and not self._afford(auto.target()):
+                self._one_stream_from_now()
         return result
+
+    def _afford(self, level: int) -> bool:
+        """Whether this thread has the CPU for ``level`` parts in flight. Parts cost more
+        per byte than the single stream (each byte is copied out of a part buffer, and
+        threads hand off), so where one stream already keeps this thread busy (a fast
+        local server: the stream is bound by the server, not by the network) more would
+        need more than the core, and the probe alone would cost. ``level`` times the
+        stream's CPU share must fit in one core."""
+        if self._stream_clock is None:
+            return True
+        _, wall0, cpu0 = self._stream_clock
+        wall = time.monotonic() - wall0
+        if wall < _AFFORD_MIN_SECONDS:
+            return True  # too short to tell (the stream just moved to this thread)
+        return level * (time.thread_time() - cpu0) / wall <= 1.0
 
     def _ahead(self) -> int:
         """Parts to read ahead now: the fixed number, or the adaptive level (a level of
         1 is the single stream)."""
         if self._auto is not None:
-            level = self._auto.target
+            level = self._auto.target()
             return level if level > 1 else 0
         return self.readahead or 0
 
@@ -525,14 +553,14 @@ class ObjectFile(io.BufferedIOBase):
                 size=reader.size,
                 version_id=reader.version_id,
                 max_resume=self.max_resume,
+                tick=self._auto.observe if self._auto is not None else None,
             )
-            auto = self._auto
             self._prefetcher = Prefetcher(
                 fetch,
-                workers=ADAPTIVE_CAP if auto is not None else self._ahead(),
+                workers=ADAPTIVE_CAP if self._auto is not None else self._ahead(),
                 part_size=self.part_size,
                 watch=self._transport.watch,
-                ahead=(lambda: max(1, auto.target)) if auto is not None else None,
+                level=self._auto,
             )
         self.stats.readahead = self._ahead()
         self._parts = PartStream(
@@ -547,9 +575,7 @@ class ObjectFile(io.BufferedIOBase):
     def _count_part(self, result: PartResult) -> None:
         self.stats.requests += result.requests
         self.stats.resumes += result.resumes
-        auto = self._auto
-        if auto is not None and not auto.settled:
-            auto.observe(result.nbytes, time.monotonic())
+        if self._auto is not None:
             self.stats.readahead = self._ahead()
 
     def _drop_network(self) -> None:

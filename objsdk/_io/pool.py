@@ -124,15 +124,15 @@ class PartPool:
         items: Iterable[I],
         fn: Callable[[I], R],
         *,
-        in_flight: int | Callable[[], int] | None = None,
+        in_flight: int | SharedLevel | None = None,
         on_done: Callable[[I, R], None] | None = None,
         on_release: Callable[[I], None] | None = None,
         prefer: tuple[type[BaseException], ...] = (),
     ) -> None:
         """Run ``fn(item)`` for every item, at most ``in_flight`` (default: workers) at
-        once, pulling the next item from ``items`` only when a slot is free. A callable
-        ``in_flight`` is asked again as tasks run, so the level may change (it is capped
-        at ``workers``).
+        once, pulling the next item from ``items`` only when a slot is free. With a
+        :class:`SharedLevel`, its target is followed as it changes (capped at
+        ``workers``): a raised level starts its parts at once, not when a part ends.
 
         ``on_done(item, result)`` runs in the caller's thread as each finishes;
         ``on_release(item)`` runs for every item taken once its task is over, whatever
@@ -141,11 +141,13 @@ class PartPool:
         others (it tells the caller something it must act on).
         """
 
+        level = in_flight if isinstance(in_flight, SharedLevel) else None
+        fixed = in_flight if isinstance(in_flight, int) else self.workers
+
         def limit() -> int:
-            want = in_flight() if callable(in_flight) else (in_flight or self.workers)
+            want = level.target() if level is not None else (fixed or self.workers)
             return max(1, min(want, self.workers))
 
-        dynamic = callable(in_flight)
         it = iter(items)
         running: dict[Future[R], tuple[I, Task[R]]] = {}
         failures: list[BaseException] = []
@@ -162,12 +164,14 @@ class PartPool:
                     running[task.future] = (item, task)
                 if not running:
                     break
-                # A changing level is looked at again every 50 ms, not only when a part
-                # ends, so a raised level starts its parts at once.
-                finished, _ = wait(
-                    running, timeout=0.05 if dynamic else None, return_when=FIRST_COMPLETED
-                )
+                waiting: set[Future[Any]] = set(running)
+                changed = level.changed() if level is not None else None
+                if changed is not None:
+                    waiting.add(changed)
+                finished, _ = wait(waiting, return_when=FIRST_COMPLETED)
                 for fut in finished:
+                    if fut is changed:
+                        continue
                     item, _task = running.pop(fut)
                     try:
                         exc = fut.exception()
@@ -224,17 +228,45 @@ class SharedLevel:
             return None
         return cls(Adaptive(cap=ADAPTIVE_CAP, window=window))
 
-    def __init__(self, adaptive: Adaptive) -> None:
+    def __init__(self, adaptive: Adaptive, *, begin: bool = True) -> None:
         self._adaptive = adaptive
         self._lock = threading.Lock()
-        adaptive.begin(time.monotonic())
+        self._changed: Future[None] = Future()
+        if begin:
+            self.begin()
+
+    def begin(self) -> None:
+        """The first request starts now (without ``begin=False``: at construction)."""
+        with self._lock:
+            self._adaptive.begin(time.monotonic())
+
+    @property
+    def settled(self) -> bool:
+        return self._adaptive.settled
 
     def observe(self, nbytes: int) -> None:
         with self._lock:
+            if self._adaptive.settled:
+                return
+            before = self._adaptive.target
             self._adaptive.observe(nbytes, time.monotonic())
+            if self._adaptive.target == before:
+                return
+            changed, self._changed = self._changed, Future()
+        changed.set_result(None)
 
     def target(self) -> int:
         return self._adaptive.target
+
+    def changed(self) -> Future[None] | None:
+        """A future that completes when :meth:`target` next changes (None once settled:
+        it will not change again)."""
+        with self._lock:
+            return None if self._adaptive.settled else self._changed
+
+    def describe(self) -> str:
+        with self._lock:
+            return self._adaptive.describe()
 
 
 def _first(failures: list[BaseException], prefer: tuple[type[BaseException], ...]) -> BaseException:

@@ -23,12 +23,13 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
+from typing import Any
 
 from objsdk import errors
 from objsdk._core.sizes import MiB
-from objsdk._io.pool import PartPool, Task, WatchFactory
+from objsdk._io.pool import PartPool, SharedLevel, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
 from objsdk._transport.base import Transport
 
@@ -63,10 +64,12 @@ def part_fetcher(
     size: int | None,
     version_id: str | None,
     max_resume: int,
+    tick: Callable[[int], None] | None = None,
 ) -> Fetch:
     """How a worker fetches one part: a :class:`RangeReader` window pinned to the
     owner's version, with the same resume rules and errors (verification is the
-    owner's, over the whole object in order)."""
+    owner's, over the whole object in order). ``tick(n)`` is told of bytes as they
+    arrive (from the worker's thread)."""
 
     def fetch(start: int, stop: int, into: memoryview, cancel: threading.Event) -> PartResult:
         stats = ReadStats()
@@ -97,6 +100,8 @@ def part_fetcher(
                         key=key,
                     )
                 n += k
+                if tick is not None:
+                    tick(k)
             return PartResult(n, stats.requests, stats.resumes)
         finally:
             reader.close()
@@ -129,12 +134,12 @@ class Prefetcher:
         workers: int,
         part_size: int,
         watch: WatchFactory | None = None,
-        ahead: Callable[[], int] | None = None,
+        level: SharedLevel | None = None,
     ) -> None:
         self.fetch = fetch
         self.workers = workers
         # How many parts to keep in flight ahead of the reader (all buffers allow if None).
-        self.ahead = ahead
+        self.level = level
         self.part_size = part_size
         self.limit = max(workers + 1, 4)
         self._made = 0
@@ -202,10 +207,10 @@ class PartStream:
         """Keep parts in flight ahead of ``pos``, as many as free buffers (and the
         pool's ``ahead``) allow."""
         while self._next < self.end:
-            ahead = self.pool.ahead
-            if not block and ahead is not None:
+            level = self.pool.level
+            if not block and level is not None:
                 pending = sum(1 for p in self._parts if p.stop > self.pos)
-                if pending >= ahead():
+                if pending >= max(1, level.target()):
                     return
             buf = self.pool.take_buffer(block=block)
             if buf is None:
@@ -224,7 +229,18 @@ class PartStream:
             self._schedule(block=True)
             part = self._parts[-1]
         assert part.task is not None
-        result = part.task.future.result()
+        future = part.task.future
+        level = self.pool.level
+        while level is not None and not future.done():
+            # A level raised while this part is on its way starts its parts now, not
+            # when this one arrives.
+            changed = level.changed()
+            if changed is None:
+                break
+            waiting: list[Future[Any]] = [future, changed]
+            wait(waiting, return_when=FIRST_COMPLETED)
+            self._schedule()
+        result = future.result()
         if not part.counted:
             part.counted = True
             self._on_part(result)

@@ -175,7 +175,7 @@ def fetch_parts(
             pool.run(
                 parts,
                 fetch,
-                in_flight=level.target if level is not None else parallel,
+                in_flight=level if level is not None else parallel,
                 prefer=(errors.ObjectChangedError,),
             )
     except RangeIgnored:

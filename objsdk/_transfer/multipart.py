@@ -376,7 +376,7 @@ class MultipartSession:
         self.pool.run(
             items,
             self._send,
-            in_flight=self.level.target if self.level is not None else self.parallel,
+            in_flight=self.level if self.level is not None else self.parallel,
             on_done=self.record,
             on_release=lambda item: release(item[1]),
         )
