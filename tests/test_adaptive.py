@@ -67,3 +67,27 @@ def test_a_level_is_judged_only_after_its_window_of_bytes_and_time():
 def test_settings_that_cannot_work_are_refused():
     with pytest.raises(objsdk.InvalidArgument, match="cap"):
         Adaptive(cap=0)
+
+
+def test_after_a_change_the_bytes_of_the_first_requests_lag_are_not_counted():
+    # The first request took 0.2 s to its first bytes; new parts need as long, so the
+    # next level's window starts 0.2 s after the change.
+    a = Adaptive(window=MiB, min_seconds=0.05)
+    a.begin(0.0)
+    a.observe(MiB, 0.2)  # first bytes, 0.2 s after the request: level 1 judged, up to 4
+    assert a.target == 4
+    a.observe(64 * MiB, 0.35)  # within the lag: not counted
+    assert len(a.history) == 1
+    a.observe(4 * MiB, 0.46)  # 4 MiB over the 0.06 s since the lag ended
+    assert [level.parallel for level in a.history] == [1, 4]
+    assert a.history[1].rate == pytest.approx(4 * MiB / 0.06)
+
+
+def test_the_lag_counted_out_is_bounded():
+    a = Adaptive(window=MiB, min_seconds=0.05, max_lag=0.1)
+    a.begin(0.0)
+    a.observe(MiB, 5.0)  # a very slow first byte: level 1 judged, up to 4
+    assert a.target == 4
+    a.observe(4 * MiB, 5.1)  # 0.1 s after the change the window is already open
+    a.observe(4 * MiB, 5.16)
+    assert len(a.history) == 2
