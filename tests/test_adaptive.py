@@ -91,3 +91,36 @@ def test_the_lag_counted_out_is_bounded():
     a.observe(4 * MiB, 5.1)  # 0.1 s after the change the window is already open
     a.observe(4 * MiB, 5.16)
     assert len(a.history) == 2
+
+
+def run_with_cpu(
+    adaptive: Adaptive, rate_of: dict[int, float], share_of: dict[int, float]
+) -> Adaptive:
+    """As run(), with the client's CPU time growing at ``share_of[level]`` per second."""
+    now = cpu = 0.0
+    adaptive.begin(now, cpu)
+    while now < 10.0 and not adaptive.settled:
+        dt = MiB / rate_of[adaptive.target]
+        now, cpu = now + dt, cpu + dt * share_of[adaptive.target]
+        adaptive.observe(MiB, now, cpu)
+    return adaptive
+
+
+def test_one_stream_that_keeps_the_client_busy_is_not_left():
+    # A server on the same host: one stream costs 40% of a core; four would need 1.6.
+    a = run_with_cpu(Adaptive(window=2 * MiB), {1: 1e9, 4: 1.2e9}, {1: 0.4, 4: 1.0})
+    assert (a.target, a.settled) == (1, True)
+    assert a.history[0].cpu_share == pytest.approx(0.4)
+
+
+def test_a_stream_held_back_by_the_network_climbs_whatever_the_later_cpu():
+    # One stream at 2% of a core: four fit; the cost at four is not held against 16.
+    rates = {n: 25e6 * n for n in (1, 4, 16)}
+    a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.02, 4: 0.3, 16: 1.2})
+    assert (a.target, a.settled) == (16, True)
+
+
+def test_without_a_cpu_clock_only_the_rate_decides():
+    a = run(Adaptive(window=2 * MiB), {n: 25e6 * n for n in (1, 4, 16)})
+    assert a.target == 16
+    assert a.history[0].cpu_share is None

@@ -6,10 +6,7 @@ import os
 import threading
 import time
 
-import pytest
-
 from objsdk._core.adaptive import Adaptive
-from objsdk._io.objectfile import ObjectFile
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._io.readahead import part_fetcher
 
@@ -17,7 +14,7 @@ MiB = 1 << 20
 
 
 def test_a_raised_level_starts_its_parts_while_the_first_one_still_runs():
-    level = SharedLevel(Adaptive(cap=4, window=MiB, min_seconds=1e-6))
+    level = SharedLevel(Adaptive(cap=4, window=MiB, min_seconds=1e-6), cpu=None)
     started: list[int] = []
     all_started = threading.Event()
     lock = threading.Lock()
@@ -41,7 +38,7 @@ def test_a_raised_level_starts_its_parts_while_the_first_one_still_runs():
 
 
 def test_the_level_changed_future_completes_on_a_change_and_is_none_once_settled():
-    level = SharedLevel(Adaptive(cap=4, window=MiB, min_seconds=1e-6))
+    level = SharedLevel(Adaptive(cap=4, window=MiB, min_seconds=1e-6), cpu=None)
     changed = level.changed()
     assert changed is not None
     assert not changed.done()
@@ -58,42 +55,18 @@ def test_the_level_changed_future_completes_on_a_change_and_is_none_once_settled
     assert level.changed() is None
 
 
-class _Clock:
-    """Stands in for the time module in objectfile: wall and thread CPU time."""
-
-    def __init__(self) -> None:
-        self.wall = 0.0
-        self.cpu = 0.0
-
-    def monotonic(self) -> float:
-        return self.wall
-
-    def thread_time(self) -> float:
-        return self.cpu
-
-
-@pytest.mark.parametrize(
-    ("cpu_share", "level", "afford"),
-    [(0.01, 16, True), (0.2, 4, True), (0.3, 4, False), (0.5, 2, True), (0.6, 2, False)],
-)
-def test_more_parts_are_tried_only_if_level_times_the_streams_cpu_share_fits_a_core(
-    monkeypatch, cpu_share, level, afford
-):
-    clock = _Clock()
-    monkeypatch.setattr("objsdk._io.objectfile.time", clock)
-    f = ObjectFile.__new__(ObjectFile)  # only the clock matters here
-    f._stream_clock = (threading.get_ident(), 0.0, 0.0)
-    clock.wall, clock.cpu = 1.0, cpu_share
-    assert f._afford(level) is afford
-
-
-def test_the_cpu_share_is_not_judged_over_too_short_a_time(monkeypatch):
-    clock = _Clock()
-    monkeypatch.setattr("objsdk._io.objectfile.time", clock)
-    f = ObjectFile.__new__(ObjectFile)
-    f._stream_clock = (threading.get_ident(), 0.0, 0.0)
-    clock.wall, clock.cpu = 0.001, 0.001  # all CPU, but over a millisecond
-    assert f._afford(4)
+def test_a_shared_level_weighs_the_cpu_clock_it_is_given():
+    # One stream that keeps the client busy 60% of the time: four would need 2.4 cores.
+    clock = {"cpu": 0.0}
+    level = SharedLevel(Adaptive(cap=16, window=MiB, min_seconds=1e-6), cpu=lambda: clock["cpu"])
+    time.sleep(0.01)
+    clock["cpu"] = 0.6 * 0.01
+    level.observe(MiB)
+    time.sleep(0.01)
+    clock["cpu"] += 0.6 * 0.01
+    level.observe(MiB)
+    assert level.settled
+    assert level.target() == 1
 
 
 def test_a_read_ahead_part_tells_of_its_bytes_as_they_arrive(client, bucket):

@@ -14,8 +14,18 @@ After a change, the bytes of the next *lag* seconds are not counted, where the l
 the time the first request took to its first bytes: new parts need that long (a
 request and a round trip) before they add to the rate, and a window that counted
 their wait would judge a level by its start-up and stop climbing early on the very
-networks where more connections pay. The clock is passed in, so the
-policy is tested without threads or a network.
+networks where more connections pay.
+
+The first step up must also be affordable: where the caller passes the client's CPU
+time, the first level is not left if, at the CPU share it measured, the next one would
+need more than a core (``share x next / first > 1``). More connections pay where each
+is held back by the network and the client mostly waits; where one stream already
+keeps the client busy for a good part of its time (a server on the same host), more
+streams only add CPU, which on a shared box the server needs. Later steps are not held
+to it: once connections have paid, their receive work runs on several cores (socket
+reads release the GIL).
+
+The clock is passed in, so the policy is tested without threads or a network.
 """
 
 from __future__ import annotations
@@ -29,10 +39,12 @@ __all__ = ["Adaptive", "Level"]
 
 @dataclass(frozen=True)
 class Level:
-    """One measured level: parts in flight and the aggregate rate seen (bytes/s)."""
+    """One measured level: parts in flight, the aggregate rate seen (bytes/s) and,
+    if known, the client's CPU seconds per second meanwhile."""
 
     parallel: int
     rate: float
+    cpu_share: float | None = None
 
 
 @dataclass
@@ -59,6 +71,7 @@ class Adaptive:
     _began: float | None = field(init=False, default=None)
     _lag: float | None = field(init=False, default=None)  # first request to first bytes
     _since: float | None = field(init=False, default=None)  # the window's start
+    _cpu_since: float | None = field(init=False, default=None)  # CPU time at its start
     _bytes: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -75,30 +88,38 @@ class Adaptive:
         """Parts to keep in flight now."""
         return self.level
 
-    def begin(self, now: float) -> None:
-        """Start measuring the current level at ``now`` (when its first request starts)."""
+    def begin(self, now: float, cpu: float | None = None) -> None:
+        """Start measuring the current level at ``now`` (when its first request starts);
+        ``cpu``: the client's CPU time then, in seconds (optional, as in observe)."""
         if self._began is None:
             self._began = now
         if self._since is None:
-            self._since = now
+            self._since, self._cpu_since = now, cpu
 
-    def observe(self, nbytes: int, now: float) -> None:
-        """``nbytes`` more bytes arrived by ``now``; may change :attr:`target`."""
+    def observe(self, nbytes: int, now: float, cpu: float | None = None) -> None:
+        """``nbytes`` more bytes arrived by ``now``; may change :attr:`target`.
+        ``cpu`` is the client's CPU time in seconds by ``now`` (any origin, the same
+        clock every call), if the caller measures it."""
         if self.settled:
             return
         if self._lag is None:
             began = now if self._began is None else self._began
             self._lag = min(max(now - began, 0.0), self.max_lag)
         if self._since is None:
-            self._since = now
+            self._since, self._cpu_since = now, cpu
             return
         if now < self._since:
             return  # a new level's parts are still starting
+        if self._cpu_since is None:
+            self._cpu_since = cpu
         self._bytes += nbytes
         elapsed = now - self._since
         if self._bytes < self.window * self.level or elapsed < self.min_seconds:
             return
-        measured = Level(self.level, self._bytes / elapsed)
+        share = None
+        if cpu is not None and self._cpu_since is not None:
+            share = max(cpu - self._cpu_since, 0.0) / elapsed
+        measured = Level(self.level, self._bytes / elapsed, share)
         self.history.append(measured)
         best = self._best
         if best is None or measured.rate >= best.rate * self.gain:
@@ -106,6 +127,9 @@ class Adaptive:
             nxt = min(self.level * self.factor, self.cap)
             if self._ceiling is not None:
                 nxt = min(nxt, self.level * 2)
+            first = len(self.history) == 1
+            if first and share is not None and share * nxt > self.level:
+                nxt = self.level  # the first step would need more than a core
         else:
             self._ceiling = self.level  # this step did not pay
             nxt = best.parallel * 2  # the level between, once
@@ -113,7 +137,7 @@ class Adaptive:
             self.level, self.settled = best.parallel, True
         else:
             self.level = nxt
-        self._since, self._bytes = now + self._lag, 0
+        self._since, self._cpu_since, self._bytes = now + self._lag, None, 0
 
     def describe(self) -> str:
         """The levels tried and their rates, for stats and logs."""

@@ -51,10 +51,6 @@ __all__ = ["ObjectFile", "ReadStats", "open_pinned"]
 
 T = TypeVar("T")
 
-# The least time the single stream's CPU share is measured over before it can keep
-# the reader from more parts (see ObjectFile._afford).
-_AFFORD_MIN_SECONDS = 0.02
-
 
 class HasTransport(Protocol):
     """What ``ObjectFile`` needs of a client: its transport (``Client`` is one)."""
@@ -114,15 +110,19 @@ class ObjectFile(io.BufferedIOBase):
         self.readahead = readahead
         self.part_size = part_size
         # readahead=None: the parts read ahead follow the rate (1 = one stream). Bytes
-        # are seen as they arrive, from the stream and from the parts' workers.
+        # are seen as they arrive, from the stream and from the parts' workers. The CPU
+        # the level weighs is what receiving costs this reader (the thread CPU time of
+        # its network reads, whichever thread makes them), not the caller's other work.
+        self._net_cpu = 0.0
         self._auto = (
-            SharedLevel(Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW), begin=False)
+            SharedLevel(
+                Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW),
+                begin=False,
+                cpu=lambda: self._net_cpu,
+            )
             if readahead is None
             else None
         )
-        # The thread reading the single stream, and its wall and CPU time when it
-        # started (see _afford): thread CPU time is per thread.
-        self._stream_clock: tuple[int, float, float] | None = None
         self.stats = ReadStats()
         self._reader = RangeReader(
             self._transport,
@@ -460,11 +460,11 @@ class ObjectFile(io.BufferedIOBase):
         if source is None:
             return empty
         auto = self._auto
-        if auto is not None and source is self._reader and not auto.settled:
+        climbing = auto is not None and not auto.settled
+        if climbing and auto is not None and source is self._reader:
             auto.begin()
-            if self._stream_clock is None or self._stream_clock[0] != threading.get_ident():
-                self._stream_clock = (threading.get_ident(), time.monotonic(), time.thread_time())
         start = source.pos
+        cpu = time.thread_time() if climbing else 0.0
         try:
             result = op(source)
         except RangeIgnored:
@@ -472,29 +472,14 @@ class ObjectFile(io.BufferedIOBase):
             self._one_stream_from_now()
             self._drop_network()
             return self._net(op, empty)
+        if climbing:
+            self._net_cpu += time.thread_time() - cpu
         got = source.pos - start
         self._run += got
         self._recv_pos = source.pos
-        if auto is not None and source is self._reader and not auto.settled:
+        if climbing and auto is not None and source is self._reader:
             auto.observe(got)
-            if auto.target() > 1 and not self._afford(auto.target()):
-                self._one_stream_from_now()
         return result
-
-    def _afford(self, level: int) -> bool:
-        """Whether this thread has the CPU for ``level`` parts in flight. Parts cost more
-        per byte than the single stream (each byte is copied out of a part buffer, and
-        threads hand off), so where one stream already keeps this thread busy (a fast
-        local server: the stream is bound by the server, not by the network) more would
-        need more than the core, and the probe alone would cost. ``level`` times the
-        stream's CPU share must fit in one core."""
-        if self._stream_clock is None:
-            return True
-        _, wall0, cpu0 = self._stream_clock
-        wall = time.monotonic() - wall0
-        if wall < _AFFORD_MIN_SECONDS:
-            return True  # too short to tell (the stream just moved to this thread)
-        return level * (time.thread_time() - cpu0) / wall <= 1.0
 
     def _ahead(self) -> int:
         """Parts to read ahead now: the fixed number, or the adaptive level (a level of

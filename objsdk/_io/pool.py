@@ -228,17 +228,26 @@ class SharedLevel:
             return None
         return cls(Adaptive(cap=ADAPTIVE_CAP, window=window))
 
-    def __init__(self, adaptive: Adaptive, *, begin: bool = True) -> None:
+    def __init__(
+        self,
+        adaptive: Adaptive,
+        *,
+        begin: bool = True,
+        cpu: Callable[[], float] | None = time.process_time,
+    ) -> None:
+        """``cpu``: the client's CPU time, in seconds (by default the process's, all
+        threads), for the level's rule that the first step must fit in a core."""
         self._adaptive = adaptive
         self._lock = threading.Lock()
         self._changed: Future[None] = Future()
+        self._cpu = cpu
         if begin:
             self.begin()
 
     def begin(self) -> None:
         """The first request starts now (without ``begin=False``: at construction)."""
         with self._lock:
-            self._adaptive.begin(time.monotonic())
+            self._adaptive.begin(time.monotonic(), self._cpu() if self._cpu else None)
 
     @property
     def settled(self) -> bool:
@@ -249,7 +258,8 @@ class SharedLevel:
             if self._adaptive.settled:
                 return
             before = self._adaptive.target
-            self._adaptive.observe(nbytes, time.monotonic())
+            cpu = self._cpu() if self._cpu is not None else None
+            self._adaptive.observe(nbytes, time.monotonic(), cpu)
             if self._adaptive.target == before:
                 return
             changed, self._changed = self._changed, Future()

@@ -205,7 +205,7 @@ class PartStream:
 
     def _schedule(self, *, block: bool = False) -> None:
         """Keep parts in flight ahead of ``pos``, as many as free buffers (and the
-        pool's ``ahead``) allow."""
+        pool's adaptive level) allow."""
         while self._next < self.end:
             level = self.pool.level
             if not block and level is not None:
