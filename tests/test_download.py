@@ -19,7 +19,9 @@ from objsdk import Client
 from objsdk._core.parts import Part, part_count, plan_parts
 from objsdk._transfer.download import download, get_into
 from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
-from objsdk._transfer.fetch import drop_frame_locals
+from objsdk._core.adaptive import Adaptive
+from objsdk._io.pool import SharedLevel
+from objsdk._transfer.fetch import _runs, drop_frame_locals
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 STATE = DownloadState(
@@ -79,6 +81,37 @@ def test_part_count_rounds_up():
 def test_a_part_size_below_one_is_refused():
     with pytest.raises(objsdk.InvalidArgument, match="part_size"):
         plan_parts(0, 10, 0)
+
+
+def run_lengths(parts: list[Part], level: SharedLevel | None) -> list[int]:
+    return [len(run) for run in _runs(parts, level)]
+
+
+def settled_at(n: int) -> SharedLevel:
+    return SharedLevel(Adaptive(cap=n, start=n), cpu=None)
+
+
+def test_a_fixed_parallelism_requests_one_part_at_a_time():
+    assert run_lengths(plan_parts(0, 1000, 100), None) == [1] * 10
+
+
+def test_a_level_settled_at_one_reads_the_rest_in_one_request():
+    assert run_lengths(plan_parts(0, 1000, 100), settled_at(1)) == [10]
+
+
+def test_a_settled_level_takes_a_share_of_what_is_left_so_requests_shrink_to_the_end():
+    assert run_lengths(plan_parts(0, 1600, 100), settled_at(4)) == [4, 3, 2, 1, 1, 1, 1, 1, 1, 1]
+
+
+def test_one_stream_still_climbing_doubles_its_requests():
+    climbing = SharedLevel(Adaptive(cap=16), cpu=None)
+    assert run_lengths(plan_parts(0, 1600, 100), climbing) == [1, 1, 2, 4, 8]
+
+
+def test_runs_never_join_parts_that_are_not_consecutive():
+    parts = [Part(0, 0, 100), Part(1, 100, 200), Part(3, 300, 400), Part(4, 400, 500)]
+    runs = list(_runs(parts, settled_at(1)))
+    assert [[p.index for p in run] for run in runs] == [[0, 1], [3, 4]]
 
 
 # -- the state record ----------------------------------------------------------------------

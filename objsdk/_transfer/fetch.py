@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from objsdk import errors
@@ -158,22 +158,26 @@ def fetch_parts(
                 if pool.cancelled.is_set():
                     raise errors.Cancelled("download cancelled: another part failed")
 
-            def fetch(part: Part) -> None:
-                reader = pin.reader(transport, part.stop, max_resume, pool.cancelled)
+            def fetch(run: Sequence[Part]) -> None:
+                # One ranged GET for a run of consecutive parts, each recorded once
+                # the run is in place.
+                whole = Part(run[0].index, run[0].start, run[-1].stop)
+                reader = pin.reader(transport, whole.stop, max_resume, pool.cancelled)
                 try:
-                    reader.seek(part.start)
-                    sink(reader, part, tick)
+                    reader.seek(whole.start)
+                    sink(reader, whole, tick)
                 except BaseException as e:
                     drop_frame_locals(e)
                     raise
                 finally:
                     reader.close()
-                finished.add(part.index)
-                if on_done is not None:
-                    on_done(part)
+                for part in run:
+                    finished.add(part.index)
+                    if on_done is not None:
+                        on_done(part)
 
             pool.run(
-                parts,
+                _runs(parts, level),
                 fetch,
                 in_flight=level if level is not None else parallel,
                 prefer=(errors.ObjectChangedError,),
@@ -184,6 +188,33 @@ def fetch_parts(
         _one_stream(transport, pin, rest, sink, max_resume, progress, base, on_done)
         return 1
     return level.target() if level is not None else workers
+
+
+def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence[Part]]:
+    """The parts to request, as runs of consecutive parts (one ranged GET each).
+
+    * Fixed parallelism: one part per request.
+    * Settled at level L: a 1/L share of the parts left (guided self-scheduling).
+      Requests shrink as the end nears, so the connections finish together instead of
+      the last few parts running alone, and a level of one reads the rest in one request
+      instead of paying a request per part.
+    * Climbing, one part in flight: as many parts as were taken before (at least one),
+      so a fast stream does not pay a request per part while it is measured, and the
+      request in flight when the level rises is never more than what was read before.
+    * Climbing, more in flight: one part per request, so new levels find parts to run.
+    """
+    i = 0
+    while i < len(parts):
+        take = 1
+        if level is not None and level.settled:
+            take = max(1, (len(parts) - i) // level.target())
+        elif level is not None and level.target() == 1:
+            take = max(1, i)
+        j = i + 1
+        while j < len(parts) and j - i < take and parts[j].start == parts[j - 1].stop:
+            j += 1
+        yield parts[i:j]
+        i = j
 
 
 @dataclass(frozen=True)
