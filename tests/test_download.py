@@ -16,11 +16,11 @@ import pytest
 
 import objsdk
 from objsdk import Client
+from objsdk._core.adaptive import Adaptive
 from objsdk._core.parts import Part, part_count, plan_parts
+from objsdk._io.pool import SharedLevel
 from objsdk._transfer.download import download, get_into
 from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
-from objsdk._core.adaptive import Adaptive
-from objsdk._io.pool import SharedLevel
 from objsdk._transfer.fetch import _runs, drop_frame_locals
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
