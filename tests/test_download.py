@@ -17,6 +17,7 @@ import pytest
 import objsdk
 from objsdk import Client
 from objsdk._core.adaptive import Adaptive
+from objsdk._core.checksums import crc32c_b64
 from objsdk._core.parts import Part, part_count, plan_parts
 from objsdk._io.pool import SharedLevel
 from objsdk._transfer.download import download, get_into
@@ -332,3 +333,58 @@ def test_saving_a_state_record_replaces_a_planted_link_instead_of_writing_throug
     save_state(str(path), STATE)
     assert victim.read_text() == "keep me"
     assert load_state(str(path)) == STATE
+
+
+# -- verification from the parts' own CRC32Cs ---------------------------------------------
+
+
+def ranged(stored: bytes, served: bytes) -> MockTransport:
+    """A server whose HEAD describes ``stored`` (with its full-object CRC32C) and whose
+    ranged GETs answer with the bytes of ``served``."""
+    headers = {"ETag": '"e1"', "Last-Modified": "Mon, 23 Nov 2026 10:00:00 GMT"}
+
+    def answer(request: Request) -> MockResponse:
+        if request.method == "HEAD":
+            return MockResponse(
+                200,
+                {
+                    **headers,
+                    "Content-Length": str(len(stored)),
+                    "x-amz-checksum-crc32c": crc32c_b64(stored),
+                    "x-amz-checksum-type": "FULL_OBJECT",
+                },
+            )
+        first, last = (int(x) for x in request.headers["Range"].split("=")[1].split("-"))
+        last = min(last, len(served) - 1)
+        return MockResponse(
+            206,
+            {**headers, "Content-Range": f"bytes {first}-{last}/{len(served)}"},
+            served[first : last + 1],
+        )
+
+    return MockTransport(answer)
+
+
+@pytest.mark.parametrize("parallel", [None, 3])
+def test_parts_fetched_in_any_order_verify_against_the_whole_objects_crc32c(parallel):
+    data = os.urandom(10 * 1000 + 7)
+    buf = bytearray(len(data))
+    n = get_into(ranged(data, data), "b", "k", buf, parallel=parallel, part_size=1000)
+    assert n == len(data)
+    assert buf == data
+
+
+@pytest.mark.parametrize("parallel", [None, 3])
+def test_a_byte_changed_on_the_way_fails_the_combined_crc32c(parallel):
+    data = os.urandom(10 * 1000 + 7)
+    rotten = bytearray(data)
+    rotten[4321] ^= 1
+    with pytest.raises(objsdk.IntegrityError, match=r"crc32c mismatch: .*key 'k'"):
+        get_into(
+            ranged(data, bytes(rotten)),
+            "b",
+            "k",
+            bytearray(len(data)),
+            parallel=parallel,
+            part_size=1000,
+        )

@@ -7,7 +7,13 @@ import zlib
 
 import pytest
 
-from objsdk._core.checksums import StreamChecksum, checksum_from_headers, crc32c_b64
+from objsdk._core.checksums import (
+    RangeCrc32c,
+    StreamChecksum,
+    checksum_from_headers,
+    crc32c,
+    crc32c_b64,
+)
 
 
 def b64(n: int) -> str:
@@ -70,3 +76,36 @@ def test_composite_checksums_are_not_verified():
 
 def test_no_checksum_headers_means_nothing_to_verify():
     assert checksum_from_headers({"ETag": '"x"'}) is None
+
+
+def test_range_crcs_added_in_any_order_combine_to_the_crc32c_of_the_whole():
+    data = os.urandom(10_000)
+    cuts = [(0, 1), (1, 4096), (4096, 4097), (4097, 9000), (9000, 10_000)]
+    crcs = RangeCrc32c()
+    for start, stop in reversed(cuts):
+        crcs.add(start, stop, crc32c(data[start:stop]))
+    assert crcs.gaps(len(data)) == []
+    assert crcs.value(len(data)) == crc32c(data)
+
+
+def test_range_crcs_name_the_ranges_still_missing():
+    crcs = RangeCrc32c()
+    crcs.add(100, 200, 0)
+    crcs.add(300, 400, 0)
+    assert crcs.gaps(500) == [(0, 100), (200, 300), (400, 500)]
+
+
+def test_range_crcs_that_do_not_tile_the_object_give_no_value():
+    crcs = RangeCrc32c()
+    crcs.add(0, 100, 0)
+    crcs.add(150, 200, 0)
+    with pytest.raises(ValueError, match="offset 100"):
+        crcs.value(200)
+    with pytest.raises(ValueError, match="end at offset 200, not at 300"):
+        _tiled(200).value(300)
+
+
+def _tiled(size: int) -> RangeCrc32c:
+    crcs = RangeCrc32c()
+    crcs.add(0, size, 0)
+    return crcs

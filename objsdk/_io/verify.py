@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from objsdk import errors
 from objsdk._core.checksums import StreamChecksum, checksum_from_headers
 
-__all__ = ["PassVerifier", "check_whole"]
+__all__ = ["PassVerifier", "check_value", "check_whole"]
 
 
 class PassVerifier:
@@ -52,10 +52,18 @@ class PassVerifier:
 def check_whole(checksum: StreamChecksum, *, bucket: str, key: str, offset: int) -> None:
     """Raise :class:`~objsdk.IntegrityError` unless the bytes fed to ``checksum`` (the
     whole object) hash to the stored value."""
-    if not checksum.matches():
+    check_value(checksum, checksum.actual(), bucket=bucket, key=key, offset=offset)
+
+
+def check_value(
+    checksum: StreamChecksum, actual: str, *, bucket: str, key: str, offset: int
+) -> None:
+    """Raise :class:`~objsdk.IntegrityError` unless ``actual`` (base64, as S3 sends it),
+    worked out some other way than feeding ``checksum``, is the stored value."""
+    if actual != checksum.expected:
         raise errors.IntegrityError(
             f"{checksum.algorithm} mismatch: stored {checksum.expected}, "
-            f"received bytes hash to {checksum.actual()}",
+            f"received bytes hash to {actual}",
             bucket=bucket,
             key=key,
             offset=offset,

@@ -26,12 +26,19 @@ from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
-from objsdk._core.checksums import checksum_from_headers, checksum_headers
+from objsdk._core.checksums import (
+    RangeCrc32c,
+    StreamChecksum,
+    checksum_from_headers,
+    checksum_headers,
+    crc32c,
+    encode_crc32c,
+)
 from objsdk._core.parts import Part, plan_parts
 from objsdk._core.sizes import ADAPTIVE_PART_SIZE, DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
-from objsdk._io.verify import check_whole
+from objsdk._io.verify import check_value, check_whole
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
     DownloadState,
@@ -127,10 +134,11 @@ def download(
             )
         parts = plan_parts(0, size, part_size)
         tracker = ProgressTracker(progress, size, announce=True)
+        crcs = _range_crcs(info)
         used = fetch_parts(
-            transport, info, parts, into_buffer(view, 0), parallel, max_resume, tracker
+            transport, info, parts, into_buffer(view, 0, crcs), parallel, max_resume, tracker
         )
-        _verify(info, lambda update: update(view[:size]))
+        _verify(info, crcs, _from_memory(view))
     return DownloadResult(info, len(parts), len(parts), 0, size, used)
 
 
@@ -166,11 +174,13 @@ def get_into(
             return 0
         stop = min(size, offset + want)
         parts = plan_parts(offset, stop, part_size)
-        sink = into_buffer(view, offset)
+        whole = offset == 0 and stop == size
+        crcs = _range_crcs(info) if whole else None
+        sink = into_buffer(view, offset, crcs)
         tracker = ProgressTracker(None, stop - offset)
         fetch_parts(transport, info, parts, sink, parallel, DEFAULT_MAX_RESUME, tracker)
-        if offset == 0 and stop == size:
-            _verify(info, lambda update: update(view[:size]))
+        if whole:
+            _verify(info, crcs, _from_memory(view))
         return stop - offset
 
 
@@ -257,14 +267,58 @@ def _read_window_into(
         reader.close()
 
 
-def _verify(info: ObjectInfo, feed: Callable[[Callable[[Any], None]], None]) -> None:
-    """Check the object's full-object checksum, if it has one, over the bytes ``feed``
-    passes to its argument in object order."""
-    checksum = checksum_from_headers(checksum_headers(info.checksums, info.checksum_type))
+# feed(update, start, stop) passes the received bytes [start, stop) to update, in order.
+Feed = Callable[[Callable[[Any], None], int, int], None]
+
+
+def _whole_checksum(info: ObjectInfo) -> StreamChecksum | None:
+    return checksum_from_headers(checksum_headers(info.checksums, info.checksum_type))
+
+
+def _range_crcs(info: ObjectInfo) -> RangeCrc32c | None:
+    """Where the object's full-object checksum is a CRC32C (objsdk's uploads always
+    store one), the parts hash their own bytes as they land and the CRCs are combined:
+    no second pass over the object."""
+    checksum = _whole_checksum(info)
+    return RangeCrc32c() if checksum is not None and checksum.algorithm == "crc32c" else None
+
+
+def _verify(info: ObjectInfo, crcs: RangeCrc32c | None, feed: Feed) -> None:
+    """Check the object's full-object checksum, if it has one: from the parts' CRC32Cs
+    in ``crcs`` (any range they lack, such as parts an earlier run left, hashed through
+    ``feed``), else over all the bytes ``feed`` passes in object order."""
+    checksum = _whole_checksum(info)
     if checksum is None:
         return
-    feed(checksum.update)
-    check_whole(checksum, bucket=info.bucket, key=info.key, offset=info.size or 0)
+    size = info.size or 0
+    if crcs is None:
+        feed(checksum.update, 0, size)
+        check_whole(checksum, bucket=info.bucket, key=info.key, offset=size)
+        return
+    for start, stop in crcs.gaps(size):
+        gap = _Crc32c()
+        feed(gap.update, start, stop)
+        crcs.add(start, stop, gap.value)
+    actual = encode_crc32c(crcs.value(size))
+    check_value(checksum, actual, bucket=info.bucket, key=info.key, offset=size)
+
+
+class _Crc32c:
+    """A running CRC32C fed like a hash."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: Any) -> None:
+        self.value = crc32c(data, self.value)
+
+
+def _from_memory(view: memoryview) -> Feed:
+    def feed(update: Callable[[Any], None], start: int, stop: int) -> None:
+        with view[start:stop] as chunk:
+            update(chunk)
+
+    return feed
 
 
 # -- downloads to a path -----------------------------------------------------------------
@@ -304,10 +358,12 @@ def _download_to_path(
         todo = [p for p in parts if p.index not in reused]
         done = sum(p.length for p in parts if p.index in reused)
         tracker = ProgressTracker(progress, size, done=done, announce=True)
+        crcs = _range_crcs(info)
+        sink = into_file(fd, crcs)
         used = fetch_parts(
-            transport, info, todo, into_file(fd), parallel, max_resume, tracker, journal.mark_done
+            transport, info, todo, sink, parallel, max_resume, tracker, journal.mark_done
         )
-        _verify(info, lambda update: _hash_file(fd, size, update))
+        _verify(info, crcs, lambda update, start, stop: _hash_file(fd, start, stop, update))
         os.fsync(fd)
     except (errors.ObjectChangedError, errors.IntegrityError):
         # The bytes on disk are of another version, or wrong: nothing worth resuming.
@@ -356,16 +412,17 @@ def _lock(fd: int, path: str, info: ObjectInfo) -> None:
         ) from None
 
 
-def _hash_file(fd: int, size: int, update: Callable[[Any], None]) -> None:
-    """Feed the file's first ``size`` bytes to ``update`` in order, without copying them."""
-    if size == 0:
+def _hash_file(fd: int, start: int, stop: int, update: Callable[[Any], None]) -> None:
+    """Feed the file's bytes ``[start, stop)`` to ``update`` in order, without copying
+    them."""
+    if stop <= start:
         return
-    with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
+    with mmap.mmap(fd, stop, access=mmap.ACCESS_READ) as mm:
         if hasattr(mm, "madvise"):
             mm.madvise(mmap.MADV_SEQUENTIAL)
         with memoryview(mm) as view:
-            for start in range(0, size, 8 * MiB):
-                with view[start : start + 8 * MiB] as chunk:
+            for at in range(start, stop, 8 * MiB):
+                with view[at : min(at + 8 * MiB, stop)] as chunk:
                     update(chunk)
 
 
