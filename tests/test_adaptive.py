@@ -33,26 +33,43 @@ def test_more_parts_are_added_while_the_rate_keeps_rising_up_to_the_cap():
 
 def test_a_step_that_does_not_pay_is_undone_the_level_between_tried_and_the_best_held():
     # One stream already fills the pipe (loopback): more are no faster.
-    a = run(Adaptive(cap=16, window=2 * MiB), {1: 1e9, 2: 1.05e9, 4: 1.05e9})
+    a = run(Adaptive(cap=16, window=2 * MiB), {1: 1e9, 2: 1.05e9, 16: 1.05e9})
     assert (a.target, a.settled) == (1, True)
-    assert [level.parallel for level in a.history] == [1, 4, 2]
+    assert [level.parallel for level in a.history] == [1, 16, 2]
 
 
-def test_steps_of_four_reach_the_cap_in_two_windows():
-    a = run(Adaptive(cap=16, window=2 * MiB), {n: 25e6 * n for n in (1, 4, 16)})
-    assert [level.parallel for level in a.history] == [1, 4, 16]
+def test_the_first_step_goes_straight_to_the_cap_and_holds_where_every_part_pays():
+    a = run(Adaptive(cap=16, window=2 * MiB), {n: 25e6 * n for n in (1, 16)})
+    assert [level.parallel for level in a.history] == [1, 16]
+    assert (a.target, a.settled) == (16, True)
 
 
-def test_the_level_between_is_kept_when_it_pays():
-    # A server that serves two connections well and chokes on four.
-    a = run(Adaptive(cap=16, window=2 * MiB), {1: 25e6, 2: 50e6, 4: 26e6})
+def test_the_levels_between_are_tried_upwards_and_the_best_kept():
+    # A server that serves two connections well and chokes on four or more.
+    a = run(Adaptive(cap=16, window=2 * MiB), {1: 25e6, 2: 50e6, 4: 26e6, 16: 26e6})
+    assert [level.parallel for level in a.history] == [1, 16, 2, 4]
     assert (a.target, a.settled) == (2, True)
 
 
-def test_it_stops_where_the_server_or_cpu_saturates():
-    rates = {1: 25e6, 2: 50e6, 4: 100e6, 8: 110e6, 16: 110e6}
+def test_a_first_step_that_pays_poorly_is_checked_one_step_down():
+    # Saturated at four: sixteen are no faster, so four are kept.
+    rates = {1: 25e6, 4: 100e6, 8: 90e6, 16: 90e6}
     a = run(Adaptive(cap=16, window=2 * MiB), rates)
-    assert a.target == 4
+    assert [level.parallel for level in a.history] == [1, 16, 4, 8]
+    assert (a.target, a.settled) == (4, True)
+
+
+def test_a_first_step_that_pays_poorly_is_kept_if_it_beats_the_step_down():
+    rates = {1: 25e6, 4: 60e6, 16: 95e6}
+    a = run(Adaptive(cap=16, window=2 * MiB), rates)
+    assert [level.parallel for level in a.history] == [1, 16, 4]
+    assert (a.target, a.settled) == (16, True)
+
+
+def test_a_server_that_chokes_on_many_connections_gets_fewer():
+    rates = {1: 25e6, 2: 50e6, 4: 100e6, 8: 70e6, 16: 60e6}
+    a = run(Adaptive(cap=16, window=2 * MiB), rates)
+    assert (a.target, a.settled) == (4, True)
 
 
 def test_a_level_is_judged_only_after_its_window_of_bytes_and_time():
@@ -72,7 +89,7 @@ def test_settings_that_cannot_work_are_refused():
 def test_after_a_change_the_bytes_of_the_first_requests_lag_are_not_counted():
     # The first request took 0.2 s to its first bytes; new parts need as long, so the
     # next level's window starts 0.2 s after the change.
-    a = Adaptive(window=MiB, min_seconds=0.05)
+    a = Adaptive(cap=4, window=MiB, min_seconds=0.05)
     a.begin(0.0)
     a.observe(MiB, 0.2)  # first bytes, 0.2 s after the request: level 1 judged, up to 4
     assert a.target == 4
@@ -84,7 +101,7 @@ def test_after_a_change_the_bytes_of_the_first_requests_lag_are_not_counted():
 
 
 def test_the_lag_counted_out_is_bounded():
-    a = Adaptive(window=MiB, min_seconds=0.05, max_lag=0.1)
+    a = Adaptive(cap=4, window=MiB, min_seconds=0.05, max_lag=0.1)
     a.begin(0.0)
     a.observe(MiB, 5.0)  # a very slow first byte: level 1 judged, up to 4
     assert a.target == 4
@@ -113,10 +130,18 @@ def test_one_stream_that_keeps_the_client_busy_is_not_left():
     assert a.history[0].cpu_share == pytest.approx(0.4)
 
 
+def test_the_first_step_goes_only_as_far_as_a_core_affords():
+    # One stream at 10% of a core: 16 would need 1.6 cores, 8 fit.
+    rates = {n: 25e6 * n for n in (1, 8, 16)}
+    a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.1, 8: 0.8, 16: 1.6})
+    assert [level.parallel for level in a.history] == [1, 8, 16]
+    assert (a.target, a.settled) == (16, True)
+
+
 def test_a_stream_held_back_by_the_network_climbs_whatever_the_later_cpu():
-    # One stream at 2% of a core: four fit; the cost at four is not held against 16.
-    rates = {n: 25e6 * n for n in (1, 4, 16)}
-    a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.02, 4: 0.3, 16: 1.2})
+    # One stream at 2% of a core: 16 fit; what they cost then is not held against them.
+    rates = {n: 25e6 * n for n in (1, 16)}
+    a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.02, 16: 1.2})
     assert (a.target, a.settled) == (16, True)
 
 

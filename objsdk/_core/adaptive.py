@@ -3,12 +3,18 @@
 Where a connection is limited by bandwidth-delay or the server's per-connection rate
 (a bucket across a network), more connections move more bytes; on a fast local link
 one stream already fills the pipe and more only add overhead. Nothing tells which case
-holds, so :class:`Adaptive` measures: it starts at one, and after each measurement
-window multiplies the level by ``factor`` while the aggregate rate keeps rising by at
-least ``gain``. A step that does not pay is undone; the level between the best one and
-the one that did not pay (twice the best) is tried once, and the best level measured
-holds from then on. Steps of 4 reach 16 parts in two windows, so a transfer spends
-little of itself climbing.
+holds, so :class:`Adaptive` measures. It starts at one. The first step goes straight
+to the cap, or as far towards it as the client's CPU affords (below); each later step
+multiplies the level by ``factor``, while the aggregate rate keeps rising by at least
+``gain`` per step. A step that does not pay is undone; the levels between the best one
+and the one that did not pay are tried upwards from twice the best, and the best level
+measured holds from then on. A first step that pays, but by less than ``1/factor`` of
+what its parts would move at the first level's rate each (the server or client
+saturates well below it), is checked once against the level one ``factor`` under it,
+and the fewer parts are kept unless the more pay by ``gain``. Every window spent below
+the cap costs a transfer that needs the cap, and a window above a level that would do
+costs little (the extra parts share the same rate), so the climb starts with its
+biggest step.
 
 After a change, the bytes of the next *lag* seconds are not counted, where the lag is
 the time the first request took to its first bytes: new parts need that long (a
@@ -16,14 +22,15 @@ request and a round trip) before they add to the rate, and a window that counted
 their wait would judge a level by its start-up and stop climbing early on the very
 networks where more connections pay.
 
-The first step up must also be affordable: where the caller passes the client's CPU
-time, the first level is not left if, at the CPU share it measured, the next one would
-need more than a core (``share x next / first > 1``). More connections pay where each
-is held back by the network and the client mostly waits; where one stream already
-keeps the client busy for a good part of its time (a server on the same host), more
-streams only add CPU, which on a shared box the server needs. Later steps are not held
-to it: once connections have paid, their receive work runs on several cores (socket
-reads release the GIL).
+The first step must fit in a core: where the caller passes the client's CPU time, it
+goes to the highest level (halving from the cap, at least ``factor``) at which the
+single stream's CPU share, times the level, stays within one core; if not even
+``factor`` fits, the level stays at one. More connections pay where each is held back
+by the network and the client mostly waits; where one stream already keeps the client
+busy for a good part of its time (a server on the same host), more streams only add
+CPU, which on a shared box the server needs. Later steps are not held to it: once
+connections have paid, their receive work runs on several cores (socket reads release
+the GIL).
 
 The clock is passed in, so the policy is tested without threads or a network.
 """
@@ -60,7 +67,7 @@ class Adaptive:
     gain: float = 1.15
     factor: int = 4
     window: int = 16 << 20
-    min_seconds: float = 0.05
+    min_seconds: float = 0.03
     max_lag: float = 0.25
     start: int = 1
     level: int = field(init=False)
@@ -68,6 +75,7 @@ class Adaptive:
     history: list[Level] = field(init=False, default_factory=list)
     _best: Level | None = field(init=False, default=None)
     _ceiling: int | None = field(init=False, default=None)  # least level that did not pay
+    _below: Level | None = field(init=False, default=None)  # a first step looked under
     _began: float | None = field(init=False, default=None)
     _lag: float | None = field(init=False, default=None)  # first request to first bytes
     _since: float | None = field(init=False, default=None)  # the window's start
@@ -122,22 +130,53 @@ class Adaptive:
         measured = Level(self.level, self._bytes / elapsed, share)
         self.history.append(measured)
         best = self._best
-        if best is None or measured.rate >= best.rate * self.gain:
+        if self._below is not None:
+            # Below a first step that paid poorly: keep whichever does as well with fewer.
+            high, self._below = self._below, None
+            if measured.rate * self.gain > high.rate:
+                self._best = best = measured
+                self._ceiling = high.parallel
+                nxt = measured.parallel * 2
+            else:
+                self._best = best = high
+                nxt = high.parallel
+        elif best is None or measured.rate >= best.rate * self.gain:
+            first = best
             self._best = best = measured
-            nxt = min(self.level * self.factor, self.cap)
-            if self._ceiling is not None:
-                nxt = min(nxt, self.level * 2)
-            first = len(self.history) == 1
-            if first and share is not None and share * nxt > self.level:
-                nxt = self.level  # the first step would need more than a core
+            if first is None:
+                nxt = self._first_step(share)
+            elif len(self.history) == 2 and measured.rate * self.factor < first.rate * self.level:
+                # The first step paid, but less than 1/factor of what its parts could:
+                # the server or the client saturates well below it. Look one step down,
+                # once. (Not for less: a step down is measured while the parts of the
+                # step above still run, which flatters it.)
+                self._below = measured
+                nxt = max(self.level // self.factor, first.parallel + 1)
+            else:
+                nxt = min(self.level * self.factor, self.cap)
+                if self._ceiling is not None:
+                    nxt = min(nxt, self.level * 2)
         else:
             self._ceiling = self.level  # this step did not pay
             nxt = best.parallel * 2  # the level between, once
-        if nxt <= best.parallel or (self._ceiling is not None and nxt >= self._ceiling):
+        if self._below is not None:
+            self.level = nxt
+        elif nxt <= best.parallel or (self._ceiling is not None and nxt >= self._ceiling):
             self.level, self.settled = best.parallel, True
         else:
             self.level = nxt
         self._since, self._cpu_since, self._bytes = now + self._lag, None, 0
+
+    def _first_step(self, share: float | None) -> int:
+        """The cap, or the highest level towards it (at least ``factor`` times this one)
+        that ``share`` of a core per stream affords; this level if none does."""
+        least = min(self.level * self.factor, self.cap)
+        nxt = self.cap
+        while nxt > least and share is not None and share * nxt > self.level:
+            nxt = max(nxt // 2, least)
+        if share is not None and share * nxt > self.level:
+            return self.level  # not even the least step fits in a core
+        return nxt
 
     def describe(self) -> str:
         """The levels tried and their rates, for stats and logs."""

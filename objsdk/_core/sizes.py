@@ -49,6 +49,6 @@ DEFAULT_WRITER_PARALLEL = 2
 # Adaptive parallelism (parallel=None, readahead=None): at most this many parts in flight,
 # each level measured over at least this many bytes per part in flight.
 ADAPTIVE_CAP = 16
-ADAPTIVE_WINDOW = 1 * MiB
+ADAPTIVE_WINDOW = MiB // 2
 # Parts of adaptive downloads: small enough that levels up to the cap find parts to run.
 ADAPTIVE_PART_SIZE = 8 * MiB

@@ -28,15 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objsdk import errors
-from objsdk._core.sizes import MiB
 from objsdk._io.pool import PartPool, SharedLevel, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
 from objsdk._transport.base import Transport
 
 __all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
 
-# A worker fills its part in slices of this size, checking for cancellation.
-_PART_SLICE = MiB
+# A worker fills its part in slices of this size, checking for cancellation and telling
+# the adaptive level of the bytes (a slice is one socket read: finer slices let a level
+# be judged within a few round trips on a slow connection).
+_PART_SLICE = 256 * 1024
 
 Observer = Callable[[int, "bytes | memoryview"], None]
 
