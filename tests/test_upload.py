@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import objsdk
 from objsdk._core.checksums import crc32c_b64, crc32c_combine
+from objsdk._core.parts import Part, plan_upload_probed
 from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer import upload as upload_module
 from objsdk._transfer.upload import upload
@@ -350,6 +351,36 @@ def test_multipart_request_shapes(client, s3):
     assert s3.objects[KEY] == data
     assert (info.size, info.etag) == (len(data), '"final-3"')
     assert (info.checksums["crc32c"], info.checksum_type) == (crc32c_b64(data), "FULL_OBJECT")
+
+
+def test_a_probed_plan_sends_a_small_last_part_first_and_shares_the_rest_evenly():
+    parts = plan_upload_probed(40 * MiB + 3, 8 * MiB, MiB)
+    assert parts[0] == Part(4, 39 * MiB + 3, 40 * MiB + 3)  # the last part, first
+    body = parts[1:]
+    assert [p.index for p in body] == [0, 1, 2, 3]
+    assert body[0].start == 0
+    assert [p.start for p in body[1:]] == [p.stop for p in body[:-1]]
+    assert body[-1].stop == parts[0].start
+    share = (39 * MiB + 3) // 4  # 39 MiB + 3 in four parts of at least 8 MiB
+    assert {p.length for p in body} == {share, share + 1}
+
+
+def test_a_probed_plan_of_an_object_too_small_for_a_probe_is_the_plain_plan():
+    assert plan_upload_probed(8 * MiB + 10, 8 * MiB, MiB) == [
+        Part(0, 0, 8 * MiB),
+        Part(1, 8 * MiB, 8 * MiB + 10),
+    ]
+
+
+def test_an_adaptive_upload_of_a_file_sends_its_small_last_part_alone_first(client, s3, tmp_path):
+    data = pattern(3 * 8 * MiB + 5)
+    upload(client.transport, BUCKET, KEY, write(tmp_path, data), multipart_threshold=0)
+    puts = s3.calls("PUT", "partNumber")
+    first = puts[0]
+    assert int(first[2]["partNumber"]) == len(puts)
+    assert first[3]["content-length"] == str(MiB)
+    assert all(int(p[3]["content-length"]) >= 8 * MiB for p in puts[1:])
+    assert s3.objects[KEY] == data
 
 
 def test_part_bodies_are_views_of_the_callers_buffer(client, s3):

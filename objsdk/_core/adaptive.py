@@ -59,8 +59,9 @@ class Adaptive:
     """The level to run at, adjusted from completed bytes.
 
     ``window`` is the least number of bytes per part in flight (``min_seconds`` the
-    least time) a level is measured over before it is judged; ``max_lag`` bounds the
-    start-up not counted after a change. ``history`` lists the levels measured so far.
+    least time) a level is measured over before it is judged, ``first_window`` (if
+    given) the bytes the first level is judged over; ``max_lag`` bounds the start-up not
+    counted after a change. ``history`` lists the levels measured so far.
     """
 
     cap: int = 16
@@ -69,6 +70,7 @@ class Adaptive:
     window: int = 16 << 20
     min_seconds: float = 0.03
     max_lag: float = 0.25
+    first_window: int | None = None
     start: int = 1
     level: int = field(init=False)
     settled: bool = field(init=False, default=False)
@@ -122,7 +124,10 @@ class Adaptive:
             self._cpu_since = cpu
         self._bytes += nbytes
         elapsed = now - self._since
-        if self._bytes < self.window * self.level or elapsed < self.min_seconds:
+        need = self.window * self.level
+        if self._best is None and self.first_window is not None:
+            need = self.first_window
+        if self._bytes < need or elapsed < self.min_seconds:
             return
         share = None
         if cpu is not None and self._cpu_since is not None:

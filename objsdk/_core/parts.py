@@ -15,7 +15,14 @@ from objsdk._core.sizes import (
     MiB,
 )
 
-__all__ = ["Part", "part_count", "plan_parts", "plan_upload", "upload_part_size"]
+__all__ = [
+    "Part",
+    "part_count",
+    "plan_parts",
+    "plan_upload",
+    "plan_upload_probed",
+    "upload_part_size",
+]
 
 
 @dataclass(frozen=True)
@@ -81,3 +88,28 @@ def plan_upload(size: int, part_size: int | None = None) -> list[Part]:
     if size == 0:
         return [Part(0, 0, 0)]
     return plan_parts(0, size, want)
+
+
+def plan_upload_probed(size: int, part_size: int, probe: int) -> list[Part]:
+    """The parts of a multipart upload in the order to send them: the last part, of
+    ``probe`` bytes, first, then the others in order, each of at least ``part_size``
+    bytes (the object's bytes shared evenly between them).
+
+    S3 lets only the last part be smaller than 5 MiB ("UploadPart": each part but the
+    last must be at least 5 MiB), and parts may be sent in any order. A small part sent
+    alone first measures one connection in a fraction of a whole part's time, which is
+    how long an adaptive upload waits before it adds connections. An object too small to
+    hold a probe and a whole part gets :func:`plan_upload`'s parts.
+    """
+    want = upload_part_size(size, part_size)
+    body = size - probe
+    if probe < 1 or body < want:
+        return plan_upload(size, part_size)
+    count = min(body // want, MAX_PARTS - 1)
+    base, extra = divmod(body, count)
+    parts, start = [], 0
+    for i in range(count):
+        stop = start + base + (1 if i < extra else 0)
+        parts.append(Part(i, start, stop))
+        start = stop
+    return [Part(count, body, size), *parts]

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ADAPTIVE_CAP",
     "ADAPTIVE_PART_SIZE",
+    "ADAPTIVE_PROBE",
     "ADAPTIVE_WINDOW",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MULTIPART_THRESHOLD",
@@ -52,3 +53,6 @@ ADAPTIVE_CAP = 16
 ADAPTIVE_WINDOW = MiB // 2
 # Parts of adaptive downloads: small enough that levels up to the cap find parts to run.
 ADAPTIVE_PART_SIZE = 8 * MiB
+# The last part of an adaptive upload, sent first and alone: one connection measured
+# in a fraction of a part's time (only the last part may be under 5 MiB).
+ADAPTIVE_PROBE = 1 * MiB

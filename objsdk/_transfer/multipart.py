@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from objsdk import errors
+from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
 from objsdk._core.headers import stored_checksums
 from objsdk._core.parts import Part
@@ -299,7 +300,10 @@ class MultipartSession:
         parallel: int | None,
         part_size: int,
         progress: ProgressTracker,
+        probe: int | None = None,
     ) -> None:
+        """``part_size``: the parts' usual size; ``probe``: the size of a smaller part
+        sent first, alone, to judge one connection by (see plan_upload_probed)."""
         self.transport = transport
         self.content_type = content_type
         self.metadata = dict(metadata)
@@ -314,8 +318,23 @@ class MultipartSession:
         self._fill: Callable[[Part, memoryview], None] | None = None
         self.completed = False
         # parallel=None: parts in flight follow the aggregate rate. Bytes are seen per
-        # finished part, so a level is judged over at least one part per part in flight.
-        self.level = SharedLevel.unless(parallel, window=max(part_size, ADAPTIVE_WINDOW))
+        # finished part, so a level is judged over at least one part per part in flight
+        # (the first one over the probe, if there is one). It starts with the first part.
+        self.level = (
+            SharedLevel(
+                Adaptive(
+                    cap=ADAPTIVE_CAP,
+                    window=max(part_size, ADAPTIVE_WINDOW),
+                    first_window=probe,
+                ),
+                begin=False,
+                # Not the CPU rule: a first part's CPU share is mostly start-up (threads,
+                # buffers), and a send costs the client little; the rate decides alone.
+                cpu=None,
+            )
+            if parallel is None
+            else None
+        )
 
     def start(self) -> None:
         """CreateMultipartUpload: one CRC32C over the whole object, not a checksum of
@@ -373,6 +392,8 @@ class MultipartSession:
         worker that sends a part first fills it with ``fill(part, body)``."""
         assert self.pool is not None
         self._fill = fill
+        if self.level is not None:
+            self.level.begin()
         self.pool.run(
             items,
             self._send,
@@ -385,6 +406,8 @@ class MultipartSession:
         """Upload one part in the background (the writer's way); it is recorded (and
         counted in progress) by the worker that sends it."""
         assert self.pool is not None
+        if self.level is not None:
+            self.level.begin()
 
         def send(item: tuple[Part, memoryview]) -> tuple[CompletedPart, int]:
             result = self._send(item)

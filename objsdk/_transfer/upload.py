@@ -35,9 +35,10 @@ from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c, encode_crc32c
 from objsdk._core.headers import object_headers
-from objsdk._core.parts import Part, plan_upload, upload_part_size
+from objsdk._core.parts import Part, plan_upload, plan_upload_probed, upload_part_size
 from objsdk._core.sizes import (
     ADAPTIVE_PART_SIZE,
+    ADAPTIVE_PROBE,
     DEFAULT_MULTIPART_THRESHOLD,
     MAX_PARTS,
     MAX_SINGLE_PUT,
@@ -89,10 +90,12 @@ def upload(
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
     check_count("multipart_threshold", multipart_threshold, 0, bucket, key)
+    # Adaptive with parts of our choosing: a small probe part first (from files and
+    # memory), then parts of 8 MiB, so that the level has parts to climb with.
+    probed = parallel is None and part_size is None
     if part_size is not None:
         upload_part_size(None, part_size)  # refuses sizes outside S3's limits
     elif parallel is None:
-        # Adaptive: parts of 8 MiB, so that the level has parts to climb with.
         part_size = ADAPTIVE_PART_SIZE
     job = _Job(transport, bucket, key, headers, content_type, dict(metadata or {}), parallel)
     with _open_source(source, bucket, key) as src:
@@ -105,7 +108,7 @@ def upload(
             # no stored checksum from MinIO, and gains nothing.
             info = _put_single(job, src, size, tracker)
         else:
-            info = _upload_multipart(job, src, plan_upload(size, part_size), tracker)
+            info = _upload_multipart(job, src, size, part_size, probed, tracker)
         tracker.finish(info.size or 0)
         return info
 
@@ -240,7 +243,9 @@ class _Job:
         )
         return replace(info, checksum_type=info.checksum_type or "FULL_OBJECT")
 
-    def session(self, tracker: ProgressTracker, part_size: int) -> MultipartSession:
+    def session(
+        self, tracker: ProgressTracker, part_size: int, probe: int | None = None
+    ) -> MultipartSession:
         return MultipartSession(
             self.transport,
             self.bucket,
@@ -251,6 +256,7 @@ class _Job:
             parallel=self.parallel,
             part_size=part_size,
             progress=tracker,
+            probe=probe,
         )
 
 
@@ -297,28 +303,41 @@ def _crc_of_stream(stream: IO[bytes], start: int, size: int) -> int:
 
 
 def _upload_multipart(
-    job: _Job, src: _Source, parts: list[Part], tracker: ProgressTracker
+    job: _Job,
+    src: _Source,
+    size: int,
+    part_size: int | None,
+    probed: bool,
+    tracker: ProgressTracker,
 ) -> ObjectInfo:
-    size = parts[-1].stop
+    probe: int | None = None
+    if probed and src.stream is None and part_size is not None:
+        # Files and memory are read in any order: the small last part goes first.
+        parts = plan_upload_probed(size, part_size, ADAPTIVE_PROBE)
+        if len(parts) > 1 and parts[0].index == len(parts) - 1:
+            probe = parts[0].length
+    else:
+        parts = plan_upload(size, part_size)
+    longest = max(p.length for p in parts)
     if src.view is not None:
         view = src.view
         # Slices of the caller's buffer: each part is sent from the memory it is in.
         slices: Iterator[tuple[Part, memoryview]] = ((p, view[p.start : p.stop]) for p in parts)
         return _multipart(
-            job, slices, memoryview.release, tracker, len(parts), size, src, parts[0].length
+            job, slices, memoryview.release, tracker, len(parts), size, src, longest, probe=probe
         )
     free: list[bytearray] = []
     if src.file is not None:
         # A regular file: each worker reads its own part (pread), so reads run in
         # parallel with the sends instead of one after another in this thread.
         fd, base = src.file.fileno(), src.start
-        empty = _empty_parts(parts, free)
+        empty = _empty_parts(parts, longest, free)
 
         def fill(part: Part, body: memoryview) -> None:
             _pread_all(fd, body, base + part.start)
 
         return _multipart(
-            job, empty, _recycle(free), tracker, len(parts), size, src, parts[0].length, fill
+            job, empty, _recycle(free), tracker, len(parts), size, src, longest, fill, probe
         )
     stream = src.stream
     assert stream is not None
@@ -327,10 +346,13 @@ def _upload_multipart(
     return _multipart(job, items, _recycle(free), tracker, len(parts), size, src, parts[0].length)
 
 
-def _empty_parts(parts: list[Part], free: list[bytearray]) -> Iterator[tuple[Part, memoryview]]:
-    """Each part with a (reused) buffer of its length, to be filled by whoever sends it."""
+def _empty_parts(
+    parts: list[Part], longest: int, free: list[bytearray]
+) -> Iterator[tuple[Part, memoryview]]:
+    """Each part with a (reused) buffer of ``longest`` bytes, to be filled by whoever
+    sends it."""
     for part in parts:
-        buf = free.pop() if free else bytearray(parts[0].length)
+        buf = free.pop() if free else bytearray(longest)
         yield part, memoryview(buf)[: part.length]
 
 
@@ -381,8 +403,9 @@ def _multipart(
     src: _Source,
     part_size: int,
     fill: Callable[[Part, memoryview], None] | None = None,
+    probe: int | None = None,
 ) -> ObjectInfo:
-    session = job.session(tracker, part_size)
+    session = job.session(tracker, part_size, probe)
     session.start()
     try:
         session.send_all(items, release, fill=fill)
