@@ -149,3 +149,10 @@ def test_without_a_cpu_clock_only_the_rate_decides():
     a = run(Adaptive(window=2 * MiB), {n: 25e6 * n for n in (1, 4, 16)})
     assert a.target == 16
     assert a.history[0].cpu_share is None
+
+
+def test_a_transfer_that_may_use_two_cores_takes_a_first_step_that_needs_both():
+    # One stream at 10% of a core: 16 need 1.6 cores, which two cores have.
+    rates = {n: 25e6 * n for n in (1, 16)}
+    a = run_with_cpu(Adaptive(window=2 * MiB, cores=2), rates, {1: 0.1, 16: 1.6})
+    assert [level.parallel for level in a.history] == [1, 16]

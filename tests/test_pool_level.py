@@ -6,6 +6,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from objsdk._core.adaptive import Adaptive
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._io.readahead import part_fetcher
@@ -69,10 +71,23 @@ def test_a_shared_level_weighs_the_cpu_clock_it_is_given():
     assert level.target() == 1
 
 
-def test_a_read_ahead_part_tells_of_its_bytes_as_they_arrive(client, bucket):
+def test_a_read_ahead_part_tells_the_level_of_its_start_its_bytes_as_they_arrive_and_its_end(
+    client, bucket
+):
     data = os.urandom(3 * MiB + 5)
     client.put_object(bucket, "k", data)
-    ticks: list[int] = []
+    events: list[object] = []
+
+    class Recorder(SharedLevel):
+        def part_started(self) -> None:
+            events.append("start")
+
+        def observe(self, nbytes: int) -> None:
+            events.append(nbytes)
+
+        def part_ended(self) -> None:
+            events.append("end")
+
     fetch = part_fetcher(
         client.transport,
         bucket,
@@ -82,10 +97,28 @@ def test_a_read_ahead_part_tells_of_its_bytes_as_they_arrive(client, bucket):
         size=len(data),
         version_id=None,
         max_resume=0,
-        tick=ticks.append,
+        level=Recorder(Adaptive(), begin=False),
     )
     into = bytearray(len(data) - 5)
     result = fetch(5, len(data), memoryview(into), threading.Event())
     assert bytes(into) == data[5:]
-    assert sum(ticks) == result.nbytes == len(into)
-    assert len(ticks) >= 3  # in slices, not once at the end
+    assert (events[0], events[-1]) == ("start", "end")
+    ticks = events[1:-1]
+    assert sum(ticks) == result.nbytes == len(into)  # type: ignore[arg-type]
+    assert len(ticks) >= 12  # in slices of at most 256 KiB, not once at the end
+
+
+def test_a_level_told_of_its_parts_judges_a_raised_level_only_once_all_deliver():
+    a = Adaptive(cap=4, window=MiB, min_seconds=0.01)
+    a.part_started()
+    a.observe(MiB, 0.0)  # the first bytes open the first window
+    a.observe(MiB, 0.02)  # one part: up to 4
+    assert a.target == 4
+    a.part_started()
+    a.part_started()
+    a.observe(64 * MiB, 0.03)  # three of four deliver: not counted
+    a.part_started()
+    a.observe(MiB, 0.04)  # all four: the window opens here
+    a.observe(4 * MiB, 0.06)
+    assert a.history[-1].parallel == 4
+    assert a.history[-1].rate == pytest.approx(4 * MiB / 0.02)

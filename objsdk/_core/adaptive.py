@@ -22,15 +22,16 @@ request and a round trip) before they add to the rate, and a window that counted
 their wait would judge a level by its start-up and stop climbing early on the very
 networks where more connections pay.
 
-The first step must fit in a core: where the caller passes the client's CPU time, it
-goes to the highest level (halving from the cap, at least ``factor``) at which the
-single stream's CPU share, times the level, stays within one core; if not even
-``factor`` fits, the level stays at one. More connections pay where each is held back
-by the network and the client mostly waits; where one stream already keeps the client
-busy for a good part of its time (a server on the same host), more streams only add
-CPU, which on a shared box the server needs. Later steps are not held to it: once
-connections have paid, their receive work runs on several cores (socket reads release
-the GIL).
+The first step must fit in the client's CPU: where the caller passes the client's CPU
+time, it goes to the highest level (halving from the cap, at least ``factor``) at which
+the single stream's CPU share, times the level, stays within ``cores`` (the cores the
+work can use: one for a reader whose caller's thread copies every byte, all of them
+for a transfer whose workers receive and write in parallel, since socket reads and
+file writes release the GIL); if not even ``factor`` fits, the level stays at one.
+More connections pay where each is held back by the network and the client mostly
+waits; where one stream already keeps the client busy for a good part of its time (a
+server on the same host), more streams only add CPU, which on a shared box the server
+needs. Later steps are not held to it: a level that paid has shown what it costs.
 
 The clock is passed in, so the policy is tested without threads or a network.
 """
@@ -58,10 +59,19 @@ class Level:
 class Adaptive:
     """The level to run at, adjusted from completed bytes.
 
+    ``cores`` is how much CPU the first step may need (see the module's notes).
+
     ``window`` is the least number of bytes per part in flight (``min_seconds`` the
     least time) a level is measured over before it is judged, ``first_window`` (if
     given) the bytes the first level is judged over; ``max_lag`` bounds the start-up not
     counted after a change. ``history`` lists the levels measured so far.
+
+    A caller that reports each part's first bytes and end (:meth:`part_started`,
+    :meth:`part_ended`) gets windows that open only once exactly ``target`` parts are
+    delivering (or ``max_lag`` after the change, whichever comes first): new
+    connections can take longer than the first request to start (a handshake, a
+    thread), and after a step down the parts of the level above still run for a while;
+    neither belongs to the level measured.
     """
 
     cap: int = 16
@@ -71,6 +81,7 @@ class Adaptive:
     min_seconds: float = 0.03
     max_lag: float = 0.25
     first_window: int | None = None
+    cores: float = 1.0
     start: int = 1
     level: int = field(init=False)
     settled: bool = field(init=False, default=False)
@@ -79,10 +90,13 @@ class Adaptive:
     _ceiling: int | None = field(init=False, default=None)  # least level that did not pay
     _below: Level | None = field(init=False, default=None)  # a first step looked under
     _began: float | None = field(init=False, default=None)
+    _cpu_began: float | None = field(init=False, default=None)
     _lag: float | None = field(init=False, default=None)  # first request to first bytes
     _since: float | None = field(init=False, default=None)  # the window's start
     _cpu_since: float | None = field(init=False, default=None)  # CPU time at its start
     _bytes: int = field(init=False, default=0)
+    _delivering: int | None = field(init=False, default=None)  # None: not reported
+    _deadline: float = field(init=False, default=0.0)  # a window opens by then anyway
 
     def __post_init__(self) -> None:
         if self.cap < 1 or self.start < 1 or self.gain <= 1.0 or self.factor < 2:
@@ -99,12 +113,19 @@ class Adaptive:
         return self.level
 
     def begin(self, now: float, cpu: float | None = None) -> None:
-        """Start measuring the current level at ``now`` (when its first request starts);
-        ``cpu``: the client's CPU time then, in seconds (optional, as in observe)."""
+        """The first request starts at ``now``; ``cpu``: the client's CPU time then, in
+        seconds (optional, as in observe). Where parts are not reported, the first
+        window starts here: the first bytes seen are then those of a whole part."""
         if self._began is None:
-            self._began = now
-        if self._since is None:
-            self._since, self._cpu_since = now, cpu
+            self._began, self._cpu_began = now, cpu
+
+    def part_started(self) -> None:
+        """A part delivered its first bytes."""
+        self._delivering = (self._delivering or 0) + 1
+
+    def part_ended(self) -> None:
+        """A part that had started is over (done, failed or cancelled)."""
+        self._delivering = max((self._delivering or 0) - 1, 0)
 
     def observe(self, nbytes: int, now: float, cpu: float | None = None) -> None:
         """``nbytes`` more bytes arrived by ``now``; may change :attr:`target`.
@@ -116,8 +137,15 @@ class Adaptive:
             began = now if self._began is None else self._began
             self._lag = min(max(now - began, 0.0), self.max_lag)
         if self._since is None:
-            self._since, self._cpu_since = now, cpu
-            return
+            if self._delivering is None and not self.history and self._began is not None:
+                # Whole parts are seen as they end: their bytes count from the start.
+                self._since, self._cpu_since = self._began, self._cpu_began
+            else:
+                if self._delivering not in (None, self.level) and now < self._deadline:
+                    return  # parts of another level are still starting or ending
+                # The window starts here; these bytes were on their way before it.
+                self._since, self._cpu_since = now, cpu
+                return
         if now < self._since:
             return  # a new level's parts are still starting
         if self._cpu_since is None:
@@ -170,17 +198,22 @@ class Adaptive:
             self.level, self.settled = best.parallel, True
         else:
             self.level = nxt
-        self._since, self._cpu_since, self._bytes = now + self._lag, None, 0
+        if self._delivering is None:
+            self._since = now + self._lag
+        else:
+            self._since, self._deadline = None, now + self.max_lag
+        self._cpu_since, self._bytes = None, 0
 
     def _first_step(self, share: float | None) -> int:
         """The cap, or the highest level towards it (at least ``factor`` times this one)
-        that ``share`` of a core per stream affords; this level if none does."""
+        that ``share`` of a core per stream affords within ``cores``; this level if
+        none does."""
         least = min(self.level * self.factor, self.cap)
         nxt = self.cap
-        while nxt > least and share is not None and share * nxt > self.level:
+        while nxt > least and share is not None and share * nxt > self.level * self.cores:
             nxt = max(nxt // 2, least)
-        if share is not None and share * nxt > self.level:
-            return self.level  # not even the least step fits in a core
+        if share is not None and share * nxt > self.level * self.cores:
+            return self.level  # not even the least step fits
         return nxt
 
     def describe(self) -> str:

@@ -114,6 +114,7 @@ class ObjectFile(io.BufferedIOBase):
         # the level weighs is what receiving costs this reader (the thread CPU time of
         # its network reads, whichever thread makes them), not the caller's other work.
         self._net_cpu = 0.0
+        self._stream_counted = False  # the single stream told the level it delivers
         self._auto = (
             SharedLevel(
                 Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW),
@@ -478,6 +479,9 @@ class ObjectFile(io.BufferedIOBase):
         self._run += got
         self._recv_pos = source.pos
         if climbing and auto is not None and source is self._reader:
+            if got and not self._stream_counted:
+                self._stream_counted = True  # the single stream is the first part
+                auto.part_started()
             auto.observe(got)
         return result
 
@@ -509,6 +513,9 @@ class ObjectFile(io.BufferedIOBase):
                 return None
             if self._reader.pinned:
                 self._reader.drop()
+                if self._stream_counted and self._auto is not None:
+                    self._stream_counted = False
+                    self._auto.part_ended()
                 parts = self._start_parts(want)
             else:
                 # Nothing ties parallel parts to one version: stay on one stream.
@@ -538,7 +545,7 @@ class ObjectFile(io.BufferedIOBase):
                 size=reader.size,
                 version_id=reader.version_id,
                 max_resume=self.max_resume,
-                tick=self._auto.observe if self._auto is not None else None,
+                level=self._auto,
             )
             self._prefetcher = Prefetcher(
                 fetch,

@@ -18,6 +18,7 @@ It lives with the readers (``_io``) because read-ahead needs it; transfers build
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -223,20 +224,22 @@ class SharedLevel:
         """An adaptive level where ``parallel`` is None (None otherwise: the caller's
         own choice holds). ``window``: bytes per part in flight that a level is
         measured over; at least a part's size where bytes are seen only when a whole
-        part is done."""
+        part is done. The level weighs the process's CPU time (all threads) against
+        the cores this process may run on."""
         if parallel is not None:
             return None
-        return cls(Adaptive(cap=ADAPTIVE_CAP, window=window))
+        adaptive = Adaptive(cap=ADAPTIVE_CAP, window=window, cores=_usable_cores())
+        return cls(adaptive, cpu=time.process_time)
 
     def __init__(
         self,
         adaptive: Adaptive,
         *,
         begin: bool = True,
-        cpu: Callable[[], float] | None = time.process_time,
+        cpu: Callable[[], float] | None = None,
     ) -> None:
-        """``cpu``: the client's CPU time, in seconds (by default the process's, all
-        threads), for the level's rule that the first step must fit in a core."""
+        """``cpu``: the client's CPU time, in seconds, for the level's rule that the
+        first step must fit in a core (no such rule without it)."""
         self._adaptive = adaptive
         self._lock = threading.Lock()
         self._changed: Future[None] = Future()
@@ -265,6 +268,16 @@ class SharedLevel:
             changed, self._changed = self._changed, Future()
         changed.set_result(None)
 
+    def part_started(self) -> None:
+        """A part delivered its first bytes (see :class:`Adaptive`)."""
+        with self._lock:
+            self._adaptive.part_started()
+
+    def part_ended(self) -> None:
+        """A part that had started is over."""
+        with self._lock:
+            self._adaptive.part_ended()
+
     def target(self) -> int:
         return self._adaptive.target
 
@@ -277,6 +290,14 @@ class SharedLevel:
     def describe(self) -> str:
         with self._lock:
             return self._adaptive.describe()
+
+
+def _usable_cores() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def _first(failures: list[BaseException], prefer: tuple[type[BaseException], ...]) -> BaseException:

@@ -65,12 +65,12 @@ def part_fetcher(
     size: int | None,
     version_id: str | None,
     max_resume: int,
-    tick: Callable[[int], None] | None = None,
+    level: SharedLevel | None = None,
 ) -> Fetch:
     """How a worker fetches one part: a :class:`RangeReader` window pinned to the
     owner's version, with the same resume rules and errors (verification is the
-    owner's, over the whole object in order). ``tick(n)`` is told of bytes as they
-    arrive (from the worker's thread)."""
+    owner's, over the whole object in order). An adaptive ``level`` is told of the
+    part's bytes as they arrive, and of its start and end (from the worker's thread)."""
 
     def fetch(start: int, stop: int, into: memoryview, cancel: threading.Event) -> PartResult:
         stats = ReadStats()
@@ -88,9 +88,9 @@ def part_fetcher(
             stats=stats,
             strict_range=True,  # the owner falls back to one stream instead
         )
+        n = 0
         try:
             reader.seek(start)
-            n = 0
             while n < len(into) and not cancel.is_set():
                 k = reader.readinto(into[n : n + _PART_SLICE])
                 if k == 0:
@@ -100,12 +100,16 @@ def part_fetcher(
                         bucket=bucket,
                         key=key,
                     )
+                if level is not None:
+                    if n == 0:
+                        level.part_started()
+                    level.observe(k)
                 n += k
-                if tick is not None:
-                    tick(k)
             return PartResult(n, stats.requests, stats.resumes)
         finally:
             reader.close()
+            if level is not None and n > 0:
+                level.part_ended()
 
     return fetch
 

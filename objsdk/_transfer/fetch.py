@@ -176,14 +176,25 @@ def fetch_parts(
                 # the run is in place.
                 whole = Part(run[0].index, run[0].start, run[-1].stop)
                 reader = pin.reader(transport, whole.stop, max_resume, pool.cancelled)
+                started = False
+
+                def first_tick(n: int) -> None:
+                    nonlocal started
+                    if not started and level is not None:
+                        started = True
+                        level.part_started()
+                    tick(n)
+
                 try:
                     reader.seek(whole.start)
-                    sink(reader, whole, tick)
+                    sink(reader, whole, first_tick if level is not None else tick)
                 except BaseException as e:
                     drop_frame_locals(e)
                     raise
                 finally:
                     reader.close()
+                    if started and level is not None:
+                        level.part_ended()
                 for part in run:
                     finished.add(part.index)
                     if on_done is not None:

@@ -327,10 +327,10 @@ class MultipartSession:
                     window=max(part_size, ADAPTIVE_WINDOW),
                     first_window=probe,
                 ),
+                # No CPU rule: parts are seen only as they end, so the first window
+                # holds the start-up (threads, buffers), and a send costs the client
+                # little; the rate decides alone.
                 begin=False,
-                # Not the CPU rule: a first part's CPU share is mostly start-up (threads,
-                # buffers), and a send costs the client little; the rate decides alone.
-                cpu=None,
             )
             if parallel is None
             else None
