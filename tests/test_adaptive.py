@@ -156,3 +156,29 @@ def test_a_transfer_that_may_use_two_cores_takes_a_first_step_that_needs_both():
     rates = {n: 25e6 * n for n in (1, 16)}
     a = run_with_cpu(Adaptive(window=2 * MiB, cores=2), rates, {1: 0.1, 16: 1.6})
     assert [level.parallel for level in a.history] == [1, 16]
+
+
+def test_after_a_first_step_the_cpu_held_back_the_level_doubles():
+    rates = {n: 25e6 * n for n in (1, 4, 8, 16)}
+    shares = {1: 0.3, 4: 1.0, 8: 1.5, 16: 1.9}
+    a = run_with_cpu(Adaptive(window=2 * MiB, cores=2), rates, shares)
+    assert [level.parallel for level in a.history] == [1, 4, 8, 16]
+
+
+def test_after_a_step_down_the_window_waits_for_the_parts_above_to_end():
+    a = Adaptive(cap=16, window=MiB, min_seconds=0.01)
+    a.part_started()
+    a.observe(MiB, 0.0)
+    a.observe(MiB, 0.02)  # up to 16
+    for _ in range(15):
+        a.part_started()
+    a.observe(MiB, 0.03)  # all 16 deliver: the window opens
+    a.observe(16 * MiB, 0.35)  # 16 are no faster than one: the level between, 2, next
+    assert a.target == 2
+    a.observe(64 * MiB, 0.36)  # 16 still deliver: not counted
+    for _ in range(14):
+        a.part_ended()
+    a.observe(MiB, 0.37)  # two left: the window opens here
+    a.observe(2 * MiB, 0.39)
+    assert a.history[-1].parallel == 2
+    assert a.history[-1].rate == pytest.approx(2 * MiB / 0.02)

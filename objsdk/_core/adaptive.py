@@ -67,8 +67,9 @@ class Adaptive:
     counted after a change. ``history`` lists the levels measured so far.
 
     A caller that reports each part's first bytes and end (:meth:`part_started`,
-    :meth:`part_ended`) gets windows that open only once exactly ``target`` parts are
-    delivering (or ``max_lag`` after the change, whichever comes first): new
+    :meth:`part_ended`) gets windows that open only once ``target`` parts are delivering
+    after a raise, or no more than ``target`` after a step down (or ``max_lag`` after the
+    change, whichever comes first): new
     connections can take longer than the first request to start (a handshake, a
     thread), and after a step down the parts of the level above still run for a while;
     neither belongs to the level measured.
@@ -97,6 +98,7 @@ class Adaptive:
     _bytes: int = field(init=False, default=0)
     _delivering: int | None = field(init=False, default=None)  # None: not reported
     _deadline: float = field(init=False, default=0.0)  # a window opens by then anyway
+    _previous: int = field(init=False, default=1)  # the level before the last change
 
     def __post_init__(self) -> None:
         if self.cap < 1 or self.start < 1 or self.gain <= 1.0 or self.factor < 2:
@@ -141,8 +143,12 @@ class Adaptive:
                 # Whole parts are seen as they end: their bytes count from the start.
                 self._since, self._cpu_since = self._began, self._cpu_began
             else:
-                if self._delivering not in (None, self.level) and now < self._deadline:
-                    return  # parts of another level are still starting or ending
+                if self._delivering is not None and now < self._deadline:
+                    # Parts of the level are still starting (after a raise), or parts
+                    # of the level above are still running (after a step down).
+                    raised = self.level > self._previous
+                    if self._delivering < self.level if raised else self._delivering > self.level:
+                        return
                 # The window starts here; these bytes were on their way before it.
                 self._since, self._cpu_since = now, cpu
                 return
@@ -186,12 +192,11 @@ class Adaptive:
                 self._below = measured
                 nxt = max(self.level // self.factor, first.parallel + 1)
             else:
-                nxt = min(self.level * self.factor, self.cap)
-                if self._ceiling is not None:
-                    nxt = min(nxt, self.level * 2)
+                nxt = min(self.level * 2, self.cap)
         else:
             self._ceiling = self.level  # this step did not pay
             nxt = best.parallel * 2  # the level between, once
+        self._previous = self.level
         if self._below is not None:
             self.level = nxt
         elif nxt <= best.parallel or (self._ceiling is not None and nxt >= self._ceiling):
