@@ -4,9 +4,9 @@ Where a connection is limited by bandwidth-delay or the server's per-connection 
 (a bucket across a network), more connections move more bytes; on a fast local link
 one stream already fills the pipe and more only add overhead. Nothing tells which case
 holds, so :class:`Adaptive` measures. It starts at one. The first step goes straight
-to the cap, or as far towards it as the client's CPU affords (below); each later step
-multiplies the level by ``factor``, while the aggregate rate keeps rising by at least
-``gain`` per step. A step that does not pay is undone; the levels between the best one
+to the cap, or as far towards it as the client's CPU affords (below, at least
+``factor``); each later step doubles the level, while the aggregate rate keeps rising by
+at least ``gain`` per step. A step that does not pay is undone; the levels between the best one
 and the one that did not pay are tried upwards from twice the best, and the best level
 measured holds from then on. A first step that pays, but by less than ``1/factor`` of
 what its parts would move at the first level's rate each (the server or client
