@@ -74,8 +74,9 @@ def upload(
 ) -> ObjectInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
-    default: one at first, more while the aggregate rate keeps rising, with 8 MiB parts
-    unless ``part_size`` is given; a fixed ``parallel`` defaults to 16 MiB parts).
+    default: one at first, more while the aggregate rate keeps rising, with parts of
+    8 MiB or a little more unless ``part_size`` is given, and from a file or memory a
+    1 MiB last part sent first, alone; a fixed ``parallel`` defaults to 16 MiB parts).
 
     ``source`` is a path, a binary file object (read from its position to its end,
     and left at its end), or bytes-like data. ``progress(done, total)`` follows the
