@@ -39,7 +39,7 @@ from objsdk._io.range_reader import (
     RangeReader,
     ReadStats,
 )
-from objsdk._io.readahead import PartResult, PartStream, Prefetcher, part_fetcher
+from objsdk._io.readahead import PartResult, PartStream, Prefetcher
 from objsdk._io.verify import PassVerifier
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
@@ -109,10 +109,8 @@ class ObjectFile(io.BufferedIOBase):
         self.verify = verify
         self.readahead = readahead
         self.part_size = part_size
-        # readahead=None: the parts read ahead follow the rate (1 = one stream). Bytes
-        # are seen as they arrive, from the stream and from the parts' workers. The CPU
-        # the level weighs is what receiving costs this reader (the thread CPU time of
-        # its network reads, whichever thread makes them), not the caller's other work.
+        # readahead=None: parts in flight follow the rate (1 = one stream); the CPU weighed
+        # is that of this reader's network reads (thread time), not the caller's work.
         self._net_cpu = 0.0
         self._stream_counted = False  # the single stream told the level it delivers
         self._auto = (
@@ -535,24 +533,9 @@ class ObjectFile(io.BufferedIOBase):
         if want == 0 and self.verify and self._verifier.checksum is None:
             self._verifier.prime(self._head_checksum)
         if self._prefetcher is None:
-            reader = self._reader
-            fetch = part_fetcher(
-                self._transport,
-                self.bucket,
-                self.key,
-                etag=reader.etag,
-                last_modified=reader.last_modified,
-                size=reader.size,
-                version_id=reader.version_id,
-                max_resume=self.max_resume,
-                level=self._auto,
-            )
-            self._prefetcher = Prefetcher(
-                fetch,
-                workers=ADAPTIVE_CAP if self._auto is not None else self._ahead(),
-                part_size=self.part_size,
-                watch=self._transport.watch,
-                level=self._auto,
+            workers = ADAPTIVE_CAP if self._auto is not None else self._ahead()
+            self._prefetcher = Prefetcher.pinned_like(
+                self._reader, workers=workers, part_size=self.part_size, level=self._auto
             )
         self.stats.readahead = self._ahead()
         self._parts = PartStream(

@@ -153,6 +153,26 @@ class Prefetcher:
         self.lock = threading.Lock()
         self.wasted = 0  # bytes fetched but never delivered (cancelled or unread parts)
 
+    @classmethod
+    def pinned_like(
+        cls, reader: RangeReader, *, workers: int, part_size: int, level: SharedLevel | None
+    ) -> Prefetcher:
+        """Workers fetching parts of the version ``reader`` is pinned to, with its
+        transport and resume limit."""
+        fetch = part_fetcher(
+            reader.transport,
+            reader.bucket,
+            reader.key,
+            etag=reader.etag,
+            last_modified=reader.last_modified,
+            size=reader.size,
+            version_id=reader.version_id,
+            max_resume=reader.max_resume,
+            level=level,
+        )
+        watch = reader.transport.watch
+        return cls(fetch, workers=workers, part_size=part_size, watch=watch, level=level)
+
     def take_buffer(self, *, block: bool) -> bytearray | None:
         """A free part buffer; a new one while under the limit; else wait or None."""
         try:
