@@ -287,10 +287,6 @@ class SharedLevel:
         with self._lock:
             return None if self._adaptive.settled else self._changed
 
-    def describe(self) -> str:
-        with self._lock:
-            return self._adaptive.describe()
-
 
 def _usable_cores() -> int:
     """The CPUs this process may run on (its affinity where the OS tells it)."""
