@@ -18,7 +18,8 @@ import objsdk
 from objsdk import Client
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import crc32c_b64
-from objsdk._core.parts import Part, part_count, plan_parts
+from objsdk._core.parts import Part, adaptive_part_size, part_count, plan_parts
+from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_PART_SIZE, DEFAULT_PART_SIZE, MiB
 from objsdk._io.pool import SharedLevel
 from objsdk._transfer.download import download, get_into
 from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
@@ -82,6 +83,23 @@ def test_part_count_rounds_up():
 def test_a_part_size_below_one_is_refused():
     with pytest.raises(objsdk.InvalidArgument, match="part_size"):
         plan_parts(0, 10, 0)
+
+
+def test_adaptive_parts_are_the_default_size_where_the_cap_has_a_part_each():
+    assert adaptive_part_size(ADAPTIVE_CAP * DEFAULT_PART_SIZE) == DEFAULT_PART_SIZE
+    assert adaptive_part_size(10 * ADAPTIVE_CAP * DEFAULT_PART_SIZE) == DEFAULT_PART_SIZE
+
+
+def test_adaptive_parts_shrink_in_whole_mib_so_the_cap_still_finds_parts():
+    span = ADAPTIVE_CAP * 12 * MiB + 5
+    assert adaptive_part_size(span) == 12 * MiB
+    assert len(plan_parts(0, span, adaptive_part_size(span))) >= ADAPTIVE_CAP
+
+
+def test_adaptive_parts_are_never_below_the_least_adaptive_size():
+    assert [adaptive_part_size(n) for n in (0, 1, ADAPTIVE_CAP * ADAPTIVE_PART_SIZE - 1)] == [
+        ADAPTIVE_PART_SIZE
+    ] * 3
 
 
 def run_lengths(parts: list[Part], level: SharedLevel | None) -> list[int]:

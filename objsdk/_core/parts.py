@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from objsdk import errors
 from objsdk._core.sizes import (
+    ADAPTIVE_CAP,
+    ADAPTIVE_PART_SIZE,
     DEFAULT_PART_SIZE,
     MAX_OBJECT_SIZE,
     MAX_PART_SIZE,
@@ -17,6 +19,7 @@ from objsdk._core.sizes import (
 
 __all__ = [
     "Part",
+    "adaptive_part_size",
     "part_count",
     "plan_parts",
     "plan_upload",
@@ -51,6 +54,19 @@ def plan_parts(start: int, stop: int, part_size: int) -> list[Part]:
     return [
         Part(i, s, min(s + part_size, stop)) for i, s in enumerate(range(start, stop, part_size))
     ]
+
+
+def adaptive_part_size(span: int) -> int:
+    """The part size of an adaptive download of ``span`` bytes: ``DEFAULT_PART_SIZE``
+    where the span holds ``ADAPTIVE_CAP`` such parts, else smaller (whole MiB, down to
+    ``ADAPTIVE_PART_SIZE``) so that levels up to the cap still find parts to run.
+
+    Every part costs a request and a record in the resume state, and a part size that
+    splits the object into more parts than the cap can run at once leaves a second
+    round for most connections: the smaller parts pay only where they buy a level.
+    """
+    fits = span // ADAPTIVE_CAP // MiB * MiB
+    return max(ADAPTIVE_PART_SIZE, min(DEFAULT_PART_SIZE, fits))
 
 
 def part_count(size: int, part_size: int) -> int:

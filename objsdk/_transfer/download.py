@@ -34,8 +34,8 @@ from objsdk._core.checksums import (
     crc32c,
     encode_crc32c,
 )
-from objsdk._core.parts import Part, plan_parts
-from objsdk._core.sizes import ADAPTIVE_PART_SIZE, DEFAULT_PART_SIZE, MiB
+from objsdk._core.parts import Part, adaptive_part_size, plan_parts
+from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._io.verify import check_value, check_whole
@@ -99,7 +99,9 @@ def download(
 ) -> DownloadResult:
     """Download a whole object to a path or into a writable buffer, ``parallel`` parts of
     ``part_size`` bytes at a time; ``parallel=None`` (the default) starts with one and
-    adds parts in flight while the aggregate rate keeps rising (up to 16).
+    adds parts in flight while the aggregate rate keeps rising (up to 16). Parts are
+    16 MiB by default, smaller (:func:`~objsdk._core.parts.adaptive_part_size`) in an
+    adaptive download of an object too small to hold 16 of them.
 
     A path is written to ``<dest>.objsdk-download``, verified against the object's
     full-object checksum if it has one, fsynced and renamed over ``dest``: ``dest`` is
@@ -123,6 +125,7 @@ def download(
                 f"dest path must be str, got {type(path).__name__} (bucket {bucket!r}, key {key!r})"
             )
         info = _head(transport, bucket, key)
+        part_size = part_size or adaptive_part_size(_size(info))
         return _download_to_path(transport, info, path, parallel, part_size, progress, max_resume)
     with _writable_view(dest, bucket, key, "dest") as view:
         info = _head(transport, bucket, key)
@@ -132,7 +135,7 @@ def download(
                 f"buffer of {view.nbytes} bytes is too small for the {size}-byte object "
                 f"(bucket {bucket!r}, key {key!r})"
             )
-        parts = plan_parts(0, size, part_size)
+        parts = plan_parts(0, size, part_size or adaptive_part_size(size))
         tracker = ProgressTracker(progress, size, announce=True)
         crcs = _range_crcs(info)
         used = fetch_parts(
@@ -166,14 +169,14 @@ def get_into(
         if want == 0:
             head_object(transport, bucket, key)  # still report a missing bucket or key
             return 0
-        if want <= part_size or parallel == 1:
+        if want <= (part_size or adaptive_part_size(want)) or parallel == 1:
             return _read_window(transport, bucket, key, view, offset)
         info = _head(transport, bucket, key)
         size = _size(info)
         if offset >= size:
             return 0
         stop = min(size, offset + want)
-        parts = plan_parts(offset, stop, part_size)
+        parts = plan_parts(offset, stop, part_size or adaptive_part_size(stop - offset))
         whole = offset == 0 and stop == size
         crcs = _range_crcs(info) if whole else None
         sink = into_buffer(view, offset, crcs)
@@ -187,15 +190,15 @@ def get_into(
 # -- helpers -----------------------------------------------------------------------------
 
 
-def _checked(bucket: str, key: str, parallel: int | None, part_size: int | None) -> int:
-    """Refuse bad names and tuning; return the part size to use (by default smaller
-    when the level adapts, so that it has parts to run)."""
+def _checked(bucket: str, key: str, parallel: int | None, part_size: int | None) -> int | None:
+    """Refuse bad names and tuning; return the part size to use, or None where the
+    level adapts and none was given (then sized to the bytes: ``adaptive_part_size``)."""
     check_bucket(bucket)
     check_key(key)
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
     if part_size is None:
-        part_size = ADAPTIVE_PART_SIZE if parallel is None else DEFAULT_PART_SIZE
+        return None if parallel is None else DEFAULT_PART_SIZE
     check_count("part_size", part_size, 1, bucket, key)
     return part_size
 
