@@ -39,7 +39,7 @@ from objsdk._io.range_reader import (
     RangeReader,
     ReadStats,
 )
-from objsdk._io.readahead import PartResult, PartStream, Prefetcher
+from objsdk._io.readahead import PartBuffer, PartResult, PartStream, Prefetcher
 from objsdk._io.verify import PassVerifier
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
@@ -398,7 +398,7 @@ class ObjectFile(io.BufferedIOBase):
             # the view are offsets into the buffer, which can be searched.
             tail = self._tail
             haystack = tail if isinstance(tail, bytes) else tail.obj
-            assert isinstance(haystack, (bytes, bytearray))
+            assert isinstance(haystack, (bytes, PartBuffer))
             newline = haystack.find(b"\n", self._tail_off, end)
             stop = end if newline < 0 else newline + 1
             # Lines may span many parts: copy out of read-ahead buffers as we go so no

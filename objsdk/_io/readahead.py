@@ -19,6 +19,7 @@ Each part is itself fetched by a ``RangeReader`` window on a :class:`PartPool` w
 from __future__ import annotations
 
 import contextlib
+import mmap
 import queue
 import threading
 from collections import deque
@@ -32,7 +33,7 @@ from objsdk._io.pool import PartPool, SharedLevel, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
 from objsdk._transport.base import Transport
 
-__all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
+__all__ = ["Fetch", "PartBuffer", "PartStream", "Prefetcher", "part_fetcher"]
 
 # A worker fills its part in slices of this size, checking for cancellation and telling
 # the adaptive level of the bytes (a slice is one socket read: finer slices let a level
@@ -40,6 +41,12 @@ __all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
 _PART_SLICE = 256 * 1024
 
 Observer = Callable[[int, "bytes | memoryview"], None]
+
+# Part buffers are anonymous memory maps: the kernel hands out zeroed pages as the
+# workers' socket reads first touch them, with the GIL released. A bytearray would be
+# zero-filled at creation by the thread that asks for it, holding the GIL: the reader's
+# own thread, a few milliseconds per 8 MiB part, while the parts it starts wait.
+PartBuffer = bytearray | mmap.mmap
 
 
 @dataclass
@@ -118,7 +125,7 @@ def part_fetcher(
 class _Part:
     start: int
     stop: int
-    buf: bytearray
+    buf: PartBuffer
     cancel: threading.Event = field(default_factory=threading.Event)
     task: Task[PartResult] | None = None
     counted: bool = False
@@ -148,7 +155,7 @@ class Prefetcher:
         self.part_size = part_size
         self.limit = max(workers + 1, 4)
         self._made = 0
-        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
+        self._free: queue.SimpleQueue[PartBuffer] = queue.SimpleQueue()
         self._pool = PartPool(workers, name="readahead", watch=watch)
         self.lock = threading.Lock()
         self.wasted = 0  # bytes fetched but never delivered (cancelled or unread parts)
@@ -173,7 +180,7 @@ class Prefetcher:
         watch = reader.transport.watch
         return cls(fetch, workers=workers, part_size=part_size, watch=watch, level=level)
 
-    def take_buffer(self, *, block: bool) -> bytearray | None:
+    def take_buffer(self, *, block: bool) -> PartBuffer | None:
         """A free part buffer; a new one while under the limit; else wait or None."""
         try:
             return self._free.get_nowait()
@@ -181,12 +188,12 @@ class Prefetcher:
             pass
         if self._made < self.limit:
             self._made += 1
-            return bytearray(self.part_size)
+            return mmap.mmap(-1, self.part_size)
         if not block:
             return None
         return self._free.get()
 
-    def give_back(self, buf: bytearray) -> None:
+    def give_back(self, buf: PartBuffer) -> None:
         self._free.put(buf)
 
     def submit(self, part: _Part) -> None:
