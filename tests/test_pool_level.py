@@ -10,6 +10,7 @@ import pytest
 
 from objsdk._core.adaptive import Adaptive
 from objsdk._io.pool import PartPool, SharedLevel
+from objsdk._io.range_reader import RangeReader
 from objsdk._io.readahead import part_fetcher
 
 MiB = 1 << 20
@@ -88,17 +89,8 @@ def test_a_read_ahead_part_tells_the_level_of_its_start_its_bytes_as_they_arrive
         def part_ended(self) -> None:
             events.append("end")
 
-    fetch = part_fetcher(
-        client.transport,
-        bucket,
-        "k",
-        etag=None,
-        last_modified=None,
-        size=len(data),
-        version_id=None,
-        max_resume=0,
-        level=Recorder(Adaptive(), begin=False),
-    )
+    pin = RangeReader(client.transport, bucket, "k", size=len(data), max_resume=0)
+    fetch = part_fetcher(pin, level=Recorder(Adaptive(), begin=False))
     into = bytearray(len(data) - 5)
     result = fetch(5, len(data), memoryview(into), threading.Event())
     assert bytes(into) == data[5:]

@@ -209,6 +209,32 @@ class RangeReader:
         self._retry = self._policy
         self._opened_once = False
 
+    def window(
+        self,
+        end: int | None,
+        *,
+        cancel: threading.Event | None = None,
+        stats: ReadStats | None = None,
+        strict_range: bool = False,
+    ) -> RangeReader:
+        """A new reader of this one's object up to ``end``, pinned to the version this
+        one is pinned to, with its transport and resume limit (a part of the same read).
+        It shares nothing else: not this reader's observer, callbacks or stream."""
+        return RangeReader(
+            self.transport,
+            self.bucket,
+            self.key,
+            version_id=self.version_id,
+            etag=self.etag,
+            last_modified=self.last_modified,
+            size=self.size,
+            end=end,
+            max_resume=self.max_resume,
+            cancel=cancel,
+            stats=stats,
+            strict_range=strict_range,
+        )
+
     # -- position ----------------------------------------------------------------------
 
     @property

@@ -31,7 +31,6 @@ from typing import Any
 from objsdk import errors
 from objsdk._io.pool import PartPool, SharedLevel, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
-from objsdk._transport.base import Transport
 
 __all__ = ["Fetch", "PartBuffer", "PartStream", "Prefetcher", "part_fetcher"]
 
@@ -62,39 +61,21 @@ class PartResult:
 Fetch = Callable[[int, int, memoryview, threading.Event], PartResult]
 
 
-def part_fetcher(
-    transport: Transport,
-    bucket: str,
-    key: str,
-    *,
-    etag: str | None,
-    last_modified: str | None,
-    size: int | None,
-    version_id: str | None,
-    max_resume: int,
-    level: SharedLevel | None = None,
-) -> Fetch:
-    """How a worker fetches one part: a :class:`RangeReader` window pinned to the
-    owner's version, with the same resume rules and errors (verification is the
+def part_fetcher(pin: RangeReader, *, level: SharedLevel | None = None) -> Fetch:
+    """How a worker fetches one part: a window of ``pin`` (:meth:`RangeReader.window`),
+    pinned to its version, with the same resume rules and errors (verification is the
     owner's, over the whole object in order). An adaptive ``level`` is told of the
     part's bytes as they arrive, and of its start and end (from the worker's thread)."""
+    # A copy of the pin alone: the workers must not keep the owner's reader (and through
+    # its observer, the owner) alive, or an unclosed reader could never be collected.
+    pin = pin.window(None)
+    bucket, key = pin.bucket, pin.key
 
     def fetch(start: int, stop: int, into: memoryview, cancel: threading.Event) -> PartResult:
         stats = ReadStats()
-        reader = RangeReader(
-            transport,
-            bucket,
-            key,
-            etag=etag,
-            last_modified=last_modified,
-            size=size,
-            version_id=version_id,
-            end=stop,
-            max_resume=max_resume,
-            cancel=cancel,
-            stats=stats,
-            strict_range=True,  # the owner falls back to one stream instead
-        )
+        # strict_range: a server that ignores Range is the owner's to handle (it falls
+        # back to one stream instead).
+        reader = pin.window(stop, cancel=cancel, stats=stats, strict_range=True)
         n = 0
         try:
             reader.seek(start)
@@ -166,17 +147,7 @@ class Prefetcher:
     ) -> Prefetcher:
         """Workers fetching parts of the version ``reader`` is pinned to, with its
         transport and resume limit."""
-        fetch = part_fetcher(
-            reader.transport,
-            reader.bucket,
-            reader.key,
-            etag=reader.etag,
-            last_modified=reader.last_modified,
-            size=reader.size,
-            version_id=reader.version_id,
-            max_resume=reader.max_resume,
-            level=level,
-        )
+        fetch = part_fetcher(reader, level=level)
         watch = reader.transport.watch
         return cls(fetch, workers=workers, part_size=part_size, watch=watch, level=level)
 
