@@ -130,12 +130,19 @@ def test_one_stream_that_keeps_the_client_busy_is_not_left():
     assert a.history[0].cpu_share == pytest.approx(0.4)
 
 
-def test_the_first_step_goes_only_as_far_as_a_core_affords():
-    # One stream at 10% of a core: 16 would need 1.6 cores, 8 fit.
-    rates = {n: 25e6 * n for n in (1, 8, 16)}
-    a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.1, 8: 0.8, 16: 1.6})
-    assert [level.parallel for level in a.history] == [1, 8, 16]
+def test_a_stream_that_leaves_room_for_four_in_a_core_steps_straight_to_the_cap():
+    # One stream at 10% of a core: four fit in one. The share does not size the step
+    # (16 would need 1.6 cores): measured over the first window, it holds start-up.
+    rates = {n: 25e6 * n for n in (1, 16)}
+    a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.1, 16: 1.6})
+    assert [level.parallel for level in a.history] == [1, 16]
     assert (a.target, a.settled) == (16, True)
+
+
+def test_a_stream_that_leaves_no_room_for_four_in_a_core_is_not_left():
+    # 30% of a core: four would need 1.2 cores, more than a reader's one.
+    a = run_with_cpu(Adaptive(window=2 * MiB), {1: 25e6, 16: 4e8}, {1: 0.3, 16: 1.0})
+    assert (a.target, a.settled) == (1, True)
 
 
 def test_a_stream_held_back_by_the_network_climbs_whatever_the_later_cpu():
@@ -151,18 +158,21 @@ def test_without_a_cpu_clock_only_the_rate_decides():
     assert a.history[0].cpu_share is None
 
 
-def test_a_transfer_that_may_use_two_cores_takes_a_first_step_that_needs_both():
-    # One stream at 10% of a core: 16 need 1.6 cores, which two cores have.
+def test_a_transfer_that_may_use_two_cores_steps_where_four_streams_fit_in_both():
+    # 30% of a core: four need 1.2 cores, which two cores have.
     rates = {n: 25e6 * n for n in (1, 16)}
-    a = run_with_cpu(Adaptive(window=2 * MiB, cores=2), rates, {1: 0.1, 16: 1.6})
+    a = run_with_cpu(Adaptive(window=2 * MiB, cores=2), rates, {1: 0.3, 16: 1.9})
     assert [level.parallel for level in a.history] == [1, 16]
 
 
-def test_after_a_first_step_the_cpu_held_back_the_level_doubles():
-    rates = {n: 25e6 * n for n in (1, 4, 8, 16)}
-    shares = {1: 0.3, 4: 1.0, 8: 1.5, 16: 1.9}
-    a = run_with_cpu(Adaptive(window=2 * MiB, cores=2), rates, shares)
-    assert [level.parallel for level in a.history] == [1, 4, 8, 16]
+def test_a_first_step_the_link_cannot_feed_is_brought_back_by_the_rate():
+    # The CPU lets the level go to the cap, but the link gives no more than 3 streams'
+    # worth: the look one step down keeps 4, and 8 does not pay.
+    rates = {1: 25e6, 4: 75e6, 8: 75e6, 16: 75e6}
+    shares = {1: 0.1, 4: 0.3, 8: 0.4, 16: 0.6}
+    a = run_with_cpu(Adaptive(window=2 * MiB), rates, shares)
+    assert [level.parallel for level in a.history] == [1, 16, 4, 8]
+    assert (a.target, a.settled) == (4, True)
 
 
 def test_after_a_step_down_the_window_waits_for_the_parts_above_to_end():

@@ -4,11 +4,11 @@ Where a connection is limited by bandwidth-delay or the server's per-connection 
 (a bucket across a network), more connections move more bytes; on a fast local link
 one stream already fills the pipe and more only add overhead. Nothing tells which case
 holds, so :class:`Adaptive` measures. It starts at one. The first step goes straight
-to the cap, or as far towards it as the client's CPU affords (below, at least
-``factor``); each later step doubles the level, while the aggregate rate keeps rising by
-at least ``gain`` per step. A step that does not pay is undone; the levels between the best one
-and the one that did not pay are tried upwards from twice the best, and the best level
-measured holds from then on. A first step that pays, but by less than ``1/factor`` of
+to the cap, unless one stream already keeps the client's CPU busy (below); each later
+step doubles the level, while the aggregate rate keeps rising by at least ``gain`` per
+step. A step that does not pay is undone; the levels between the best one and the one
+that did not pay are tried upwards from twice the best, and the best level measured
+holds from then on. A first step that pays, but by less than ``1/factor`` of
 what its parts would move at the first level's rate each (the server or client
 saturates well below it), is checked once against the level one ``factor`` under it,
 and the fewer parts are kept unless the more pay by ``gain``. Every window spent below
@@ -22,16 +22,19 @@ request and a round trip) before they add to the rate, and a window that counted
 their wait would judge a level by its start-up and stop climbing early on the very
 networks where more connections pay.
 
-The first step must fit in the client's CPU: where the caller passes the client's CPU
-time, it goes to the highest level (halving from the cap, at least ``factor``) at which
-the single stream's CPU share, times the level, stays within ``cores`` (the cores the
-work can use: one for a reader whose caller's thread copies every byte, all of them
-for a transfer whose workers receive and write in parallel, since socket reads and
-file writes release the GIL); if not even ``factor`` fits, the level stays at one.
-More connections pay where each is held back by the network and the client mostly
+The CPU decides whether to climb at all: where the caller passes the client's CPU
+time, the first step is taken only if ``factor`` streams at the single stream's CPU
+share fit within ``cores`` (the cores the work can use: one for a reader whose caller's
+thread copies every byte, all of them for a transfer whose workers receive and write in
+parallel, since socket reads and file writes release the GIL); else the level stays at
+one. More connections pay where each is held back by the network and the client mostly
 waits; where one stream already keeps the client busy for a good part of its time (a
 server on the same host), more streams only add CPU, which on a shared box the server
-needs. Later steps are not held to it: a level that paid has shown what it costs.
+needs. The share does not size the step: measured over a few tens of milliseconds, it
+holds the stream's start-up (a thread, a connection, the first request), and a step
+sized by it stopped short of the cap on links where the cap paid, which then came one
+window later. A step that overshoots is caught by the rate (the look one step down,
+above). Later steps are not held to the CPU: a level that paid has shown what it costs.
 
 The clock is passed in, so the policy is tested without threads or a network.
 """
@@ -210,16 +213,12 @@ class Adaptive:
         self._cpu_since, self._bytes = None, 0
 
     def _first_step(self, share: float | None) -> int:
-        """The cap, or the highest level towards it (at least ``factor`` times this one)
-        that ``share`` of a core per stream affords within ``cores``; this level if
-        none does."""
+        """The cap, if ``factor`` times this level's streams at ``share`` of a core
+        each fit within ``cores`` (or the share is not known); else this level."""
         least = min(self.level * self.factor, self.cap)
-        nxt = self.cap
-        while nxt > least and share is not None and share * nxt > self.level * self.cores:
-            nxt = max(nxt // 2, least)
-        if share is not None and share * nxt > self.level * self.cores:
-            return self.level  # not even the least step fits
-        return nxt
+        if share is not None and share * least > self.level * self.cores:
+            return self.level  # one stream keeps the client busy: more only add CPU
+        return self.cap
 
     def describe(self) -> str:
         """The levels tried and their rates, for stats and logs."""
