@@ -238,8 +238,8 @@ class SharedLevel:
         begin: bool = True,
         cpu: Callable[[], float] | None = None,
     ) -> None:
-        """``cpu``: the client's CPU time, in seconds, for the level's rule that the
-        first step must fit in a core (no such rule without it)."""
+        """``cpu``: the client's CPU time, in seconds, for the level's rule that one
+        stream must leave room for more in the cores (no such rule without it)."""
         self._adaptive = adaptive
         self._lock = threading.Lock()
         self._changed: Future[None] = Future()
