@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,8 +31,8 @@ from objsdk.bench.runner import (
     GroupResult,
     MiB,
     Sample,
+    balanced_orders,
     measure,
-    rotation,
     run_group,
     summarize,
 )
@@ -53,9 +55,31 @@ def test_summarize_refuses_no_samples() -> None:
         summarize([])
 
 
-def test_rotation_starts_each_run_one_case_later() -> None:
-    assert rotation(3, 4) == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]
-    assert rotation(0, 3) == []
+def _follows(orders: list[list[int]]) -> Counter[tuple[int, int]]:
+    return Counter(pair for order in orders for pair in itertools.pairwise(order))
+
+
+def test_balanced_orders_put_every_case_in_every_place_once_per_n_runs() -> None:
+    for n in (2, 3, 6, 7):
+        orders = balanced_orders(n, n)
+        assert all(sorted(order) == list(range(n)) for order in orders)
+        assert all(sorted(column) == list(range(n)) for column in zip(*orders, strict=True))
+
+
+def test_balanced_orders_let_every_case_follow_every_other_equally_often() -> None:
+    # A case's time can carry the wake of the one before it (threads still exiting,
+    # the server closing connections): no case may always follow the same one.
+    for n in (2, 4, 6):
+        assert set(_follows(balanced_orders(n, n)).values()) == {1}
+        assert len(_follows(balanced_orders(n, n))) == n * (n - 1)
+    for n in (3, 5, 7):  # an odd count needs the mirrored orders too
+        assert set(_follows(balanced_orders(n, 2 * n)).values()) == {2}
+
+
+def test_balanced_orders_repeat_for_more_runs_and_are_empty_for_no_cases() -> None:
+    assert balanced_orders(4, 9)[8] == balanced_orders(4, 9)[0]
+    assert balanced_orders(0, 3) == []
+    assert balanced_orders(1, 2) == [[0], [0]]
 
 
 def _recording_group(calls: list[str], nbytes: int = 100) -> Group:

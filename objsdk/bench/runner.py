@@ -1,10 +1,12 @@
 """Timing: warm-up, interleaved runs, medians, ratios to a baseline, client CPU per GiB.
 
 A :class:`Group` is a set of :class:`Case` s measured together: each case runs once
-untimed (warm-up), then ``runs`` times in rotating order (A B C, B C A, C A B, ...) so
-slow drift of the machine hits every case alike. Every run records wall seconds and the
-client's CPU seconds: this process's user+system time (all threads) plus that of child
-processes reaped during the run (``RUSAGE_CHILDREN``, how ``curl`` is counted).
+untimed (warm-up), then ``runs`` times interleaved, in orders where every case takes
+every place and follows every other case equally often (:func:`balanced_orders`), so
+slow drift of the machine and the wake of the case before hit every case alike. Every
+run records wall seconds and the client's CPU seconds: this process's user+system time
+(all threads) plus that of child processes reaped during the run (``RUSAGE_CHILDREN``,
+how ``curl`` is counted).
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ __all__ = [
     "MiB",
     "Sample",
     "Stats",
+    "balanced_orders",
     "baseline_or_first",
     "children_cpu",
     "measure",
-    "rotation",
     "run_group",
     "summarize",
 ]
@@ -161,9 +163,29 @@ def measure(run: Callable[[], int]) -> Sample:
     return Sample(seconds, cpu, nbytes)
 
 
-def rotation(n: int, runs: int) -> list[list[int]]:
-    """The order of case indexes in each run: 0 1 2, 1 2 0, 2 0 1, 0 1 2, ..."""
-    return [[(r + i) % n for i in range(n)] for r in range(runs)] if n else []
+def balanced_orders(n: int, runs: int) -> list[list[int]]:
+    """The order of case indexes in each run: the rows of a Williams design.
+
+    Every case runs in every place once per ``n`` runs, and follows every other case
+    equally often (once per ``n`` runs for an even ``n``; twice per ``2n`` for an odd
+    one, whose design adds each row reversed). A plain rotation (0 1 2, 1 2 0, ...) puts
+    each case after the same one every run, and a case can carry the wake of the one
+    before it (threads still exiting, the server closing its connections): balanced
+    neighbours spread that over all cases instead of charging it to one.
+    """
+    if n == 0:
+        return []
+    first, low, high = [0], 1, n - 1  # 0, 1, n-1, 2, n-2, ...
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [[(c + r) % n for c in first] for r in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return [rows[r % len(rows)] for r in range(runs)]
 
 
 _QUERY = re.compile(r"(https?://[^\s'\"?]*)\?[^\s'\"]*")
@@ -218,7 +240,7 @@ def run_group(
         for i in list(alive):
             if attempt(i) is None:
                 alive.remove(i)
-    for order in rotation(len(group.cases), runs):
+    for order in balanced_orders(len(group.cases), runs):
         for i in order:
             if i not in alive:
                 continue
