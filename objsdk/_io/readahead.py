@@ -45,7 +45,7 @@ Observer = Callable[[int, "bytes | memoryview"], None]
 # workers' socket reads first touch them, with the GIL released. A bytearray would be
 # zero-filled at creation by the thread that asks for it, holding the GIL: the reader's
 # own thread, a few milliseconds per 8 MiB part, while the parts it starts wait.
-PartBuffer = bytearray | mmap.mmap
+PartBuffer = mmap.mmap
 
 
 @dataclass
