@@ -31,6 +31,7 @@ from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_READAHEAD_PART_SIZE,
 )
+from objsdk._io.buffers import PartBuffer
 from objsdk._io.pool import SharedLevel
 from objsdk._io.range_reader import (
     DEFAULT_MAX_RESUME,
@@ -39,7 +40,7 @@ from objsdk._io.range_reader import (
     RangeReader,
     ReadStats,
 )
-from objsdk._io.readahead import PartBuffer, PartResult, PartStream, Prefetcher
+from objsdk._io.readahead import PartResult, PartStream, Prefetcher
 from objsdk._io.verify import PassVerifier
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo

@@ -19,7 +19,6 @@ Each part is itself fetched by a ``RangeReader`` window on a :class:`PartPool` w
 from __future__ import annotations
 
 import contextlib
-import mmap
 import queue
 import threading
 from collections import deque
@@ -29,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objsdk import errors
+from objsdk._io.buffers import PartBuffer, part_buffer
 from objsdk._io.pool import PartPool, SharedLevel, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
 
-__all__ = ["Fetch", "PartBuffer", "PartStream", "Prefetcher", "part_fetcher"]
+__all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
 
 # A worker fills its part in slices of this size, checking for cancellation and telling
 # the adaptive level of the bytes (a slice is one socket read: finer slices let a level
@@ -40,12 +40,6 @@ __all__ = ["Fetch", "PartBuffer", "PartStream", "Prefetcher", "part_fetcher"]
 _PART_SLICE = 256 * 1024
 
 Observer = Callable[[int, "bytes | memoryview"], None]
-
-# Part buffers are anonymous memory maps: the kernel hands out zeroed pages as the
-# workers' socket reads first touch them, with the GIL released. A bytearray would be
-# zero-filled at creation by the thread that asks for it, holding the GIL: the reader's
-# own thread, a few milliseconds per 8 MiB part, while the parts it starts wait.
-PartBuffer = mmap.mmap
 
 
 @dataclass
@@ -159,7 +153,8 @@ class Prefetcher:
             pass
         if self._made < self.limit:
             self._made += 1
-            return mmap.mmap(-1, self.part_size)
+            # Not populated: the workers' socket reads fault its pages in, in parallel.
+            return part_buffer(self.part_size)
         if not block:
             return None
         return self._free.get()

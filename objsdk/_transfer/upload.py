@@ -10,10 +10,11 @@ Below ``multipart_threshold`` (and S3's 5 GiB single-PUT limit) one PUT:
 Above it, a multipart upload (:class:`~objsdk._transfer.multipart.MultipartSession`)
 with ``parallel`` parts in flight. The parts of a buffer are slices of it, so nothing is
 copied; a file or stream is read part by part into at most ``parallel + 1`` reused
-buffers. Files are read, never memory-mapped: a file truncated while it uploads (say by
-logrotate's copytruncate) is a :class:`~objsdk.SourceChangedError`, not a SIGBUS that
-kills the process, and a file whose size or mtime changed before completion is refused
-the same way. Any failure, an exception from ``progress`` or a ``KeyboardInterrupt``
+buffers (anonymous memory maps, :mod:`objsdk._io.buffers`). The file itself is read,
+never memory-mapped: a file truncated while it uploads (say by logrotate's
+copytruncate) is a :class:`~objsdk.SourceChangedError`, not a SIGBUS that kills the
+process, and a file whose size or mtime changed before completion is refused the
+same way. Any failure, an exception from ``progress`` or a ``KeyboardInterrupt``
 aborts the upload, so no parts are left behind, and is re-raised.
 
 Every route stores a full-object CRC32C (``x-amz-checksum-crc32c``, "Checking object
@@ -44,6 +45,7 @@ from objsdk._core.sizes import (
     MAX_SINGLE_PUT,
     MiB,
 )
+from objsdk._io.buffers import PartBuffer, part_buffer
 from objsdk._transfer.multipart import MultipartSession, upload_info
 from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transfer.put import put_bytes
@@ -327,7 +329,7 @@ def _upload_multipart(
         return _multipart(
             job, slices, memoryview.release, tracker, len(parts), size, src, longest, probe=probe
         )
-    free: list[bytearray] = []
+    free: list[PartBuffer] = []
     if src.file is not None:
         # A regular file: each worker reads its own part (pread), so reads run in
         # parallel with the sends instead of one after another in this thread.
@@ -348,12 +350,12 @@ def _upload_multipart(
 
 
 def _empty_parts(
-    parts: list[Part], longest: int, free: list[bytearray]
+    parts: list[Part], longest: int, free: list[PartBuffer]
 ) -> Iterator[tuple[Part, memoryview]]:
     """Each part with a (reused) buffer of ``longest`` bytes, to be filled by whoever
     sends it."""
     for part in parts:
-        buf = free.pop() if free else bytearray(longest)
+        buf = free.pop() if free else part_buffer(longest, populate=True)
         yield part, memoryview(buf)[: part.length]
 
 
@@ -383,7 +385,7 @@ def _upload_unsized(
 ) -> ObjectInfo:
     """A stream of unknown size: one PUT if it ends within the first part, else parts."""
     assert src.stream is not None
-    first = bytearray(part_size)
+    first = part_buffer(part_size, populate=True)
     with memoryview(first) as view:
         n = _fill(src.stream, view)
         if n < part_size:
@@ -422,7 +424,7 @@ def _stream_parts(
     stream: IO[bytes],
     part_size: int,
     plan: list[Part] | None,
-    free: list[bytearray],
+    free: list[PartBuffer],
     *,
     filled: int | None = None,
 ) -> Iterator[tuple[Part, memoryview]]:
@@ -442,7 +444,7 @@ def _stream_parts(
                 "(S3's limit): pass a larger part_size"
             )
         want = plan[index].length if plan is not None else part_size
-        buf = free.pop() if free else bytearray(part_size)
+        buf = free.pop() if free else part_buffer(part_size, populate=True)
         view = memoryview(buf)[:want]
         if filled is not None:
             n, filled = filled, None
@@ -468,11 +470,11 @@ def _stream_parts(
         offset += n
 
 
-def _recycle(free: list[bytearray]) -> Callable[[memoryview], None]:
+def _recycle(free: list[PartBuffer]) -> Callable[[memoryview], None]:
     def release(view: memoryview) -> None:
         buf = view.obj
         view.release()
-        if isinstance(buf, bytearray):
+        if isinstance(buf, PartBuffer):
             free.append(buf)
 
     return release
