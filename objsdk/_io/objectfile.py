@@ -402,8 +402,7 @@ class ObjectFile(io.BufferedIOBase):
             assert isinstance(haystack, (bytes, PartBuffer))
             newline = haystack.find(b"\n", self._tail_off, end)
             stop = end if newline < 0 else newline + 1
-            # Lines may span many parts: copy out of read-ahead buffers as we go so no
-            # more than one is held.
+            # Lines may span many parts: copy out of read-ahead buffers as we go, hold one.
             got += self._take_tail(stop - self._tail_off, chunks, copy=not isinstance(tail, bytes))
             if newline >= 0:
                 break
