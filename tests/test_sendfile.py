@@ -260,6 +260,25 @@ def test_awkward_key_is_sent_on_the_request_line_as_s3_encodes_it(serve, datafil
     assert seen.body == DATA
 
 
+def test_upload_part_query_is_on_the_request_line_and_in_the_signature(serve, datafile):
+    server, client = serve(ok)
+    put(client, datafile, params=[("partNumber", "7"), ("uploadId", "a/b+c")])
+    (seen,) = server.seen
+    assert seen.target == f"/{BUCKET}/{KEY}?partNumber=7&uploadId=a%2Fb%2Bc"
+    assert seen.body == DATA
+    when = datetime.strptime(seen.header("x-amz-date"), "%Y%m%dT%H%M%SZ")
+    again = sign_request(
+        "PUT",
+        f"{server.url}{seen.target}",
+        {n: v for n, v in seen.headers if n.lower() != "authorization"},
+        credentials=Credentials(AK, SK),
+        region="us-east-1",
+        now=when.replace(tzinfo=timezone.utc),
+        payload_hash="UNSIGNED-PAYLOAD",
+    )
+    assert again["Authorization"] == seen.header("Authorization")
+
+
 def test_anonymous_client_sends_no_authorization(datafile):
     server = Server(ok)
     try:
@@ -419,7 +438,9 @@ def test_file_shorter_than_count_raises_source_changed(serve, datafile):
 def test_https_endpoint_streams_the_body_instead_of_sendfile(monkeypatch, sendfile_calls):
     streamed: list[tuple[int, int]] = []
 
-    def fake_window(transport, bucket, key, file, offset, count, headers, progress, operation):
+    def fake_window(
+        transport, bucket, key, file, offset, count, headers, progress, operation, params
+    ):
         streamed.append((offset, count))
         return {"ETag": '"e"'}
 

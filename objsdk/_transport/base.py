@@ -118,10 +118,20 @@ class Transport(Protocol):
         headers: Mapping[str, str],
         progress: Callable[[int], None] | None = None,
         operation: str = "upload",
+        params: Iterable[tuple[str, str]] = (),
     ) -> Mapping[str, str]:
         """PUT ``count`` bytes of a regular file from ``offset``; return the answer's
         headers. ``progress(sent)`` follows the body bytes of the current attempt. The
-        file must not shrink meanwhile (:class:`~objsdk.errors.SourceChangedError`)."""
+        file must not shrink meanwhile (:class:`~objsdk.errors.SourceChangedError`).
+        ``params``: the query (``partNumber`` and ``uploadId`` for UploadPart). With
+        :attr:`direct_file_bodies`, threads may send from one file at once: every read
+        names its own offset."""
+        ...
+
+    @property
+    def direct_file_bodies(self) -> bool:
+        """Whether :meth:`send_file` hands a file's bytes to the socket inside the kernel
+        (sendfile(2)), so that a body sent from a file needs no buffer of its own."""
         ...
 
     def watch(self) -> AbstractContextManager[Interruptible]:

@@ -326,14 +326,23 @@ class HTTPTransport:
         headers: Mapping[str, str],
         progress: Callable[[int], None] | None = None,
         operation: str = "upload",
+        params: Iterable[tuple[str, str]] = (),
     ) -> Mapping[str, str]:
-        direct = self.endpoint.scheme == "http" and tricks.CHECKOUT and _is_regular(file)
-        route = put_file if direct else put_window
+        route = put_file if self.direct_file_bodies and _is_regular(file) else put_window
+        query = list(params)
         try:
-            return route(self, bucket, key, file, offset, count, headers, progress, operation)
+            return route(
+                self, bucket, key, file, offset, count, headers, progress, operation, query
+            )
         except CallbackError as e:
             error = e.error
         raise error  # outside the handler: the caller's exception, with its own context
+
+    @property
+    def direct_file_bodies(self) -> bool:
+        # TLS has to see the bytes, and the body can go out on its own only when a
+        # connection can be borrowed from requests' pool.
+        return self.endpoint.scheme == "http" and tricks.CHECKOUT
 
 
 def _is_regular(file: IO[bytes]) -> bool:

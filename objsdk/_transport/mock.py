@@ -16,6 +16,7 @@ raise an objsdk :class:`~objsdk.errors.TransportError` to stand for a network fa
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -115,8 +116,11 @@ class MockTransport:
         endpoint: str = "http://s3.test",
         credentials: Credentials | None = _TEST_CREDENTIALS,
         region: str = "us-east-1",
+        direct_file_bodies: bool = False,
     ) -> None:
         self.handler = handler
+        #: Whether callers may send parts straight from a file (see Transport).
+        self.direct_file_bodies = direct_file_bodies
         self.endpoint = Endpoint.parse(endpoint)
         self.credentials = credentials
         self.region = region
@@ -174,13 +178,24 @@ class MockTransport:
         headers: Mapping[str, str],
         progress: Callable[[int], None] | None = None,
         operation: str = "upload",
+        params: Iterable[tuple[str, str]] = (),
     ) -> Mapping[str, str]:
-        file.seek(offset)
-        data = file.read(count)
+        try:
+            # pread: parts of one file may be sent from several threads at once.
+            data = os.pread(file.fileno(), count, offset)
+        except (AttributeError, OSError, ValueError):  # a stream that is not a file
+            file.seek(offset)
+            data = file.read(count)
         if len(data) < count:
             raise errors.SourceChangedError(f"the file ended {count - len(data)} bytes early")
         resp = self.request(
-            "PUT", operation=operation, bucket=bucket, key=key, headers=headers, body=data
+            "PUT",
+            operation=operation,
+            bucket=bucket,
+            key=key,
+            params=params,
+            headers=headers,
+            body=data,
         )
         if progress is not None:
             progress(count)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import http.client
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, NoReturn, cast
 from urllib.parse import urlsplit
@@ -76,16 +76,20 @@ def put_file(
     headers: Mapping[str, str],
     progress: Callable[[int], None] | None,
     operation: str,
+    params: Sequence[tuple[str, str]] = (),
 ) -> Mapping[str, str]:
-    """PUT ``count`` bytes of ``file`` from ``offset`` as ``bucket/key`` by sendfile;
-    return the response headers (case-insensitive).
+    """PUT ``count`` bytes of ``file`` from ``offset`` as ``bucket/key`` by sendfile,
+    with the query ``params`` (UploadPart's); return the response headers
+    (case-insensitive). Each read names its offset, so threads may share ``file``.
 
     ``file`` must be a regular file and the endpoint plain http. ``headers`` (content
     type, metadata, ``x-amz-checksum-crc32c``) are signed and sent as given.
     ``progress(sent)`` is called with the body bytes sent so far in the current attempt;
     what it raises comes out wrapped in :class:`CallbackError`.
     """
-    return _put_file(transport, bucket, key, file, offset, count, headers, progress, operation)
+    return _put_file(
+        transport, bucket, key, file, offset, count, headers, progress, operation, params
+    )
 
 
 def put_window(
@@ -98,6 +102,7 @@ def put_window(
     headers: Mapping[str, str],
     progress: Callable[[int], None] | None,
     operation: str,
+    params: Sequence[tuple[str, str]] = (),
 ) -> Mapping[str, str]:
     """The same PUT with the body streamed through requests (TLS, or no sendfile)."""
     body = _Window(file, offset, count, progress)
@@ -106,6 +111,7 @@ def put_window(
         operation=operation,
         bucket=bucket,
         key=key,
+        params=params,
         headers=headers,
         body=cast(IO[bytes], body),
         content_length=count,
@@ -172,8 +178,9 @@ def _put_file(
     headers: Mapping[str, str],
     progress: Callable[[int], None] | None,
     operation: str,
+    params: Sequence[tuple[str, str]] = (),
 ) -> Mapping[str, str]:
-    url = transport.endpoint.build_url(bucket, key)
+    url = transport.endpoint.build_url(bucket, key, params)
     parts = urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     prepared = requests.Request("PUT", transport.endpoint.url).prepare()
