@@ -48,7 +48,7 @@ def session(
     s.upload_id = "U1"
     for n in recorded:
         part = Part(n - 1, 0, len(DATA))
-        s.record((part, memoryview(DATA)), (CompletedPart(n, f'"p{n}"'), crc32c(DATA)))
+        s.record(part, (CompletedPart(n, f'"p{n}"'), crc32c(DATA)))
     return s
 
 
@@ -135,7 +135,7 @@ def test_create_is_not_retried_on_a_client_error():
 def _session_with_parts(numbers: list[int]) -> MultipartSession:
     s = session([MockResponse(200, {}, COMPLETE_OK)], recorded=())
     for n in numbers:
-        s.record((Part(n - 1, 0, 1), memoryview(b"x")), (CompletedPart(n, f'"{n}"'), 0))
+        s.record(Part(n - 1, 0, 1), (CompletedPart(n, f'"{n}"'), 0))
     return s
 
 

@@ -32,6 +32,7 @@ from objsdk._core.parts import Part, plan_upload_probed
 from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer import upload as upload_module
 from objsdk._transfer.upload import upload
+from objsdk._transport.http import HTTPTransport
 from objsdk.errors import SourceChangedError
 
 EP = "http://s3.test:9000"
@@ -160,6 +161,31 @@ def no_sendfile(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Records any ``socket.sendfile`` call (none is expected: responses has no socket)."""
     calls: list[object] = []
     monkeypatch.setattr(socket.socket, "sendfile", lambda *a, **k: calls.append(a))
+    return calls
+
+
+@pytest.fixture
+def over_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transport cannot sendfile (as over TLS): file parts go through buffers."""
+    monkeypatch.setattr(HTTPTransport, "direct_file_bodies", property(lambda self: False))
+
+
+@pytest.fixture
+def file_sends(client: objsdk.Client, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """``send_file`` answered by the fake S3: it reads the file where sendfile(2) would
+    (at the offset given, not the file's position) and sends that through requests.
+    Returns every call as (offset, count)."""
+    calls: list[tuple[int, int]] = []
+
+    def send_file(bucket, key, file, *, offset, count, headers, progress=None, **kw):  # type: ignore[no-untyped-def]
+        calls.append((offset, count))
+        body = os.pread(file.fileno(), count, offset)
+        resp = client.transport.request(
+            "PUT", bucket=bucket, key=key, headers=headers, body=body, **kw
+        )
+        return resp.headers
+
+    monkeypatch.setattr(client.transport, "send_file", send_file)
     return calls
 
 
@@ -372,7 +398,9 @@ def test_a_probed_plan_of_an_object_too_small_for_a_probe_is_the_plain_plan():
     ]
 
 
-def test_an_adaptive_upload_of_a_file_sends_its_small_last_part_alone_first(client, s3, tmp_path):
+def test_an_adaptive_upload_of_a_file_sends_its_small_last_part_alone_first(
+    client, s3, tmp_path, file_sends
+):
     data = pattern(3 * 8 * MiB + 5)
     upload(client.transport, BUCKET, KEY, write(tmp_path, data), multipart_threshold=0)
     puts = s3.calls("PUT", "partNumber")
@@ -390,8 +418,58 @@ def test_part_bodies_are_views_of_the_callers_buffer(client, s3):
     assert all(isinstance(b, memoryview) and b.obj is data for b in bodies)
 
 
-def test_file_parts_are_read_into_at_most_parallel_plus_one_buffers_never_mapped(
+def test_file_parts_over_http_are_sent_from_the_file_itself_with_no_part_buffer(
+    client, s3, tmp_path, monkeypatch, file_sends
+):
+    def no_buffer(*a: object, **k: object) -> None:
+        pytest.fail("a part buffer was made")
+
+    monkeypatch.setattr(upload_module, "part_buffer", no_buffer)
+    data = pattern(5 * PART + 1)
+    upload(
+        client.transport,
+        BUCKET,
+        KEY,
+        write(tmp_path, data),
+        part_size=PART,
+        parallel=2,
+        multipart_threshold=0,
+    )
+    assert sorted(file_sends) == [(i * PART, PART) for i in range(5)] + [(5 * PART, 1)]
+    assert s3.objects[KEY] == data
+    parts = s3.calls("PUT", "partNumber")
+    assert all(
+        r[3]["x-amz-checksum-crc32c"]
+        == crc32c_b64(data[(int(r[2]["partNumber"]) - 1) * PART :][:PART])
+        for r in parts
+    )
+
+
+def test_file_part_changed_after_its_checksum_was_read_is_a_source_change(
     client, s3, tmp_path, monkeypatch
+):
+    # The CRC32C is read first, the bytes are sent after: a write in between reaches the
+    # server as a checksum mismatch, which must be reported as the file's change.
+    path = write(tmp_path, pattern(3 * PART))
+
+    def send_file(bucket, key, file, *, offset, count, headers, **kw):  # type: ignore[no-untyped-def]
+        with path.open("r+b") as f:
+            f.seek(offset)
+            f.write(b"changed")
+        body = os.pread(file.fileno(), count, offset)
+        return client.transport.request(
+            "PUT", bucket=bucket, key=key, headers=headers, body=body, **kw
+        ).headers
+
+    monkeypatch.setattr(client.transport, "send_file", send_file)
+    with pytest.raises(SourceChangedError):
+        upload(client.transport, BUCKET, KEY, path, part_size=PART, multipart_threshold=0)
+    assert KEY not in s3.objects
+    assert s3.aborted
+
+
+def test_file_parts_over_tls_are_read_into_at_most_parallel_plus_one_buffers_never_mapped(
+    client, s3, tmp_path, monkeypatch, over_tls
 ):
     # A memory-mapped source dies with SIGBUS when truncated mid-upload; reads do not.
     # The part buffers are anonymous maps (no file behind them), which is allowed.
@@ -427,7 +505,11 @@ def test_file_parts_are_read_into_at_most_parallel_plus_one_buffers_never_mapped
     assert s3.objects[KEY] == data
 
 
-def test_file_object_is_uploaded_from_its_position_at_an_unaligned_offset(client, s3, tmp_path):
+@pytest.mark.parametrize("route", ["file_sends", "over_tls"])
+def test_file_object_is_uploaded_from_its_position_at_an_unaligned_offset(
+    client, s3, tmp_path, request, route
+):
+    request.getfixturevalue(route)
     data = pattern(2 * PART + 10)
     with write(tmp_path, data).open("rb") as f:
         f.seek(12345)

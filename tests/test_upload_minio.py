@@ -22,7 +22,13 @@ import pytest
 import objsdk
 from objsdk import Client
 from objsdk._core.checksums import crc32c_b64
-from objsdk._transfer.multipart import list_multipart_uploads
+from objsdk._core.parts import Part
+from objsdk._transfer.multipart import (
+    abort_multipart_upload,
+    create_multipart_upload,
+    list_multipart_uploads,
+    upload_part_from_file,
+)
 from objsdk._transfer.upload import upload
 from objsdk._transport.retry import S3Retry
 
@@ -179,11 +185,34 @@ def test_bytesio_is_not_sent_with_sendfile(client, bucket, sendfile_calls):
     assert_stored(client, bucket, "k", data)
 
 
-def test_multipart_parts_are_not_sent_with_sendfile(client, bucket, tmp_path, sendfile_calls):
-    path, data = source_file(tmp_path, 2 * PART)
+def test_multipart_parts_of_a_file_are_sent_with_sendfile(client, bucket, tmp_path, sendfile_calls):
+    path, data = source_file(tmp_path, 2 * PART + 7)
     upload(client.transport, bucket, "k", path, part_size=PART, multipart_threshold=0)
-    assert sendfile_calls == []
+    assert sum(sendfile_calls) == len(data)
     assert_stored(client, bucket, "k", data)
+
+
+def test_a_part_whose_bytes_do_not_match_its_crc32c_is_refused_by_the_server(
+    client, bucket, tmp_path
+):
+    # What makes sending a part from the file after reading its CRC32C safe: the server
+    # checks the CRC32C against the bytes that arrive.
+    path, data = source_file(tmp_path, PART)
+    upload_id = create_multipart_upload(client.transport, bucket, "k")
+    try:
+        with path.open("rb") as f, pytest.raises(objsdk.S3Error):
+            upload_part_from_file(
+                client.transport,
+                bucket,
+                "k",
+                upload_id,
+                Part(0, 0, PART),
+                f,
+                0,
+                checksum_crc32c=crc32c_b64(data[:-1] + b"x"),
+            )
+    finally:
+        abort_multipart_upload(client.transport, bucket, "k", upload_id)
 
 
 # -- failures leave nothing behind -------------------------------------------------------

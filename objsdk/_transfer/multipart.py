@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from typing import IO
 
 from objsdk import errors
 from objsdk._core.adaptive import Adaptive
@@ -53,6 +54,7 @@ __all__ = [
     "create_multipart_upload",
     "list_multipart_uploads",
     "upload_part",
+    "upload_part_from_file",
 ]
 
 log = logging.getLogger("objsdk")
@@ -182,12 +184,49 @@ def upload_part(
         body=body,
         content_length=part.length,
     )
-    etag = resp.headers.get("ETag")
+    return _completed(part, resp.headers, bucket, key)
+
+
+def upload_part_from_file(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    upload_id: str,
+    part: Part,
+    file: IO[bytes],
+    offset: int,
+    *,
+    checksum_crc32c: str,
+) -> CompletedPart:
+    """Upload one part from a regular ``file`` at ``offset`` by ``Transport.send_file``.
+    The server checks ``checksum_crc32c``: bytes changed since then fail the part."""
+    answer = transport.send_file(
+        bucket,
+        key,
+        file,
+        offset=offset,
+        count=part.length,
+        headers={"x-amz-checksum-crc32c": checksum_crc32c},
+        operation=f"upload_part({part.number})",
+        params=[("partNumber", str(part.number)), ("uploadId", upload_id)],
+    )
+    return _completed(part, answer, bucket, key)
+
+
+def _with_crc(completed: CompletedPart, crc: int) -> CompletedPart:
+    """The part's CRC32C as sent, where the server's answer did not repeat it."""
+    if completed.checksum_crc32c:
+        return completed
+    return replace(completed, checksum_crc32c=encode_crc32c(crc))
+
+
+def _completed(part: Part, headers: Mapping[str, str], bucket: str, key: str) -> CompletedPart:
+    etag = headers.get("ETag")
     if not etag:
         raise errors.ProtocolError(
             f"no ETag for part {part.number}", operation="upload_part", bucket=bucket, key=key
         )
-    return CompletedPart(part.number, etag, resp.headers.get("x-amz-checksum-crc32c"))
+    return CompletedPart(part.number, etag, headers.get("x-amz-checksum-crc32c"))
 
 
 def complete_multipart_upload(
@@ -367,13 +406,27 @@ class MultipartSession:
             body,
             checksum_crc32c=encode_crc32c(crc),
         )
-        if not completed.checksum_crc32c:
-            completed = replace(completed, checksum_crc32c=encode_crc32c(crc))
-        return completed, crc
+        return _with_crc(completed, crc), crc
 
-    def record(self, item: tuple[Part, memoryview], result: tuple[CompletedPart, int]) -> None:
+    def _send_from_file(
+        self, file: IO[bytes], base: int, crc_of: Callable[[Part], int], part: Part
+    ) -> tuple[CompletedPart, int]:
+        assert self.upload_id is not None
+        crc = crc_of(part)
+        completed = upload_part_from_file(
+            self.transport,
+            self.bucket,
+            self.key,
+            self.upload_id,
+            part,
+            file,
+            base + part.start,
+            checksum_crc32c=encode_crc32c(crc),
+        )
+        return _with_crc(completed, crc), crc
+
+    def record(self, part: Part, result: tuple[CompletedPart, int]) -> None:
         """A part is stored: keep what S3 answered and count its bytes."""
-        part = item[0]
         self._done[part.number] = (result[0], result[1], part.length)
         self.progress.add(part.length)
         if self.level is not None:
@@ -398,8 +451,23 @@ class MultipartSession:
             items,
             self._send,
             in_flight=self.level if self.level is not None else self.parallel,
-            on_done=self.record,
+            on_done=lambda item, result: self.record(item[0], result),
             on_release=lambda item: release(item[1]),
+        )
+
+    def send_file_parts(
+        self, file: IO[bytes], base: int, parts: Iterable[Part], crc_of: Callable[[Part], int]
+    ) -> None:
+        """Upload ``parts`` straight from ``file`` (offsets from ``base``), each with
+        the CRC32C ``crc_of(part)``, computed by the worker that sends it."""
+        assert self.pool is not None
+        if self.level is not None:
+            self.level.begin()
+        self.pool.run(
+            parts,
+            lambda part: self._send_from_file(file, base, crc_of, part),
+            in_flight=self.level if self.level is not None else self.parallel,
+            on_done=self.record,
         )
 
     def submit(self, part: Part, body: memoryview) -> Future[tuple[CompletedPart, int]]:
@@ -411,7 +479,7 @@ class MultipartSession:
 
         def send(item: tuple[Part, memoryview]) -> tuple[CompletedPart, int]:
             result = self._send(item)
-            self.record(item, result)
+            self.record(item[0], result)
             return result
 
         return self.pool.submit(send, (part, body)).future

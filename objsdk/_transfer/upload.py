@@ -9,13 +9,16 @@ Below ``multipart_threshold`` (and S3's 5 GiB single-PUT limit) one PUT:
 
 Above it, a multipart upload (:class:`~objsdk._transfer.multipart.MultipartSession`)
 with ``parallel`` parts in flight. The parts of a buffer are slices of it, so nothing is
-copied; a file or stream is read part by part into at most ``parallel + 1`` reused
-buffers (anonymous memory maps, :mod:`objsdk._io.buffers`). The file itself is read,
-never memory-mapped: a file truncated while it uploads (say by logrotate's
-copytruncate) is a :class:`~objsdk.SourceChangedError`, not a SIGBUS that kills the
-process, and a file whose size or mtime changed before completion is refused the
-same way. Any failure, an exception from ``progress`` or a ``KeyboardInterrupt``
-aborts the upload, so no parts are left behind, and is re-raised.
+copied. Over plain http the parts of a regular file go from the file to the socket
+with sendfile(2), each after its CRC32C is read through a small per-thread buffer, so
+no part is buffered at all; otherwise (TLS) a file or stream is read part by part into
+at most ``parallel + 1`` reused buffers (anonymous memory maps,
+:mod:`objsdk._io.buffers`). The file itself is read, never memory-mapped: a file
+truncated while it uploads (say by logrotate's copytruncate) is a
+:class:`~objsdk.SourceChangedError`, not a SIGBUS that kills the process, and a file
+whose size or mtime changed before completion is refused the same way. Any failure,
+an exception from ``progress`` or a ``KeyboardInterrupt`` aborts the upload, so no
+parts are left behind, and is re-raised.
 
 Every route stores a full-object CRC32C (``x-amz-checksum-crc32c``, "Checking object
 integrity" in the S3 user guide), which the server checks on arrival and
@@ -28,6 +31,7 @@ import contextlib
 import io
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import IO, BinaryIO
@@ -329,6 +333,8 @@ def _upload_multipart(
         return _multipart(
             job, slices, memoryview.release, tracker, len(parts), size, src, longest, probe=probe
         )
+    if src.file is not None and job.transport.direct_file_bodies:
+        return _multipart_from_file(job, src, src.file, parts, tracker, size, longest, probe)
     free: list[PartBuffer] = []
     if src.file is not None:
         # A regular file: each worker reads its own part (pread), so reads run in
@@ -347,6 +353,59 @@ def _upload_multipart(
     stream.seek(src.start)
     items = _stream_parts(stream, parts[0].length, parts, free)
     return _multipart(job, items, _recycle(free), tracker, len(parts), size, src, parts[0].length)
+
+
+def _multipart_from_file(
+    job: _Job,
+    src: _Source,
+    file: IO[bytes],
+    parts: list[Part],
+    tracker: ProgressTracker,
+    size: int,
+    part_size: int,
+    probe: int | None,
+) -> ObjectInfo:
+    """Parts sent from the file itself: no part buffers, no copy through Python. A
+    part buffer is fresh memory the kernel must zero and map page by page, which on
+    this route's loopback profile cost more client CPU than the bytes' own copies."""
+    fd, base = file.fileno(), src.start
+
+    def crc_of(part: Part) -> int:
+        return _crc_of_range(fd, base + part.start, part.length)
+
+    session = job.session(tracker, part_size, probe)
+    session.start()
+    try:
+        session.send_file_parts(file, base, parts, crc_of)
+        _check_unchanged(src)
+        return session.complete(expected_parts=len(parts), size=size)
+    except BaseException as e:
+        session.abort()
+        if isinstance(e, errors.S3Error):
+            # A part whose bytes changed after its CRC32C was read is refused by the
+            # server: say what happened to the file, if it did.
+            _check_unchanged(src)
+        raise
+
+
+# Each sending thread's buffer for reading its parts' CRC32C.
+_scratch = threading.local()
+
+
+def _crc_of_range(fd: int, offset: int, length: int) -> int:
+    """CRC32C of ``length`` bytes of ``fd`` from ``offset``, read through this thread's
+    reused buffer (small, so the bytes are still in the CPU's cache when checksummed)."""
+    view: memoryview | None = getattr(_scratch, "view", None)
+    if view is None:
+        view = _scratch.view = memoryview(bytearray(_READ_BLOCK))
+    crc = 0
+    done = 0
+    while done < length:
+        chunk = view[: min(length - done, view.nbytes)]
+        _pread_all(fd, chunk, offset + done)
+        crc = crc32c(chunk, crc)
+        done += chunk.nbytes
+    return crc
 
 
 def _empty_parts(
