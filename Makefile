@@ -58,6 +58,7 @@ perf: $(STAMP)
 	cd perf && ../$(BIN)/python bench_faults.py --runs 7
 	cd perf && ../$(BIN)/python bench_readahead.py --runs 5
 	cd perf && ../$(BIN)/python bench_upload.py --runs 5
+	cd perf && ../$(BIN)/python bench_upload_parts.py --runs 7
 	cd perf && ../$(BIN)/python bench_download.py --runs 7
 	cd perf && ../$(BIN)/python bench_datasets.py
 	cd perf && ../$(BIN)/python bench_shm.py
