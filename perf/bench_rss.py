@@ -12,7 +12,8 @@ the bytes the operation keeps in flight at the level it chose:
 * download to a path: a 256 KiB receive buffer per part in flight;
 * get_into a bytearray: the bytes land in the caller's buffer, allocated and touched
   before the base is taken, so nothing else is in flight;
-* upload of a file: part buffers, at most ``level + 1`` of the largest part.
+* upload of a file: over plain http its parts go from the file by sendfile, so only
+  each sending thread's 1 MiB buffer for reading a part's CRC32C (16 at most).
 
 The target is growth <= bytes in flight + 64 MiB. Run:
 ``.venv/bin/python perf/bench_rss.py [--profile wan] [--size-mib 256] [--runs 3]``.
@@ -43,7 +44,7 @@ BUCKET = "objsdk-rss"
 SCRIPT = """
 import json, os, sys
 from objsdk import Client
-from objsdk._core.sizes import ADAPTIVE_PART_SIZE, DEFAULT_READAHEAD_PART_SIZE
+from objsdk._core.sizes import DEFAULT_READAHEAD_PART_SIZE
 from objsdk._transfer.fetch import FILE_STEP
 
 def kib(field):
@@ -77,7 +78,7 @@ elif op == "get_into":
 else:
     client.upload(bucket, key + "-up", path)
     level = None
-    flight = 17 * (ADAPTIVE_PART_SIZE + (1 << 20))  # at most 16 parts + 1 buffer
+    flight = 16 * (1 << 20)  # one CRC32C read buffer per sending thread
 print(json.dumps({"base_kib": base, "peak_kib": kib("VmHWM"), "level": level,
                   "flight": flight}))
 """
