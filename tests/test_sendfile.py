@@ -212,6 +212,20 @@ def put(client: objsdk.Client, f: BinaryIO, **kwargs: object) -> object:
     return client.transport.send_file(BUCKET, key, f, **args)  # type: ignore[arg-type]
 
 
+def resigned(server: Server, seen: Seen) -> str:
+    """The Authorization of what arrived, signed again at the time it carries."""
+    when = datetime.strptime(seen.header("x-amz-date"), "%Y%m%dT%H%M%SZ")
+    return sign_request(
+        "PUT",
+        f"{server.url}{seen.target}",
+        {n: v for n, v in seen.headers if n.lower() != "authorization"},
+        credentials=Credentials(AK, SK),
+        region="us-east-1",
+        now=when.replace(tzinfo=timezone.utc),
+        payload_hash="UNSIGNED-PAYLOAD",
+    )["Authorization"]
+
+
 # -- what goes on the wire -------------------------------------------------------------------
 
 
@@ -238,17 +252,7 @@ def test_every_header_sent_but_user_agent_is_signed_and_the_signature_verifies(s
     assert seen.header("Host") == server.url.removeprefix("http://")
     assert seen.header("x-amz-content-sha256") == "UNSIGNED-PAYLOAD"
     # Re-sign what arrived, at the time it carries: the same Authorization comes out.
-    when = datetime.strptime(seen.header("x-amz-date"), "%Y%m%dT%H%M%SZ")
-    again = sign_request(
-        "PUT",
-        f"{server.url}{seen.target}",
-        {n: v for n, v in seen.headers if n.lower() != "authorization"},
-        credentials=Credentials(AK, SK),
-        region="us-east-1",
-        now=when.replace(tzinfo=timezone.utc),
-        payload_hash="UNSIGNED-PAYLOAD",
-    )
-    assert again["Authorization"] == auth
+    assert resigned(server, seen) == auth
 
 
 def test_awkward_key_is_sent_on_the_request_line_as_s3_encodes_it(serve, datafile):
@@ -266,17 +270,7 @@ def test_upload_part_query_is_on_the_request_line_and_in_the_signature(serve, da
     (seen,) = server.seen
     assert seen.target == f"/{BUCKET}/{KEY}?partNumber=7&uploadId=a%2Fb%2Bc"
     assert seen.body == DATA
-    when = datetime.strptime(seen.header("x-amz-date"), "%Y%m%dT%H%M%SZ")
-    again = sign_request(
-        "PUT",
-        f"{server.url}{seen.target}",
-        {n: v for n, v in seen.headers if n.lower() != "authorization"},
-        credentials=Credentials(AK, SK),
-        region="us-east-1",
-        now=when.replace(tzinfo=timezone.utc),
-        payload_hash="UNSIGNED-PAYLOAD",
-    )
-    assert again["Authorization"] == seen.header("Authorization")
+    assert resigned(server, seen) == seen.header("Authorization")
 
 
 def test_anonymous_client_sends_no_authorization(datafile):

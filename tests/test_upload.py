@@ -418,13 +418,8 @@ def test_part_bodies_are_views_of_the_callers_buffer(client, s3):
     assert all(isinstance(b, memoryview) and b.obj is data for b in bodies)
 
 
-def test_file_parts_over_http_are_sent_from_the_file_itself_with_no_part_buffer(
-    client, s3, tmp_path, monkeypatch, file_sends
-):
-    def no_buffer(*a: object, **k: object) -> None:
-        pytest.fail("a part buffer was made")
-
-    monkeypatch.setattr(upload_module, "part_buffer", no_buffer)
+def upload_six_parts_two_at_a_time(client: objsdk.Client, tmp_path: Path) -> bytes:
+    """Upload a file of five parts and one byte, two parts in flight; return its bytes."""
     data = pattern(5 * PART + 1)
     upload(
         client.transport,
@@ -435,6 +430,17 @@ def test_file_parts_over_http_are_sent_from_the_file_itself_with_no_part_buffer(
         parallel=2,
         multipart_threshold=0,
     )
+    return data
+
+
+def test_file_parts_over_http_are_sent_from_the_file_itself_with_no_part_buffer(
+    client, s3, tmp_path, monkeypatch, file_sends
+):
+    def no_buffer(*a: object, **k: object) -> None:
+        pytest.fail("a part buffer was made")
+
+    monkeypatch.setattr(upload_module, "part_buffer", no_buffer)
+    data = upload_six_parts_two_at_a_time(client, tmp_path)
     assert sorted(file_sends) == [(i * PART, PART) for i in range(5)] + [(5 * PART, 1)]
     assert s3.objects[KEY] == data
     parts = s3.calls("PUT", "partNumber")
@@ -489,16 +495,7 @@ def test_file_parts_over_tls_are_read_into_at_most_parallel_plus_one_buffers_nev
         return real(transport, bucket, key, upload_id, part, body, **kw)
 
     monkeypatch.setattr(multipart_module, "upload_part", spy)
-    data = pattern(5 * PART + 1)
-    upload(
-        client.transport,
-        BUCKET,
-        KEY,
-        write(tmp_path, data),
-        part_size=PART,
-        parallel=2,
-        multipart_threshold=0,
-    )
+    data = upload_six_parts_two_at_a_time(client, tmp_path)
     assert len(owners) == 6
     assert all(type(o) is buffer_type for o in owners)
     assert len({id(o) for o in owners}) <= 3
