@@ -503,6 +503,12 @@ def _multipart_uploads(local_minio: Any, bucket: str) -> list[str]:
     return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
 
 
+def _as_at_a_terminal() -> None:
+    # Ctrl-C at a terminal: SIGINT at its default. A runner that starts the suite in the
+    # background (sh's `cmd &`) has it ignored, and children inherit that.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -520,6 +526,7 @@ def test_sigint_during_streamed_upload_aborts_the_multipart_upload(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        preexec_fn=_as_at_a_terminal,
     )
     assert proc.stdin is not None
     proc.stdin.write(os.urandom(11 << 20))  # two full parts go out, then it waits for more
@@ -544,7 +551,7 @@ def test_sigint_during_file_upload_leaves_no_orphan_parts(
         [*COMMAND, "cp", "big.bin", f"s3://{bucket}/big", "--part-size", "5MiB",
          "--multipart-threshold", "5MiB", "--parallel", "1"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=_as_at_a_terminal,
     )  # fmt: skip
     _wait_for(lambda: _multipart_uploads(local_minio, bucket) == ["big"], "the upload")
     proc.send_signal(signal.SIGINT)
@@ -565,7 +572,7 @@ def test_sigint_during_recursive_upload_aborts_every_multipart_upload(
         [*COMMAND, "cp", "-r", "tree", f"s3://{bucket}/t", "--jobs", "2", "--parallel", "1",
          "--part-size", "5MiB", "--multipart-threshold", "5MiB"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=_as_at_a_terminal,
     )  # fmt: skip
     _wait_for(lambda: len(_multipart_uploads(local_minio, bucket)) == 2, "two uploads")
     proc.send_signal(signal.SIGINT)
@@ -586,6 +593,7 @@ def test_sigint_during_download_then_rerun_completes(
     proc = subprocess.Popen(
         [*COMMAND, "cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied,
+        preexec_fn=_as_at_a_terminal,
     )  # fmt: skip
     _wait_for(lambda: any(tmp_path.glob("d.bin.*")), "the download to start")
     time.sleep(2.7)
