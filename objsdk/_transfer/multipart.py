@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import IO
+from typing import IO, TypeVar
 
 from objsdk import errors
 from objsdk._core.adaptive import Adaptive
@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("objsdk")
+_I = TypeVar("_I")  # what a pool item is: (part, body) or a part of a file
 
 # Servers' clocks may run behind ours: uploads initiated this much before our first
 # attempt still count as possibly ours.
@@ -443,14 +444,10 @@ class MultipartSession:
         free (so a stream is read no faster than it is sent); ``release(body)`` recycles
         each body once its part is over. With ``fill``, bodies come empty and the
         worker that sends a part first fills it with ``fill(part, body)``."""
-        assert self.pool is not None
         self._fill = fill
-        if self.level is not None:
-            self.level.begin()
-        self.pool.run(
+        self._run(
             items,
             self._send,
-            in_flight=self.level if self.level is not None else self.parallel,
             on_done=lambda item, result: self.record(item[0], result),
             on_release=lambda item: release(item[1]),
         )
@@ -460,15 +457,21 @@ class MultipartSession:
     ) -> None:
         """Upload ``parts`` straight from ``file`` (offsets from ``base``), each with
         the CRC32C ``crc_of(part)``, computed by the worker that sends it."""
+        self._run(parts, lambda part: self._send_from_file(file, base, crc_of, part), self.record)
+
+    def _run(
+        self,
+        items: Iterable[_I],
+        send: Callable[[_I], tuple[CompletedPart, int]],
+        on_done: Callable[[_I, tuple[CompletedPart, int]], None],
+        on_release: Callable[[_I], None] | None = None,
+    ) -> None:
+        """Send ``items`` on the pool at the session's level (or ``parallel``)."""
         assert self.pool is not None
         if self.level is not None:
             self.level.begin()
-        self.pool.run(
-            parts,
-            lambda part: self._send_from_file(file, base, crc_of, part),
-            in_flight=self.level if self.level is not None else self.parallel,
-            on_done=self.record,
-        )
+        in_flight = self.level if self.level is not None else self.parallel
+        self.pool.run(items, send, in_flight=in_flight, on_done=on_done, on_release=on_release)
 
     def submit(self, part: Part, body: memoryview) -> Future[tuple[CompletedPart, int]]:
         """Upload one part in the background (the writer's way); it is recorded (and

@@ -326,15 +326,17 @@ def _upload_multipart(
     else:
         parts = plan_upload(size, part_size)
     longest = max(p.length for p in parts)
+
+    def multipart(send: Callable[[MultipartSession], None], size_of_parts: int) -> ObjectInfo:
+        return _multipart(job, send, tracker, len(parts), size, src, size_of_parts, probe)
+
     if src.view is not None:
         view = src.view
         # Slices of the caller's buffer: each part is sent from the memory it is in.
         slices: Iterator[tuple[Part, memoryview]] = ((p, view[p.start : p.stop]) for p in parts)
-        return _multipart(
-            job, slices, memoryview.release, tracker, len(parts), size, src, longest, probe=probe
-        )
+        return multipart(lambda session: session.send_all(slices, memoryview.release), longest)
     if src.file is not None and job.transport.direct_file_bodies:
-        return _multipart_from_file(job, src, src.file, parts, tracker, size, longest, probe)
+        return multipart(_from_file(src, parts), longest)
     free: list[PartBuffer] = []
     if src.file is not None:
         # A regular file: each worker reads its own part (pread), so reads run in
@@ -345,47 +347,37 @@ def _upload_multipart(
         def fill(part: Part, body: memoryview) -> None:
             _pread_all(fd, body, base + part.start)
 
-        return _multipart(
-            job, empty, _recycle(free), tracker, len(parts), size, src, longest, fill, probe
+        return multipart(
+            lambda session: session.send_all(empty, _recycle(free), fill=fill), longest
         )
     stream = src.stream
     assert stream is not None
     stream.seek(src.start)
     items = _stream_parts(stream, parts[0].length, parts, free)
-    return _multipart(job, items, _recycle(free), tracker, len(parts), size, src, parts[0].length)
+    return multipart(lambda session: session.send_all(items, _recycle(free)), parts[0].length)
 
 
-def _multipart_from_file(
-    job: _Job,
-    src: _Source,
-    file: IO[bytes],
-    parts: list[Part],
-    tracker: ProgressTracker,
-    size: int,
-    part_size: int,
-    probe: int | None,
-) -> ObjectInfo:
+def _from_file(src: _Source, parts: list[Part]) -> Callable[[MultipartSession], None]:
     """Parts sent from the file itself: no part buffers, no copy through Python. A
     part buffer is fresh memory the kernel must zero and map page by page, which on
     this route's loopback profile cost more client CPU than the bytes' own copies."""
+    file = src.file
+    assert file is not None
     fd, base = file.fileno(), src.start
 
     def crc_of(part: Part) -> int:
         return _crc_of_range(fd, base + part.start, part.length)
 
-    session = job.session(tracker, part_size, probe)
-    session.start()
-    try:
-        session.send_file_parts(file, base, parts, crc_of)
-        _check_unchanged(src)
-        return session.complete(expected_parts=len(parts), size=size)
-    except BaseException as e:
-        session.abort()
-        if isinstance(e, errors.S3Error):
+    def send(session: MultipartSession) -> None:
+        try:
+            session.send_file_parts(file, base, parts, crc_of)
+        except errors.S3Error:
             # A part whose bytes changed after its CRC32C was read is refused by the
             # server: say what happened to the file, if it did.
             _check_unchanged(src)
-        raise
+            raise
+
+    return send
 
 
 # Each sending thread's buffer for reading its parts' CRC32C.
@@ -452,25 +444,32 @@ def _upload_unsized(
                 return job.put_bytes(data)
     free = [first]
     items = _stream_parts(src.stream, part_size, None, free, filled=n)
-    return _multipart(job, items, _recycle(free), tracker, None, None, src, part_size)
+    return _multipart(
+        job,
+        lambda session: session.send_all(items, _recycle(free)),
+        tracker,
+        None,
+        None,
+        src,
+        part_size,
+    )
 
 
 def _multipart(
     job: _Job,
-    items: Iterator[tuple[Part, memoryview]],
-    release: Callable[[memoryview], None],
+    send: Callable[[MultipartSession], None],
     tracker: ProgressTracker,
     expected: int | None,
     size: int | None,
     src: _Source,
     part_size: int,
-    fill: Callable[[Part, memoryview], None] | None = None,
     probe: int | None = None,
 ) -> ObjectInfo:
+    """One multipart upload whose parts ``send(session)`` sends; aborted on any failure."""
     session = job.session(tracker, part_size, probe)
     session.start()
     try:
-        session.send_all(items, release, fill=fill)
+        send(session)
         _check_unchanged(src)
         total = size if size is not None else tracker.done
         return session.complete(expected_parts=expected, size=total)
