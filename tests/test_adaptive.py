@@ -111,6 +111,17 @@ def test_a_level_is_judged_only_after_its_window_of_bytes_and_time():
     assert len(a.history) == 1
 
 
+def test_a_held_level_stops_measuring_and_keeps_its_target():
+    a = Adaptive(cap=16, window=MiB, min_seconds=0.01)
+    a.begin(0.0)
+    a.observe(MiB, 0.05)  # level 1 judged: up to 16
+    assert a.target == 16
+    a.hold()
+    a.observe(MiB, 1.0)
+    a.observe(MiB, 9.0)  # sixteen no faster than one: would step down, were it measuring
+    assert (a.target, a.settled, len(a.history)) == (16, True, 1)
+
+
 def test_settings_that_cannot_work_are_refused():
     with pytest.raises(objsdk.InvalidArgument, match="cap"):
         Adaptive(cap=0)

@@ -127,6 +127,30 @@ def test_one_stream_still_climbing_doubles_its_requests():
     assert run_lengths(plan_parts(0, 1600, 100), climbing) == [1, 1, 2, 4, 8]
 
 
+def test_the_level_holds_once_the_last_run_is_handed_out():
+    climbing = SharedLevel(Adaptive(cap=16), cpu=None)
+    runs = _runs(plan_parts(0, 1600, 100), climbing)
+    for _ in range(4):
+        next(runs)
+    assert not climbing.settled
+    next(runs)  # the last: what runs now runs to the end
+    assert climbing.settled
+
+
+def test_a_held_level_is_the_parts_that_were_running_not_a_later_judgement():
+    # Sixteen parts, all started at level 16; they then share the link, and a window
+    # judged afterwards would step "down" to a level that changes nothing.
+    level = SharedLevel(Adaptive(cap=16, window=MiB, min_seconds=1e-6), cpu=None)
+    level.observe(MiB)
+    level.observe(MiB)  # level 1 judged: up to 16
+    assert level.target() == 16
+    runs = _runs(plan_parts(0, 16 * MiB, MiB), level)
+    assert len(list(runs)) == 16
+    for _ in range(64):
+        level.observe(MiB)
+    assert level.target() == 16
+
+
 def test_runs_never_join_parts_that_are_not_consecutive():
     parts = [Part(0, 0, 100), Part(1, 100, 200), Part(3, 300, 400), Part(4, 400, 500)]
     runs = list(_runs(parts, settled_at(1)))

@@ -218,6 +218,12 @@ class Adaptive:
             self._since, self._deadline = None, now + self.max_lag
         self._cpu_since, self._bytes = None, 0
 
+    def hold(self) -> None:
+        """Nothing is left to start: the level can no longer change what runs, so it
+        holds where it is (what the stats report) and measuring stops. A level judged
+        later would be judged on parts it did not start."""
+        self.settled = True
+
     def _first_step(self, share: float | None) -> int:
         """The cap, if ``factor`` times this level's streams at ``share`` of a core
         each fit within ``cores`` (or the share is not known); else this level."""

@@ -268,6 +268,11 @@ class SharedLevel:
             changed, self._changed = self._changed, Future()
         changed.set_result(None)
 
+    def hold(self) -> None:
+        """The last part has been handed out: the level holds (see :meth:`Adaptive.hold`)."""
+        with self._lock:
+            self._adaptive.hold()
+
     def part_started(self) -> None:
         """A part delivered its first bytes (see :class:`Adaptive`)."""
         with self._lock:

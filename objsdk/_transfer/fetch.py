@@ -226,6 +226,9 @@ def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence
       so a fast stream does not pay a request per part while it is measured, and the
       request in flight when the level rises is never more than what was read before.
     * Climbing, more in flight: one part per request, so new levels find parts to run.
+
+    The level holds once the last run is handed out: ``parallel`` in the result is then
+    the parts that were running, not a level judged on parts it did not start.
     """
     i = 0
     while i < len(parts):
@@ -237,6 +240,8 @@ def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence
         j = i + 1
         while j < len(parts) and j - i < take and parts[j].start == parts[j - 1].stop:
             j += 1
+        if level is not None and j == len(parts):
+            level.hold()  # what is in flight now runs to the end, whatever the level
         yield parts[i:j]
         i = j
 
