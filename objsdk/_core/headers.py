@@ -7,10 +7,17 @@ import re
 from collections.abc import Mapping
 
 from objsdk import errors
+from objsdk._core.checksums import encode_crc32c
 from objsdk._core.s3xml import parse_http_date
 from objsdk.models import ObjectInfo
 
-__all__ = ["CHECKSUM_ALGORITHMS", "object_headers", "object_info_from_headers", "stored_checksums"]
+__all__ = [
+    "CHECKSUM_ALGORITHMS",
+    "object_headers",
+    "object_info_from_headers",
+    "stored_checksums",
+    "upload_info",
+]
 
 # Checksum algorithms S3 may store and return as x-amz-checksum-<name>.
 CHECKSUM_ALGORITHMS = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
@@ -72,4 +79,36 @@ def object_info_from_headers(bucket: str, key: str, headers: Mapping[str, str]) 
         version_id=headers.get("x-amz-version-id"),
         checksums=stored_checksums(headers),
         checksum_type=headers.get("x-amz-checksum-type"),
+    )
+
+
+def upload_info(
+    bucket: str,
+    key: str,
+    size: int,
+    answer: Mapping[str, str],
+    crc: int,
+    content_type: str | None,
+    metadata: Mapping[str, str],
+) -> ObjectInfo:
+    """What an upload of ``size`` bytes with this ``crc`` stored, from its answer's
+    headers (or Complete's fields)."""
+    found = {k.lower(): v for k, v in answer.items()}
+    checksums = stored_checksums(found)
+    if "checksumcrc32c" in found:  # CompleteMultipartUpload's XML
+        checksums.setdefault("crc32c", found["checksumcrc32c"])
+    # The server checked the value we sent, so it holds even if it was not echoed.
+    checksums.setdefault("crc32c", encode_crc32c(crc))
+    return ObjectInfo(
+        bucket=bucket,
+        key=key,
+        size=size,
+        etag=found.get("etag"),
+        version_id=found.get("x-amz-version-id"),
+        content_type=content_type,
+        metadata=dict(metadata),
+        checksums=checksums,
+        checksum_type=found.get("checksumtype")
+        or found.get("x-amz-checksum-type")
+        or "FULL_OBJECT",
     )

@@ -27,7 +27,7 @@ from typing import IO, TypeVar
 from objsdk import errors
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
-from objsdk._core.headers import stored_checksums
+from objsdk._core.headers import upload_info
 from objsdk._core.parts import Part
 from objsdk._core.s3xml import (
     build_complete_body,
@@ -566,35 +566,3 @@ class MultipartSession:
                 exc_info=True,
             )
         self.upload_id = None
-
-
-def upload_info(
-    bucket: str,
-    key: str,
-    size: int,
-    answer: Mapping[str, str],
-    crc: int,
-    content_type: str | None,
-    metadata: Mapping[str, str],
-) -> ObjectInfo:
-    """What an upload of ``size`` bytes with this ``crc`` stored, from its answer's
-    headers (or Complete's fields)."""
-    found = {k.lower(): v for k, v in answer.items()}
-    checksums = stored_checksums(found)
-    if "checksumcrc32c" in found:  # CompleteMultipartUpload's XML
-        checksums.setdefault("crc32c", found["checksumcrc32c"])
-    # The server checked the value we sent, so it holds even if it was not echoed.
-    checksums.setdefault("crc32c", encode_crc32c(crc))
-    return ObjectInfo(
-        bucket=bucket,
-        key=key,
-        size=size,
-        etag=found.get("etag"),
-        version_id=found.get("x-amz-version-id"),
-        content_type=content_type,
-        metadata=dict(metadata),
-        checksums=checksums,
-        checksum_type=found.get("checksumtype")
-        or found.get("x-amz-checksum-type")
-        or "FULL_OBJECT",
-    )

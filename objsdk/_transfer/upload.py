@@ -39,7 +39,7 @@ from typing import IO, BinaryIO
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c, encode_crc32c
-from objsdk._core.headers import object_headers
+from objsdk._core.headers import object_headers, upload_info
 from objsdk._core.parts import Part, plan_upload, plan_upload_probed, upload_part_size
 from objsdk._core.sizes import (
     ADAPTIVE_PART_SIZE,
@@ -50,7 +50,7 @@ from objsdk._core.sizes import (
     MiB,
 )
 from objsdk._io.buffers import PartBuffer, part_buffer
-from objsdk._transfer.multipart import MultipartSession, upload_info
+from objsdk._transfer.multipart import MultipartSession
 from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transfer.put import put_bytes
 from objsdk._transport.base import Transport
