@@ -111,6 +111,64 @@ def test_a_level_is_judged_only_after_its_window_of_bytes_and_time():
     assert len(a.history) == 1
 
 
+def test_a_first_window_sized_by_the_caller_is_judged_however_short_its_time():
+    # An upload's 1 MiB probe part, done 15 ms after its request on a fast link.
+    a = Adaptive(window=8 * MiB, min_seconds=0.03, first_window=MiB)
+    a.begin(0.0)
+    a.observe(MiB, 0.015)
+    assert [level.parallel for level in a.history] == [1]
+    assert a.target == 16
+
+
+def test_later_windows_still_need_their_least_time():
+    a = Adaptive(window=MiB, min_seconds=0.03, first_window=MiB)
+    a.begin(0.0)
+    a.observe(MiB, 0.015)
+    a.observe(16 * MiB, 0.030)  # the window opens here (after the raise, its lag)
+    a.observe(16 * MiB, 0.040)  # enough bytes, too little time
+    assert len(a.history) == 1
+
+
+def test_whole_parts_reported_count_the_first_window_from_begin():
+    # An upload reports its parts, but sees their bytes only as they end.
+    a = Adaptive(window=MiB, min_seconds=0.0, first_window=MiB, whole_parts=True)
+    a.begin(0.0)
+    a.part_started()
+    a.part_ended()
+    a.observe(MiB, 0.02)
+    assert a.history[0].rate == pytest.approx(MiB / 0.02)
+
+
+def test_reported_whole_parts_of_a_level_above_do_not_count_for_the_step_down():
+    a = Adaptive(cap=16, window=MiB, min_seconds=0.0, whole_parts=True, first_window=MiB)
+    a.begin(0.0)
+    a.part_started()
+    a.part_ended()
+    a.observe(MiB, 0.01)  # the probe, 100 MiB/s: the first step goes to 16
+    for _ in range(16):
+        a.part_started()
+    now = 0.02
+    a.observe(0, now)  # sixteen under way: the window opens
+    for _ in range(16):  # each part that ends is followed by another
+        now += 0.005
+        a.part_ended()
+        a.observe(MiB, now)
+        a.part_started()
+    # 200 MiB/s: it paid, but poorly (under a quarter of sixteen streams at 100).
+    assert a.target == 4
+    for _ in range(12):  # the parts of sixteen end; none is four's
+        now += 0.001
+        a.part_ended()
+        a.observe(8 * MiB, now)
+    for _ in range(4):  # four's own parts, at 150 MiB/s
+        now += 1 / 150
+        a.part_ended()
+        a.observe(MiB, now)
+        a.part_started()
+    assert [level.parallel for level in a.history] == [1, 16, 4]
+    assert a.history[2].rate == pytest.approx(150 * MiB)
+
+
 def test_a_held_level_stops_measuring_and_keeps_its_target():
     a = Adaptive(cap=16, window=MiB, min_seconds=0.01)
     a.begin(0.0)

@@ -7,6 +7,7 @@ import pytest
 import objsdk
 from objsdk._core.checksums import crc32c, encode_crc32c
 from objsdk._core.parts import Part
+from objsdk._io.pool import SharedLevel
 from objsdk._transfer.multipart import CompletedPart, MultipartSession, create_multipart_upload
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.mock import MockResponse, MockTransport, Request
@@ -156,3 +157,31 @@ def test_complete_refuses_a_gap_in_part_numbers():
 def test_complete_refuses_fewer_parts_than_planned():
     with pytest.raises(objsdk.ProtocolError, match="do not make up"):
         _session_with_parts([1]).complete(expected_parts=2, size=1)
+
+
+def test_adaptive_parts_tell_the_level_when_each_starts_and_ends(monkeypatch):
+    events: list[str] = []
+    monkeypatch.setattr(SharedLevel, "part_started", lambda self: events.append("start"))
+    monkeypatch.setattr(SharedLevel, "part_ended", lambda self: events.append("end"))
+
+    def handler(request: Request) -> MockResponse:
+        if request.method == "POST":
+            return MockResponse(200, {}, CREATED)
+        return MockResponse(200, {"ETag": '"p"'})
+
+    s = MultipartSession(
+        MockTransport(handler),
+        "b",
+        "k",
+        headers={},
+        content_type=None,
+        metadata={},
+        parallel=None,
+        part_size=5 << 20,
+        progress=ProgressTracker(None, None),
+    )
+    s.start()
+    parts = [(Part(i, i * 4, i * 4 + 4), memoryview(bytearray(4))) for i in range(3)]
+    s.send_all(iter(parts), lambda body: None)
+    s.pool.close()  # type: ignore[union-attr]
+    assert events.count("start") == events.count("end") == 3

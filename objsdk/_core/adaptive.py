@@ -72,8 +72,15 @@ class Adaptive:
 
     ``window`` is the least number of bytes per part in flight (``min_seconds`` the
     least time) a level is measured over before it is judged, ``first_window`` (if
-    given) the bytes the first level is judged over; ``max_lag`` bounds the start-up not
-    counted after a change. ``history`` lists the levels measured so far.
+    given) the bytes the first level is judged over, however short their time: a
+    caller that sizes the first window (an upload's small probe part, timed from its
+    request) has chosen what one stream is judged by, and holding it to ``min_seconds``
+    as well would judge the next, whole part alone instead; ``max_lag`` bounds the
+    start-up not
+    counted after a change. ``whole_parts``: bytes are seen only as whole parts end (an
+    upload's), so the first window counts from :meth:`begin` even where parts are
+    reported, as all of the first part's bytes went out after it. ``history`` lists the
+    levels measured so far.
 
     A caller that reports each part's first bytes and end (:meth:`part_started`,
     :meth:`part_ended`) gets windows that open only once ``target`` parts are delivering
@@ -91,6 +98,7 @@ class Adaptive:
     min_seconds: float = 0.03
     max_lag: float = 0.25
     first_window: int | None = None
+    whole_parts: bool = False
     cores: float = 1.0
     start: int = 1
     level: int = field(init=False)
@@ -148,7 +156,8 @@ class Adaptive:
             began = now if self._began is None else self._began
             self._lag = min(max(now - began, 0.0), self.max_lag)
         if self._since is None:
-            if self._delivering is None and not self.history and self._began is not None:
+            unreported = self._delivering is None or self.whole_parts
+            if unreported and not self.history and self._began is not None:
                 # Whole parts are seen as they end: their bytes count from the start.
                 self._since, self._cpu_since = self._began, self._cpu_began
             else:
@@ -167,10 +176,10 @@ class Adaptive:
             self._cpu_since = cpu
         self._bytes += nbytes
         elapsed = now - self._since
-        need = self.window * self.level
-        if self._best is None and self.first_window is not None:
-            need = self.first_window
-        if self._bytes < need or elapsed < self.min_seconds:
+        first_window = self.first_window if self._best is None else None
+        need = self.window * self.level if first_window is None else first_window
+        least = self.min_seconds if first_window is None else 0.0
+        if self._bytes < need or elapsed < least or elapsed <= 0:
             return
         share = None
         if cpu is not None and self._cpu_since is not None:
