@@ -40,6 +40,7 @@ from objsdk._transfer.progress import Progress
 from objsdk._transfer.put import put_object
 from objsdk._transfer.upload import UploadSource
 from objsdk._transfer.upload import upload as _upload
+from objsdk._transfer.upload_plan import CutMemory
 from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
 from objsdk._transport.http import HTTPTransport
@@ -125,6 +126,8 @@ class Client:
             retry=make_retry(retries),
             verify=verify,
         )
+        # Whether this client's last adaptive upload saw a connection cut mid-part.
+        self._cut_memory = CutMemory()
 
     @property
     def transport(self) -> Transport:
@@ -419,9 +422,11 @@ class Client:
 
         Below ``multipart_threshold`` (64 MiB) one PUT, whose body goes by
         ``socket.sendfile`` for a regular file over plain HTTP; above it a multipart
-        upload of ``part_size`` parts (default 16 MiB) with ``parallel`` in flight,
-        aborted on any failure. Every upload stores a CRC32C that reads verify. See
-        :func:`objsdk._transfer.upload.upload`.
+        upload of ``part_size`` parts with ``parallel`` in flight, aborted on any
+        failure. By default the parts in flight follow the aggregate rate, parts are
+        8 MiB (5 MiB once this client's uploads see connections cut mid-part), and a
+        fixed ``parallel`` sends parts of 16 MiB. Every upload stores a CRC32C that
+        reads verify. See :func:`objsdk._transfer.upload.upload`.
         """
         return _upload(
             self._transport,
@@ -434,6 +439,7 @@ class Client:
             metadata=metadata,
             progress=progress,
             multipart_threshold=multipart_threshold,
+            cut_memory=self._cut_memory,
         )
 
     def open_write(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from urllib3.exceptions import ProtocolError
 
 import objsdk
 from objsdk._core.checksums import crc32c, encode_crc32c
@@ -11,6 +12,7 @@ from objsdk._io.pool import SharedLevel
 from objsdk._transfer.multipart import CompletedPart, MultipartSession, create_multipart_upload
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.mock import MockResponse, MockTransport, Request
+from objsdk._transport.retry import default_retry
 
 DATA = b"hello world"
 CRC = encode_crc32c(crc32c(DATA))
@@ -133,10 +135,12 @@ def test_create_is_not_retried_on_a_client_error():
     assert [r.method for r in transport.requests if r.method == "POST"] == ["POST"]
 
 
-def _session_with_parts(numbers: list[int]) -> MultipartSession:
+def _session_with_parts(numbers: list[int], at: list[int] | None = None) -> MultipartSession:
+    """Parts of one byte each, numbered ``numbers``, at offsets ``at`` (default: the
+    part's index, so consecutive numbers hold consecutive bytes)."""
     s = session([MockResponse(200, {}, COMPLETE_OK)], recorded=())
-    for n in numbers:
-        s.record(Part(n - 1, 0, 1), (CompletedPart(n, f'"{n}"'), 0))
+    for n, offset in zip(numbers, at if at is not None else [n - 1 for n in numbers], strict=True):
+        s.record(Part(n - 1, offset, offset + 1), (CompletedPart(n, f'"{n}"'), 0))
     return s
 
 
@@ -149,9 +153,26 @@ def test_complete_sends_parts_numbered_1_to_n():
     assert b"<PartNumber>2</PartNumber>" in request.body
 
 
-def test_complete_refuses_a_gap_in_part_numbers():
+def test_complete_refuses_parts_that_leave_a_gap_in_the_object():
     with pytest.raises(objsdk.ProtocolError, match="do not make up"):
         _session_with_parts([1, 3]).complete(expected_parts=None, size=2)
+
+
+def test_complete_refuses_parts_that_overlap():
+    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
+        _session_with_parts([1, 2], at=[0, 0]).complete(expected_parts=None, size=2)
+
+
+def test_complete_refuses_parts_whose_numbers_are_not_in_the_order_of_their_bytes():
+    with pytest.raises(objsdk.ProtocolError, match="do not make up"):
+        _session_with_parts([1, 2], at=[1, 0]).complete(expected_parts=None, size=2)
+
+
+def test_complete_accepts_part_numbers_with_gaps_when_the_parts_cover_the_object():
+    session = _session_with_parts([1, 2, 10_000], at=[0, 1, 2])
+    session.complete(expected_parts=None, size=3)
+    (request,) = posts(session)
+    assert b"<PartNumber>10000</PartNumber>" in request.body
 
 
 def test_complete_refuses_fewer_parts_than_planned():
@@ -159,16 +180,24 @@ def test_complete_refuses_fewer_parts_than_planned():
         _session_with_parts([1]).complete(expected_parts=2, size=1)
 
 
-def test_adaptive_parts_tell_the_level_when_each_starts_and_ends(monkeypatch):
-    events: list[str] = []
-    monkeypatch.setattr(SharedLevel, "part_started", lambda self: events.append("start"))
-    monkeypatch.setattr(SharedLevel, "part_ended", lambda self: events.append("end"))
+def _cut_session(
+    broken_parts: set[int], parallel: int | None = 2
+) -> tuple[MultipartSession, list[int]]:
+    """A session whose transport reports a broken attempt (as urllib3 and the sendfile
+    PUT do, to the retry policy) while sending the parts numbered ``broken_parts``;
+    returns it with the list ``on_cut`` appends to."""
 
     def handler(request: Request) -> MockResponse:
         if request.method == "POST":
             return MockResponse(200, {}, CREATED)
-        return MockResponse(200, {"ETag": '"p"'})
+        number = int(request.url.split("partNumber=")[1].split("&")[0])
+        if number in broken_parts:
+            error = ProtocolError("Connection aborted.", ConnectionResetError(104, "reset"))
+            default_retry().increment("PUT", request.url, error=error)
+            assert cuts, "on_cut is called before the part is sent again"
+        return MockResponse(200, {"ETag": f'"p{number}"'})
 
+    cuts: list[int] = []
     s = MultipartSession(
         MockTransport(handler),
         "b",
@@ -176,12 +205,38 @@ def test_adaptive_parts_tell_the_level_when_each_starts_and_ends(monkeypatch):
         headers={},
         content_type=None,
         metadata={},
-        parallel=None,
+        parallel=parallel,
         part_size=5 << 20,
         progress=ProgressTracker(None, None),
+        on_cut=lambda: cuts.append(1),
     )
     s.start()
-    parts = [(Part(i, i * 4, i * 4 + 4), memoryview(bytearray(4))) for i in range(3)]
-    s.send_all(iter(parts), lambda body: None)
+    return s, cuts
+
+
+def _three_parts() -> list[tuple[Part, memoryview]]:
+    return [(Part(i, i * 4, i * 4 + 4), memoryview(bytearray(4))) for i in range(3)]
+
+
+def test_a_part_whose_connection_breaks_calls_on_cut_before_it_is_sent_again():
+    s, cuts = _cut_session({2})
+    s.send_all(iter(_three_parts()), lambda body: None)
+    s.pool.close()  # type: ignore[union-attr]
+    assert cuts == [1]
+
+
+def test_parts_sent_without_a_broken_connection_do_not_call_on_cut():
+    s, cuts = _cut_session(set())
+    s.send_all(iter(_three_parts()), lambda body: None)
+    s.pool.close()  # type: ignore[union-attr]
+    assert cuts == []
+
+
+def test_adaptive_parts_tell_the_level_when_each_starts_and_ends(monkeypatch):
+    events: list[str] = []
+    monkeypatch.setattr(SharedLevel, "part_started", lambda self: events.append("start"))
+    monkeypatch.setattr(SharedLevel, "part_ended", lambda self: events.append("end"))
+    s, _ = _cut_session(set(), parallel=None)
+    s.send_all(iter(_three_parts()), lambda body: None)
     s.pool.close()  # type: ignore[union-attr]
     assert events.count("start") == events.count("end") == 3

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import objsdk
 from objsdk._core.checksums import crc32c_b64, crc32c_combine
-from objsdk._core.parts import Part, plan_upload_probed
+from objsdk._core.parts import Part, covers, plan_upload_probed, replan_smaller
 from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer import upload as upload_module
 from objsdk._transfer.upload import upload
@@ -381,7 +381,7 @@ def test_multipart_request_shapes(client, s3):
 
 def test_a_probed_plan_sends_a_small_last_part_first_and_shares_the_rest_evenly():
     parts = plan_upload_probed(40 * MiB + 3, 8 * MiB, MiB)
-    assert parts[0] == Part(4, 39 * MiB + 3, 40 * MiB + 3)  # the last part, first
+    assert (parts[0].start, parts[0].stop) == (39 * MiB + 3, 40 * MiB + 3)  # the last, first
     body = parts[1:]
     assert [p.index for p in body] == [0, 1, 2, 3]
     assert body[0].start == 0
@@ -389,6 +389,46 @@ def test_a_probed_plan_sends_a_small_last_part_first_and_shares_the_rest_evenly(
     assert body[-1].stop == parts[0].start
     share = (39 * MiB + 3) // 4  # 39 MiB + 3 in four parts of at least 8 MiB
     assert {p.length for p in body} == {share, share + 1}
+
+
+def test_a_probed_plan_numbers_its_last_part_10000_leaving_room_below_it():
+    parts = plan_upload_probed(40 * MiB + 3, 8 * MiB, MiB)
+    assert parts[0].number == 10_000
+    assert [p.number for p in parts[1:]] == [1, 2, 3, 4]
+
+
+def test_parts_replanned_smaller_share_the_same_bytes_evenly_in_parts_of_at_least_5_mib():
+    pending = [Part(2, 16 * MiB, 24 * MiB), Part(3, 24 * MiB, 32 * MiB + 7)]
+    smaller = replan_smaller(pending)
+    assert [p.index for p in smaller] == [2, 3, 4]  # numbered on from the first
+    assert smaller[0].start == 16 * MiB
+    assert [p.start for p in smaller[1:]] == [p.stop for p in smaller[:-1]]
+    assert smaller[-1].stop == 32 * MiB + 7
+    assert all(5 * MiB <= p.length <= 16 * MiB // 3 + 3 for p in smaller)
+
+
+def test_parts_that_would_not_split_into_more_are_left_as_they_are():
+    pending = [Part(0, 0, 9 * MiB), Part(1, 9 * MiB, 18 * MiB)]  # 18 MiB: three of 6
+    assert len(replan_smaller(pending)) == 3
+    assert replan_smaller(pending[:1]) == pending[:1]  # 9 MiB holds one part of 5 MiB
+    assert replan_smaller([]) == []
+
+
+def test_parts_replanned_smaller_stay_below_the_last_parts_number():
+    pending = [Part(9_990, 0, 100 * MiB)]
+    smaller = replan_smaller(pending)
+    assert [p.number for p in smaller] == list(range(9_991, 10_000))
+    assert smaller[-1].stop == 100 * MiB
+
+
+def test_parts_cover_an_object_when_in_number_order_they_hold_its_bytes_end_to_end():
+    assert covers([Part(9_999, 10, 11), Part(0, 0, 5), Part(1, 5, 10)], 11)
+    assert covers([Part(0, 0, 0)], 0)  # an empty object is one empty part
+    assert not covers([Part(0, 0, 5), Part(2, 6, 11)], 11)  # a gap
+    assert not covers([Part(0, 0, 6), Part(1, 5, 11)], 11)  # an overlap
+    assert not covers([Part(1, 0, 5), Part(0, 5, 11)], 11)  # numbers out of byte order
+    assert not covers([Part(0, 0, 5), Part(1, 5, 10)], 11)  # short
+    assert not covers([], 0)
 
 
 def test_a_probed_plan_of_an_object_too_small_for_a_probe_is_the_plain_plan():
@@ -405,7 +445,8 @@ def test_an_adaptive_upload_of_a_file_sends_its_small_last_part_alone_first(
     upload(client.transport, BUCKET, KEY, write(tmp_path, data), multipart_threshold=0)
     puts = s3.calls("PUT", "partNumber")
     first = puts[0]
-    assert int(first[2]["partNumber"]) == len(puts)
+    assert int(first[2]["partNumber"]) == 10_000
+    assert sorted(int(p[2]["partNumber"]) for p in puts[1:]) == list(range(1, len(puts)))
     assert first[3]["content-length"] == str(MiB)
     assert all(int(p[3]["content-length"]) >= 8 * MiB for p in puts[1:])
     assert s3.objects[KEY] == data

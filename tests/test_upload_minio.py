@@ -23,6 +23,7 @@ import objsdk
 from objsdk import Client
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.parts import Part
+from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer.multipart import (
     abort_multipart_upload,
     create_multipart_upload,
@@ -344,6 +345,73 @@ def test_reset_by_peer_during_a_part_is_retried(proxied, minio_proxy, bucket, on
     assert retries
     assert list(list_multipart_uploads(proxied.transport, bucket)) == []
     assert_stored(proxied, bucket, "k", data)
+
+
+@pytest.fixture
+def parts_sent(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
+    """The parts the multipart engine sends (from memory or from a file), by number:
+    their lengths. Each is recorded once, however often the transport retries it."""
+    sent: dict[int, int] = {}
+    for name in ("upload_part", "upload_part_from_file"):
+        real = getattr(multipart_module, name)
+
+        def spy(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            part = args[4]
+            sent[part.number] = part.length
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(multipart_module, name, spy)
+    return sent
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("route", ["file", "memory"])
+def test_an_adaptive_upload_cut_mid_part_sends_the_parts_left_in_smaller_parts(
+    proxied, minio_proxy, bucket, tmp_path, on_first_retry, parts_sent, monkeypatch, route
+):
+    # Two parts in flight at most, so that parts are still waiting when one is cut.
+    monkeypatch.setattr(multipart_module, "ADAPTIVE_CAP", 2)
+    path, data = source_file(tmp_path, MiB + 10 * 8 * MiB)  # a 1 MiB probe, ten of 8 MiB
+    # Every connection is cut after 12 MiB: a probe or a part passes, the next breaks.
+    toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=12 * MiB)
+    retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
+    upload(proxied.transport, bucket, "k", path if route == "file" else data)
+    assert retries
+    assert_stored(proxied, bucket, "k", data)
+    assert list(list_multipart_uploads(proxied.transport, bucket)) == []
+    assert parts_sent[10_000] == MiB
+    body = [parts_sent[n] for n in sorted(parts_sent) if n != 10_000]
+    assert body[0] == 8 * MiB  # sent before the cut, as planned
+    assert len(body) > 10
+    assert all(5 * MiB <= n < 6 * MiB for n in body[body.index(min(body)) :])
+
+
+@pytest.mark.faults
+def test_a_client_whose_upload_was_cut_sends_its_next_upload_in_the_smallest_parts(
+    proxied, minio_proxy, bucket, tmp_path, on_first_retry, parts_sent, monkeypatch
+):
+    monkeypatch.setattr(multipart_module, "ADAPTIVE_CAP", 2)  # parts still wait at a cut
+    path, data = source_file(tmp_path, MiB + 10 * 8 * MiB)
+    toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=12 * MiB)
+    retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
+    proxied.upload(bucket, "cut", path)
+    assert retries
+    parts_sent.clear()
+    proxied.upload(bucket, "next", path)  # no cut now
+    assert all(5 * MiB <= n < 6 * MiB for k, n in parts_sent.items() if k != 10_000)
+    assert_stored(proxied, bucket, "next", data)
+    parts_sent.clear()
+    proxied.upload(bucket, "after", path)  # the upload before it saw no cut
+    assert {n for k, n in parts_sent.items() if k != 10_000} == {8 * MiB}
+
+
+def test_an_adaptive_upload_without_a_cut_keeps_its_planned_parts(
+    client, bucket, tmp_path, parts_sent
+):
+    path, data = source_file(tmp_path, MiB + 3 * 8 * MiB)
+    upload(client.transport, bucket, "k", path, multipart_threshold=0)
+    assert parts_sent == {10_000: MiB, 1: 8 * MiB, 2: 8 * MiB, 3: 8 * MiB}
+    assert_stored(client, bucket, "k", data)
 
 
 def test_client_upload_stores_a_file(client, bucket, tmp_path):

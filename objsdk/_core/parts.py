@@ -3,6 +3,7 @@ downloads and read-ahead (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from objsdk import errors
@@ -20,10 +21,12 @@ from objsdk._core.sizes import (
 __all__ = [
     "Part",
     "adaptive_part_size",
+    "covers",
     "part_count",
     "plan_parts",
     "plan_upload",
     "plan_upload_probed",
+    "replan_smaller",
     "upload_part_size",
 ]
 
@@ -116,16 +119,57 @@ def plan_upload_probed(size: int, part_size: int, probe: int) -> list[Part]:
     alone first measures one connection in a fraction of a whole part's time, which is
     how long an adaptive upload waits before it adds connections. An object too small to
     hold a probe and a whole part gets :func:`plan_upload`'s parts.
+
+    The last part is numbered 10,000 whatever the count: part numbers need not be
+    consecutive, only ascending in CompleteMultipartUpload ("UploadPart": "you can choose
+    any part number between 1 and 10,000"), and the numbers left free let the parts not
+    yet sent be re-planned smaller (:func:`replan_smaller`) after the probe went out.
     """
     want = upload_part_size(size, part_size)
     body = size - probe
     if probe < 1 or body < want:
         return plan_upload(size, part_size)
     count = min(body // want, MAX_PARTS - 1)
-    base, extra = divmod(body, count)
-    parts, start = [], 0
+    return [Part(MAX_PARTS - 1, body, size), *_even(0, body, count, 0)]
+
+
+def replan_smaller(pending: Sequence[Part], part_size: int = MIN_PART_SIZE) -> list[Part]:
+    """``pending``, consecutive parts not yet sent (none of them the object's last),
+    as more parts of at least ``part_size`` bytes sharing the same bytes evenly and
+    numbered on from the first; ``pending`` itself where that would not make more.
+
+    A connection that breaks during a part loses the bytes of that part sent so far
+    (S3 keeps no partial part), half a part on average: where a network has cut one,
+    smaller parts lose less to the next cut, for a request each. Numbers stay below
+    10,000, which is the last part's (:func:`plan_upload_probed`).
+    """
+    if not pending:
+        return list(pending)
+    first, start, stop = pending[0].index, pending[0].start, pending[-1].stop
+    count = min((stop - start) // part_size, MAX_PARTS - 1 - first)
+    if count <= len(pending):
+        return list(pending)
+    return _even(start, stop, count, first)
+
+
+def _even(start: int, stop: int, count: int, first: int) -> list[Part]:
+    """``[start, stop)`` as ``count`` parts whose lengths differ by one byte at most,
+    indexed from ``first``."""
+    base, extra = divmod(stop - start, count)
+    parts = []
     for i in range(count):
-        stop = start + base + (1 if i < extra else 0)
-        parts.append(Part(i, start, stop))
-        start = stop
-    return [Part(count, body, size), *parts]
+        end = start + base + (1 if i < extra else 0)
+        parts.append(Part(first + i, start, end))
+        start = end
+    return parts
+
+
+def covers(parts: Sequence[Part], size: int) -> bool:
+    """Do ``parts``, in part-number order, hold the bytes ``[0, size)`` end to end, each
+    byte once? (What CompleteMultipartUpload will make of them.)"""
+    end = 0
+    for part in sorted(parts, key=lambda p: p.number):
+        if part.start != end:
+            return False
+        end = part.stop
+    return end == size and bool(parts)

@@ -28,7 +28,7 @@ from objsdk import errors
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
 from objsdk._core.headers import upload_info
-from objsdk._core.parts import Part
+from objsdk._core.parts import Part, covers
 from objsdk._core.s3xml import (
     build_complete_body,
     error_in_body,
@@ -42,7 +42,7 @@ from objsdk._io.head import head_object
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.base import Body, Transport
-from objsdk._transport.retry import RETRY_STATUSES, after_failure, resume_policy
+from objsdk._transport.retry import RETRY_STATUSES, after_failure, counting_failures, resume_policy
 from objsdk.models import ObjectInfo
 
 __all__ = [
@@ -341,9 +341,12 @@ class MultipartSession:
         part_size: int,
         progress: ProgressTracker,
         probe: int | None = None,
+        on_cut: Callable[[], None] | None = None,
     ) -> None:
         """``part_size``: the parts' usual size; ``probe``: the size of a smaller part
-        sent first, alone, to judge one connection by (see plan_upload_probed)."""
+        sent first, alone, to judge one connection by (see plan_upload_probed);
+        ``on_cut()``: called when a part's connection breaks, before the part is sent
+        again (see counting_failures)."""
         self.transport = transport
         self.content_type = content_type
         self.metadata = dict(metadata)
@@ -352,9 +355,10 @@ class MultipartSession:
         self.headers = dict(headers)
         self.parallel = parallel
         self.progress = progress
+        self.on_cut = on_cut
         self.upload_id: str | None = None
         self.pool: PartPool | None = None
-        self._done: dict[int, tuple[CompletedPart, int, int]] = {}
+        self._done: dict[int, tuple[CompletedPart, int, Part]] = {}
         self._fill: Callable[[Part, memoryview], None] | None = None
         self.completed = False
         # parallel=None: parts in flight follow the aggregate rate, judged over at least
@@ -431,7 +435,7 @@ class MultipartSession:
 
     def record(self, part: Part, result: tuple[CompletedPart, int]) -> None:
         """A part is stored: keep what S3 answered and count its bytes."""
-        self._done[part.number] = (result[0], result[1], part.length)
+        self._done[part.number] = (result[0], result[1], part)
         self.progress.add(part.length)
         if self.level is not None:
             self.level.observe(part.length)
@@ -474,8 +478,7 @@ class MultipartSession:
         if self.level is not None:
             self.level.begin()
         in_flight = self.level if self.level is not None else self.parallel
-        if self.level is not None:
-            send = _reporting(send, self.level)
+        send = _watched(send, self.level, self.on_cut)
         self.pool.run(items, send, in_flight=in_flight, on_done=on_done, on_release=on_release)
 
     def submit(self, part: Part, body: memoryview) -> Future[tuple[CompletedPart, int]]:
@@ -496,15 +499,16 @@ class MultipartSession:
         self, *, expected_parts: int | None, size: int, crc: int | None = None
     ) -> ObjectInfo:
         """CompleteMultipartUpload; the object's CRC32C is ``crc`` or combined from the
-        parts'. Raises if the parts are not 1..N (N as planned, if ``expected_parts``)."""
+        parts'. Raises unless the parts, in number order, hold the ``size`` bytes end to
+        end (and are ``expected_parts`` many, if given)."""
         assert self.upload_id is not None
         if self.pool is not None:
             self.pool.close()
         numbers = sorted(self._done)
         want = expected_parts if expected_parts is not None else len(numbers)
-        if numbers != list(range(1, want + 1)):
+        if len(numbers) != want or not covers([d[2] for d in self._done.values()], size):
             raise errors.ProtocolError(
-                f"parts {numbers} do not make up the object ({want} planned)",
+                f"parts {numbers} do not make up the object's {size} bytes ({want} planned)",
                 operation="complete_multipart_upload",
                 bucket=self.bucket,
                 key=self.key,
@@ -512,8 +516,8 @@ class MultipartSession:
         if crc is None:
             crc = 0
             for n in numbers:
-                _, part_crc, length = self._done[n]
-                crc = crc32c_combine(crc, part_crc, length)
+                _, part_crc, part = self._done[n]
+                crc = crc32c_combine(crc, part_crc, part.length)
         value = encode_crc32c(crc)
         parts = [self._done[n][0] for n in numbers]
         try:
@@ -573,16 +577,23 @@ class MultipartSession:
         self.upload_id = None
 
 
-def _reporting(
-    send: Callable[[_I], tuple[CompletedPart, int]], level: SharedLevel
+def _watched(
+    send: Callable[[_I], tuple[CompletedPart, int]],
+    level: SharedLevel | None,
+    on_cut: Callable[[], None] | None,
 ) -> Callable[[_I], tuple[CompletedPart, int]]:
-    """``send``, telling ``level`` when each part starts and ends."""
+    """``send``, telling ``level`` when each part starts and ends, and calling
+    ``on_cut()`` as soon as a part's connection breaks, before the part is sent again
+    (while the parts not yet handed out can still change)."""
 
-    def reported(item: _I) -> tuple[CompletedPart, int]:
-        level.part_started()
+    def watched(item: _I) -> tuple[CompletedPart, int]:
+        if level is not None:
+            level.part_started()
         try:
-            return send(item)
+            with counting_failures(on_cut):
+                return send(item)
         finally:
-            level.part_ended()
+            if level is not None:
+                level.part_ended()
 
-    return reported
+    return watched

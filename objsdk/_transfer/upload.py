@@ -32,7 +32,7 @@ import io
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import IO, BinaryIO
 
@@ -53,6 +53,7 @@ from objsdk._io.buffers import PartBuffer, part_buffer
 from objsdk._transfer.multipart import MultipartSession
 from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transfer.put import put_bytes
+from objsdk._transfer.upload_plan import CutMemory, UploadPlan
 from objsdk._transport.base import Transport
 from objsdk.errors import SourceChangedError
 from objsdk.models import ObjectInfo
@@ -77,6 +78,7 @@ def upload(
     metadata: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+    cut_memory: CutMemory | None = None,
 ) -> ObjectInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
@@ -90,6 +92,10 @@ def upload(
     ``total`` is None while the size of a stream is unknown. The object always gets a
     full-object CRC32C, returned in ``checksums["crc32c"]``. Keep ``parallel`` within
     the client's ``max_pool_connections`` so connections are reused.
+
+    An adaptive upload whose part's connection breaks sends the parts it has not
+    handed out yet in parts of 5 MiB, and so does the next one given the same
+    ``cut_memory`` (see :mod:`objsdk._transfer.upload_plan`).
     """
     check_bucket(bucket)
     check_key(key)
@@ -115,7 +121,7 @@ def upload(
             # no stored checksum from MinIO, and gains nothing.
             info = _put_single(job, src, size, tracker)
         else:
-            info = _upload_multipart(job, src, size, part_size, probed, tracker)
+            info = _upload_multipart(job, src, size, part_size, probed, tracker, cut_memory)
         tracker.finish(info.size or 0)
         return info
 
@@ -251,7 +257,11 @@ class _Job:
         return replace(info, checksum_type=info.checksum_type or "FULL_OBJECT")
 
     def session(
-        self, tracker: ProgressTracker, part_size: int, probe: int | None = None
+        self,
+        tracker: ProgressTracker,
+        part_size: int,
+        probe: int | None = None,
+        on_cut: Callable[[], None] | None = None,
     ) -> MultipartSession:
         return MultipartSession(
             self.transport,
@@ -264,6 +274,7 @@ class _Job:
             part_size=part_size,
             progress=tracker,
             probe=probe,
+            on_cut=on_cut,
         )
 
 
@@ -316,33 +327,42 @@ def _upload_multipart(
     part_size: int | None,
     probed: bool,
     tracker: ProgressTracker,
+    cut_memory: CutMemory | None = None,
 ) -> ObjectInfo:
     probe: int | None = None
+    plan: UploadPlan | None = None
     if probed and src.stream is None and part_size is not None:
         # Files and memory are read in any order: the small last part goes first.
         parts = plan_upload_probed(size, part_size, ADAPTIVE_PROBE)
-        if len(parts) > 1 and parts[0].index == len(parts) - 1:
+        if parts[0].index != 0:
             probe = parts[0].length
+            plan = UploadPlan(parts[0], parts[1:], cut_memory)
     else:
         parts = plan_upload(size, part_size)
     longest = max(p.length for p in parts)
+    todo: Iterable[Part] = parts if plan is None else plan
 
     def multipart(send: Callable[[MultipartSession], None], size_of_parts: int) -> ObjectInfo:
-        return _multipart(job, send, tracker, len(parts), size, src, size_of_parts, probe)
+        if plan is None:
+            return _multipart(job, send, tracker, len(parts), size, src, size_of_parts)
+        try:  # the plan's count is known at the end; its parts must cover the object
+            return _multipart(job, send, tracker, None, size, src, size_of_parts, probe, plan.cut)
+        finally:
+            plan.finish()
 
     if src.view is not None:
         view = src.view
         # Slices of the caller's buffer: each part is sent from the memory it is in.
-        slices: Iterator[tuple[Part, memoryview]] = ((p, view[p.start : p.stop]) for p in parts)
+        slices: Iterator[tuple[Part, memoryview]] = ((p, view[p.start : p.stop]) for p in todo)
         return multipart(lambda session: session.send_all(slices, memoryview.release), longest)
     if src.file is not None and job.transport.direct_file_bodies:
-        return multipart(_from_file(src, parts), longest)
+        return multipart(_from_file(src, todo), longest)
     free: list[PartBuffer] = []
     if src.file is not None:
         # A regular file: each worker reads its own part (pread), so reads run in
         # parallel with the sends instead of one after another in this thread.
         fd, base = src.file.fileno(), src.start
-        empty = _empty_parts(parts, longest, free)
+        empty = _empty_parts(todo, longest, free)
 
         def fill(part: Part, body: memoryview) -> None:
             _pread_all(fd, body, base + part.start)
@@ -357,7 +377,7 @@ def _upload_multipart(
     return multipart(lambda session: session.send_all(items, _recycle(free)), parts[0].length)
 
 
-def _from_file(src: _Source, parts: list[Part]) -> Callable[[MultipartSession], None]:
+def _from_file(src: _Source, parts: Iterable[Part]) -> Callable[[MultipartSession], None]:
     """Parts sent from the file itself: no part buffers, no copy through Python. A
     part buffer is fresh memory the kernel must zero and map page by page, which on
     this route's loopback profile cost more client CPU than the bytes' own copies."""
@@ -401,7 +421,7 @@ def _crc_of_range(fd: int, offset: int, length: int) -> int:
 
 
 def _empty_parts(
-    parts: list[Part], longest: int, free: list[PartBuffer]
+    parts: Iterable[Part], longest: int, free: list[PartBuffer]
 ) -> Iterator[tuple[Part, memoryview]]:
     """Each part with a (reused) buffer of ``longest`` bytes, to be filled by whoever
     sends it."""
@@ -464,9 +484,10 @@ def _multipart(
     src: _Source,
     part_size: int,
     probe: int | None = None,
+    on_cut: Callable[[], None] | None = None,
 ) -> ObjectInfo:
     """One multipart upload whose parts ``send(session)`` sends; aborted on any failure."""
-    session = job.session(tracker, part_size, probe)
+    session = job.session(tracker, part_size, probe, on_cut)
     session.start()
     try:
         send(session)

@@ -3,23 +3,38 @@
 urllib3 already does the hard parts (counting, exponential backoff with jitter,
 ``Retry-After``, rewinding a file body before re-sending it, and refusing to re-send a
 non-idempotent request whose bytes may have reached the server). This module only
-chooses S3's settings and caps ``Retry-After``. Like ``Retry`` itself, a policy is an
+chooses S3's settings, caps ``Retry-After``, and counts broken attempts for callers that
+adapt to a network that breaks connections. Like ``Retry`` itself, a policy is an
 immutable value: each attempt derives a new one.
 """
 
 from __future__ import annotations
 
-from urllib3.exceptions import MaxRetryError
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from urllib3.exceptions import MaxRetryError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from objsdk import errors
 
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from typing_extensions import Self
+    from urllib3.connectionpool import ConnectionPool
+    from urllib3.response import BaseHTTPResponse
+
 __all__ = [
     "IDEMPOTENT_METHODS",
     "RETRY_STATUSES",
+    "Failures",
     "Policy",
     "S3Retry",
     "after_failure",
+    "counting_failures",
     "default_retry",
     "make_retry",
     "resume_policy",
@@ -37,11 +52,61 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
+class Failures:
+    """How many attempts broke on their connection while counted (see
+    :func:`counting_failures`)."""
+
+    __slots__ = ("_on_failure", "count")
+
+    def __init__(self, on_failure: Callable[[], None] | None = None) -> None:
+        self.count = 0
+        self._on_failure = on_failure
+
+    def add(self) -> None:
+        self.count += 1
+        if self._on_failure is not None:
+            self._on_failure()
+
+
+_counting = threading.local()
+
+
+@contextmanager
+def counting_failures(on_failure: Callable[[], None] | None = None) -> Iterator[Failures]:
+    """Count the attempts of this thread's requests that broke after the request was
+    under way (a reset, a cut, a read timeout: what ``Retry`` calls a read error, as
+    opposed to a failed connect or an error answer) until the block ends, calling
+    ``on_failure()`` at each, before the request is sent again. Counted by
+    :class:`S3Retry`, the policy ``Client`` makes; a ``Retry`` of the caller's own
+    counts nothing."""
+    outer = getattr(_counting, "failures", None)
+    failures = _counting.failures = Failures(on_failure)
+    try:
+        yield failures
+    finally:
+        _counting.failures = outer
+
+
 class S3Retry(Retry):
-    """``Retry`` that never sleeps longer than ``backoff_max``, even if ``Retry-After`` asks."""
+    """``Retry`` that never sleeps longer than ``backoff_max``, even if ``Retry-After``
+    asks, and counts broken attempts for :func:`counting_failures`."""
 
     def parse_retry_after(self, retry_after: str) -> float:
         return min(super().parse_retry_after(retry_after), self.backoff_max)
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        failures: Failures | None = getattr(_counting, "failures", None)
+        if failures is not None and isinstance(error, (ProtocolError, ReadTimeoutError)):
+            failures.add()
+        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
 def default_retry(total: int = 5) -> S3Retry:
