@@ -36,7 +36,7 @@ from objsdk.errors import (
     Timeout,
     TransportError,
 )
-from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
+from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
 
 __all__ = [
     "AccessDenied",
@@ -74,6 +74,7 @@ __all__ = [
     "SourceChangedError",
     "Timeout",
     "TransportError",
+    "UploadInfo",
     "__version__",
     "default_retry",
 ]

@@ -45,7 +45,7 @@ from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.retry import Policy, make_retry
-from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix
+from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
@@ -417,7 +417,7 @@ class Client:
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
         multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
-    ) -> ObjectInfo:
+    ) -> UploadInfo:
         """Store a file (path or binary file object) or a buffer, fast and safely.
 
         Below ``multipart_threshold`` (64 MiB) one PUT, whose body goes by
@@ -426,7 +426,9 @@ class Client:
         failure. By default the parts in flight follow the aggregate rate, parts are
         8 MiB (5 MiB once this client's uploads see connections cut mid-part), and a
         fixed ``parallel`` sends parts of 16 MiB. Every upload stores a CRC32C that
-        reads verify. See :func:`objsdk._transfer.upload.upload`.
+        reads verify. The answer is the stored object's :class:`ObjectInfo`, with the
+        parts it was sent in, the parts in flight at the end and the broken connections
+        that made a part go again. See :func:`objsdk._transfer.upload.upload`.
         """
         return _upload(
             self._transport,

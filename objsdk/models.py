@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
-__all__ = ["BucketInfo", "DeleteError", "ObjectInfo", "ObjectSummary", "Prefix"]
+__all__ = ["BucketInfo", "DeleteError", "ObjectInfo", "ObjectSummary", "Prefix", "UploadInfo"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,24 @@ class ObjectInfo:
     version_id: str | None = None
     checksums: Mapping[str, str] = field(default_factory=dict)
     checksum_type: str | None = None
+
+
+@dataclass(frozen=True)
+class UploadInfo(ObjectInfo):
+    """What an upload stored (an :class:`ObjectInfo`) and how it went: the object was
+    sent in ``parts`` parts (1: one PUT), ``parallel`` of them in flight at the end
+    (what ``parallel=None`` settled on), and ``cuts`` times a connection broke under a
+    part (or the PUT), which was then sent again."""
+
+    parts: int = 1
+    parallel: int = 1
+    cuts: int = 0
+
+    @classmethod
+    def of(cls, info: ObjectInfo, *, parts: int, parallel: int, cuts: int) -> UploadInfo:
+        """``info``, with how the upload went."""
+        known = {f.name: getattr(info, f.name) for f in fields(ObjectInfo)}
+        return cls(**known, parts=parts, parallel=parallel, cuts=cuts)
 
 
 @dataclass(frozen=True)

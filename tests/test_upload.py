@@ -34,6 +34,7 @@ from objsdk._transfer import upload as upload_module
 from objsdk._transfer.upload import upload
 from objsdk._transport.http import HTTPTransport
 from objsdk.errors import SourceChangedError
+from objsdk.models import UploadInfo
 
 EP = "http://s3.test:9000"
 AK, SK = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -377,6 +378,46 @@ def test_multipart_request_shapes(client, s3):
     assert s3.objects[KEY] == data
     assert (info.size, info.etag) == (len(data), '"final-3"')
     assert (info.checksums["crc32c"], info.checksum_type) == (crc32c_b64(data), "FULL_OBJECT")
+
+
+def test_one_put_tells_it_was_one_part_with_no_cut(client, s3):
+    info = upload(client.transport, BUCKET, KEY, b"data")
+    assert isinstance(info, UploadInfo)
+    assert (info.parts, info.parallel, info.cuts) == (1, 1, 0)
+    assert (info.bucket, info.key, info.size) == (BUCKET, KEY, 4)
+
+
+def test_a_multipart_upload_tells_its_parts_and_the_parts_in_flight(client, s3):
+    data = pattern(2 * PART + 1)
+    info = upload(
+        client.transport, BUCKET, KEY, data, part_size=PART, parallel=2, multipart_threshold=0
+    )
+    assert (info.parts, info.parallel, info.cuts) == (3, 2, 0)
+    assert info.checksums["crc32c"] == crc32c_b64(data)
+
+
+def test_an_adaptive_upload_tells_the_level_it_ended_at(client, s3):
+    data = pattern(3 * 8 * MiB + 5)
+    info = upload(client.transport, BUCKET, KEY, data, multipart_threshold=0)
+    assert info.parts == len(s3.calls("PUT", "partNumber"))
+    assert 1 <= info.parallel <= 16
+
+
+def test_upload_info_keeps_every_field_of_the_object_info():
+    fields = {
+        "bucket": "b",
+        "key": "k",
+        "size": 3,
+        "etag": '"e"',
+        "content_type": "text/plain",
+        "metadata": {"a": "1"},
+        "version_id": "v",
+        "checksums": {"crc32c": "x"},
+        "checksum_type": "FULL_OBJECT",
+    }
+    info = UploadInfo.of(objsdk.ObjectInfo(**fields), parts=2, parallel=3, cuts=4)
+    assert {name: getattr(info, name) for name in fields} == fields
+    assert (info.parts, info.parallel, info.cuts) == (2, 3, 4)
 
 
 def test_a_probed_plan_sends_a_small_last_part_first_and_shares_the_rest_evenly():

@@ -315,8 +315,9 @@ def test_connection_cut_during_a_sendfile_put_is_retried(
     path, data = source_file(tmp_path, 12 * MiB)
     toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=3 * MiB)
     retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
-    upload(proxied.transport, bucket, "k", path)
+    info = upload(proxied.transport, bucket, "k", path)
     assert retries
+    assert (info.parts, info.cuts) == (1, 1)
     assert sum(sendfile_calls) > len(data)  # the body went out twice
     assert_stored(proxied, bucket, "k", data)
 
@@ -375,8 +376,10 @@ def test_an_adaptive_upload_cut_mid_part_sends_the_parts_left_in_smaller_parts(
     # Every connection is cut after 12 MiB: a probe or a part passes, the next breaks.
     toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=12 * MiB)
     retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
-    upload(proxied.transport, bucket, "k", path if route == "file" else data)
+    info = upload(proxied.transport, bucket, "k", path if route == "file" else data)
     assert retries
+    assert info.cuts >= 1
+    assert info.parts == len(parts_sent)
     assert_stored(proxied, bucket, "k", data)
     assert list(list_multipart_uploads(proxied.transport, bucket)) == []
     assert parts_sent[10_000] == MiB
@@ -394,10 +397,10 @@ def test_a_client_whose_upload_was_cut_sends_its_next_upload_in_the_smallest_par
     path, data = source_file(tmp_path, MiB + 10 * 8 * MiB)
     toxic = minio_proxy.add_toxic("limit_data", stream="upstream", bytes=12 * MiB)
     retries = on_first_retry(lambda: minio_proxy.remove_toxic(toxic))
-    proxied.upload(bucket, "cut", path)
+    assert proxied.upload(bucket, "cut", path).cuts >= 1
     assert retries
     parts_sent.clear()
-    proxied.upload(bucket, "next", path)  # no cut now
+    assert proxied.upload(bucket, "next", path).cuts == 0
     assert all(5 * MiB <= n < 6 * MiB for k, n in parts_sent.items() if k != 10_000)
     assert_stored(proxied, bucket, "next", data)
     parts_sent.clear()

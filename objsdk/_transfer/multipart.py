@@ -361,6 +361,7 @@ class MultipartSession:
         self._done: dict[int, tuple[CompletedPart, int, Part]] = {}
         self._fill: Callable[[Part, memoryview], None] | None = None
         self.completed = False
+        self.parts = 0  # how many parts the completed object has
         # parallel=None: parts in flight follow the aggregate rate, judged over at least
         # one finished part per part in flight (the first level over the probe). Parts
         # report their start and end: a part seen only as it ends would count for the
@@ -505,6 +506,7 @@ class MultipartSession:
         if self.pool is not None:
             self.pool.close()
         numbers = sorted(self._done)
+        self.parts = len(numbers)
         want = expected_parts if expected_parts is not None else len(numbers)
         if len(numbers) != want or not covers([d[2] for d in self._done.values()], size):
             raise errors.ProtocolError(
@@ -583,8 +585,7 @@ def _watched(
     on_cut: Callable[[], None] | None,
 ) -> Callable[[_I], tuple[CompletedPart, int]]:
     """``send``, telling ``level`` when each part starts and ends, and calling
-    ``on_cut()`` as soon as a part's connection breaks, before the part is sent again
-    (while the parts not yet handed out can still change)."""
+    ``on_cut()`` as soon as a part's connection breaks, before the part goes again."""
 
     def watched(item: _I) -> tuple[CompletedPart, int]:
         if level is not None:

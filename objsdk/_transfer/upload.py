@@ -55,8 +55,9 @@ from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transfer.put import put_bytes
 from objsdk._transfer.upload_plan import CutMemory, UploadPlan
 from objsdk._transport.base import Transport
+from objsdk._transport.retry import counting_failures
 from objsdk.errors import SourceChangedError
-from objsdk.models import ObjectInfo
+from objsdk.models import ObjectInfo, UploadInfo
 
 __all__ = ["UploadSource", "upload"]
 
@@ -79,7 +80,7 @@ def upload(
     progress: Progress | None = None,
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
     cut_memory: CutMemory | None = None,
-) -> ObjectInfo:
+) -> UploadInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
     default: one at first, more while the aggregate rate keeps rising, with parts of
@@ -95,7 +96,9 @@ def upload(
 
     An adaptive upload whose part's connection breaks sends the parts it has not
     handed out yet in parts of 5 MiB, and so does the next one given the same
-    ``cut_memory`` (see :mod:`objsdk._transfer.upload_plan`).
+    ``cut_memory`` (see :mod:`objsdk._transfer.upload_plan`). The answer tells how many
+    parts there were, how many were in flight at the end, and how often a broken
+    connection made a part (or the PUT) go again.
     """
     check_bucket(bucket)
     check_key(key)
@@ -111,7 +114,7 @@ def upload(
     elif parallel is None:
         part_size = ADAPTIVE_PART_SIZE
     job = _Job(transport, bucket, key, headers, content_type, dict(metadata or {}), parallel)
-    with _open_source(source, bucket, key) as src:
+    with _open_source(source, bucket, key) as src, counting_failures() as failures:
         size = src.size
         tracker = ProgressTracker(progress, size)
         if size is None:
@@ -123,7 +126,9 @@ def upload(
         else:
             info = _upload_multipart(job, src, size, part_size, probed, tracker, cut_memory)
         tracker.finish(info.size or 0)
-        return info
+        if isinstance(info, UploadInfo):
+            return info
+        return UploadInfo.of(info, parts=1, parallel=1, cuts=failures.count)  # one PUT
 
 
 # -- sources ----------------------------------------------------------------------------
@@ -328,7 +333,7 @@ def _upload_multipart(
     probed: bool,
     tracker: ProgressTracker,
     cut_memory: CutMemory | None = None,
-) -> ObjectInfo:
+) -> UploadInfo:
     probe: int | None = None
     plan: UploadPlan | None = None
     if probed and src.stream is None and part_size is not None:
@@ -342,7 +347,7 @@ def _upload_multipart(
     longest = max(p.length for p in parts)
     todo: Iterable[Part] = parts if plan is None else plan
 
-    def multipart(send: Callable[[MultipartSession], None], size_of_parts: int) -> ObjectInfo:
+    def multipart(send: Callable[[MultipartSession], None], size_of_parts: int) -> UploadInfo:
         if plan is None:
             return _multipart(job, send, tracker, len(parts), size, src, size_of_parts)
         try:  # the plan's count is known at the end; its parts must cover the object
@@ -485,18 +490,27 @@ def _multipart(
     part_size: int,
     probe: int | None = None,
     on_cut: Callable[[], None] | None = None,
-) -> ObjectInfo:
+) -> UploadInfo:
     """One multipart upload whose parts ``send(session)`` sends; aborted on any failure."""
-    session = job.session(tracker, part_size, probe, on_cut)
+    cuts: list[None] = []
+
+    def cut() -> None:  # called by the sending threads (list.append is atomic)
+        cuts.append(None)
+        if on_cut is not None:
+            on_cut()
+
+    session = job.session(tracker, part_size, probe, cut)
     session.start()
     try:
         send(session)
         _check_unchanged(src)
         total = size if size is not None else tracker.done
-        return session.complete(expected_parts=expected, size=total)
+        info = session.complete(expected_parts=expected, size=total)
     except BaseException:
         session.abort()
         raise
+    level = session.level.target() if session.level is not None else job.parallel or 1
+    return UploadInfo.of(info, parts=session.parts, parallel=level, cuts=len(cuts))
 
 
 def _stream_parts(
