@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from urllib3.exceptions import ProtocolError
 
@@ -25,6 +27,26 @@ def error(code: str) -> bytes:
     return f"<Error><Code>{code}</Code><Message>m</Message></Error>".encode()
 
 
+def _new_session(
+    handler: Callable[[Request], MockResponse],
+    *,
+    parallel: int | None,
+    on_cut: Callable[[], None] | None = None,
+) -> MultipartSession:
+    return MultipartSession(
+        MockTransport(handler),
+        "b",
+        "k",
+        headers={},
+        content_type=None,
+        metadata={},
+        parallel=parallel,
+        part_size=5 << 20,
+        progress=ProgressTracker(None, None),
+        on_cut=on_cut,
+    )
+
+
 def session(
     answers: list[MockResponse],
     head: MockResponse | None = None,
@@ -37,17 +59,7 @@ def session(
             return head
         return answers.pop(0)
 
-    s = MultipartSession(
-        MockTransport(handler),
-        "b",
-        "k",
-        headers={},
-        content_type=None,
-        metadata={},
-        parallel=1,
-        part_size=5 << 20,
-        progress=ProgressTracker(None, None),
-    )
+    s = _new_session(handler, parallel=1)
     s.upload_id = "U1"
     for n in recorded:
         part = Part(n - 1, 0, len(DATA))
@@ -198,18 +210,7 @@ def _cut_session(
         return MockResponse(200, {"ETag": f'"p{number}"'})
 
     cuts: list[int] = []
-    s = MultipartSession(
-        MockTransport(handler),
-        "b",
-        "k",
-        headers={},
-        content_type=None,
-        metadata={},
-        parallel=parallel,
-        part_size=5 << 20,
-        progress=ProgressTracker(None, None),
-        on_cut=lambda: cuts.append(1),
-    )
+    s = _new_session(handler, parallel=parallel, on_cut=lambda: cuts.append(1))
     s.start()
     return s, cuts
 
