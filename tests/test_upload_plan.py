@@ -43,11 +43,14 @@ def test_a_second_cut_changes_nothing_more():
     assert plan.cuts == 2
 
 
-def test_a_cut_after_every_part_was_handed_out_changes_no_part():
-    plan = _plan()
-    parts = list(plan)
-    plan.cut()
-    assert len(parts) == 9
+def test_a_cut_after_every_part_was_handed_out_is_remembered_for_the_next_upload():
+    memory = CutMemory()
+    plan = _plan(memory)
+    list(plan)
+    plan.cut()  # in the last round: nothing left to re-plan
+    plan.finish()
+    assert plan.cuts == 1
+    assert memory.cut is True
 
 
 def test_after_an_upload_with_a_cut_the_next_starts_with_the_smallest_parts():
