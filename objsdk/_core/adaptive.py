@@ -76,11 +76,10 @@ class Adaptive:
     caller that sizes the first window (an upload's small probe part, timed from its
     request) has chosen what one stream is judged by, and holding it to ``min_seconds``
     as well would judge the next, whole part alone instead; ``max_lag`` bounds the
-    start-up not
-    counted after a change. ``whole_parts``: bytes are seen only as whole parts end (an
-    upload's), so the first window counts from :meth:`begin` even where parts are
-    reported, as all of the first part's bytes went out after it. ``history`` lists the
-    levels measured so far.
+    start-up not counted after a change. ``whole_parts``: bytes are seen only as whole
+    parts end (an upload's), so the first window counts from :meth:`begin` even where
+    parts are reported, as all of the first part's bytes went out after it.
+    ``history`` lists the levels measured so far.
 
     A caller that reports each part's first bytes and end (:meth:`part_started`,
     :meth:`part_ended`) gets windows that open only once ``target`` parts are delivering
