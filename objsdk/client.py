@@ -424,8 +424,9 @@ class Client:
         ``socket.sendfile`` for a regular file over plain HTTP; above it a multipart
         upload of ``part_size`` parts with ``parallel`` in flight, aborted on any
         failure. By default the parts in flight follow the aggregate rate, parts are
-        8 MiB (5 MiB once this client's uploads see connections cut mid-part), and a
-        fixed ``parallel`` sends parts of 16 MiB. Every upload stores a CRC32C that
+        8 to 16 MiB, as many as make whole rounds of 16 (5 MiB or a little more once
+        this client's uploads see connections cut mid-part), and a fixed ``parallel``
+        sends parts of 16 MiB. Every upload stores a CRC32C that
         reads verify. The answer is the stored object's :class:`ObjectInfo`, with the
         parts it was sent in, the parts in flight at the end and the broken connections
         that made a part go again. See :func:`objsdk._transfer.upload.upload`.

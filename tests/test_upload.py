@@ -28,7 +28,13 @@ from hypothesis import strategies as st
 
 import objsdk
 from objsdk._core.checksums import crc32c_b64, crc32c_combine
-from objsdk._core.parts import Part, covers, plan_upload_probed, replan_smaller
+from objsdk._core.parts import (
+    Part,
+    adaptive_upload_part_size,
+    covers,
+    plan_upload_probed,
+    replan_smaller,
+)
 from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer import upload as upload_module
 from objsdk._transfer.upload import upload
@@ -448,6 +454,13 @@ def test_parts_replanned_smaller_share_the_same_bytes_evenly_in_parts_of_at_leas
     assert all(5 * MiB <= p.length <= 16 * MiB // 3 + 3 for p in smaller)
 
 
+def test_more_parts_than_the_cap_replanned_smaller_are_whole_rounds_at_the_cap():
+    smaller = replan_smaller([Part(0, 0, 255 * MiB)])  # 51 parts of 5 MiB would fit
+    assert len(smaller) == 48  # three rounds of 16, not a fourth of three
+    assert smaller[-1].stop == 255 * MiB
+    assert all(p.length >= 5 * MiB for p in smaller)
+
+
 def test_parts_that_would_not_split_into_more_are_left_as_they_are():
     pending = [Part(0, 0, 9 * MiB), Part(1, 9 * MiB, 18 * MiB)]  # 18 MiB: three of 6
     assert len(replan_smaller(pending)) == 3
@@ -472,6 +485,32 @@ def test_parts_cover_an_object_when_in_number_order_they_hold_its_bytes_end_to_e
     assert not covers([], 0)
 
 
+def test_an_adaptive_upload_of_256_mib_is_its_probe_and_one_round_of_parts_at_the_cap():
+    parts = plan_upload_probed(256 * MiB, adaptive_upload_part_size(256 * MiB, MiB), MiB)
+    assert len(parts) == 1 + 16  # not 15 parts of 17 MiB, which leave a connection idle
+    assert covers(parts, 256 * MiB)
+
+
+def test_adaptive_upload_parts_of_a_large_object_are_whole_rounds_of_16_mib_at_most():
+    size = 1024 * MiB + 1  # the body, less the probe, is 1023 MiB
+    parts = plan_upload_probed(size, adaptive_upload_part_size(size, MiB), MiB)[1:]
+    assert len(parts) % 16 == 0
+    assert max(p.length for p in parts) <= 16 * MiB
+
+
+def test_adaptive_upload_parts_of_a_small_object_are_at_least_8_mib():
+    parts = plan_upload_probed(100 * MiB, adaptive_upload_part_size(100 * MiB, MiB), MiB)
+    assert len(parts) == 1 + 12
+    assert min(p.length for p in parts[1:]) >= 8 * MiB
+
+
+def test_adaptive_upload_parts_of_a_huge_object_stay_within_10000():
+    size = 5 * 1024**4  # S3's largest object
+    parts = plan_upload_probed(size, adaptive_upload_part_size(size, MiB), MiB)
+    assert len(parts) <= 10_000
+    assert covers(parts, size)
+
+
 def test_a_probed_plan_of_an_object_too_small_for_a_probe_is_the_plain_plan():
     assert plan_upload_probed(8 * MiB + 10, 8 * MiB, MiB) == [
         Part(0, 0, 8 * MiB),
@@ -490,6 +529,16 @@ def test_an_adaptive_upload_of_a_file_sends_its_small_last_part_alone_first(
     assert sorted(int(p[2]["partNumber"]) for p in puts[1:]) == list(range(1, len(puts)))
     assert first[3]["content-length"] == str(MiB)
     assert all(int(p[3]["content-length"]) >= 8 * MiB for p in puts[1:])
+    assert s3.objects[KEY] == data
+
+
+def test_an_adaptive_upload_sizes_its_parts_by_the_object(client, s3):
+    data = pattern(200 * MiB)
+    info = upload(client.transport, BUCKET, KEY, data)
+    lengths = [int(p[3]["content-length"]) for p in s3.calls("PUT", "partNumber")]
+    assert lengths[0] == MiB
+    assert len(lengths[1:]) == 16  # one round at the cap, of 12.4 MiB each
+    assert info.parts == 17
     assert s3.objects[KEY] == data
 
 

@@ -21,6 +21,7 @@ from objsdk._core.sizes import (
 __all__ = [
     "Part",
     "adaptive_part_size",
+    "adaptive_upload_part_size",
     "covers",
     "part_count",
     "plan_parts",
@@ -70,6 +71,24 @@ def adaptive_part_size(span: int) -> int:
     """
     fits = span // ADAPTIVE_CAP // MiB * MiB
     return max(ADAPTIVE_PART_SIZE, min(DEFAULT_PART_SIZE, fits))
+
+
+def adaptive_upload_part_size(size: int, probe: int) -> int:
+    """The part size of an adaptive upload of ``size`` bytes whose last ``probe`` bytes
+    go first (:func:`plan_upload_probed`): the rest shared by a whole multiple of
+    ``ADAPTIVE_CAP`` parts of at most ``DEFAULT_PART_SIZE`` where each would still hold
+    ``ADAPTIVE_PART_SIZE``, else by as many parts of ``ADAPTIVE_PART_SIZE`` as fit.
+
+    At the cap every connection then sends the same bytes in every round: 255 MiB as
+    17 parts would leave one connection a second round alone, and as 15 parts would
+    leave one idle.
+    """
+    body = size - probe
+    rounds = -(-body // (ADAPTIVE_CAP * DEFAULT_PART_SIZE))
+    count = min(ADAPTIVE_CAP * rounds, MAX_PARTS - 1)
+    if body // count < ADAPTIVE_PART_SIZE:
+        return ADAPTIVE_PART_SIZE
+    return max(body // count, -(-body // (MAX_PARTS - 1)))
 
 
 def part_count(size: int, part_size: int) -> int:
@@ -140,13 +159,17 @@ def replan_smaller(pending: Sequence[Part], part_size: int = MIN_PART_SIZE) -> l
 
     A connection that breaks during a part loses the bytes of that part sent so far
     (S3 keeps no partial part), half a part on average: where a network has cut one,
-    smaller parts lose less to the next cut, for a request each. Numbers stay below
-    10,000, which is the last part's (:func:`plan_upload_probed`).
+    smaller parts lose less to the next cut, for a request each. More than
+    ``ADAPTIVE_CAP`` parts are a whole multiple of it, so that no connection sends a
+    last round alone. Numbers stay below 10,000, which is the last part's
+    (:func:`plan_upload_probed`).
     """
     if not pending:
         return list(pending)
     first, start, stop = pending[0].index, pending[0].start, pending[-1].stop
     count = min((stop - start) // part_size, MAX_PARTS - 1 - first)
+    if count > ADAPTIVE_CAP:
+        count -= count % ADAPTIVE_CAP
     if count <= len(pending):
         return list(pending)
     return _even(start, stop, count, first)

@@ -51,7 +51,7 @@ DEFAULT_WRITER_PARALLEL = 2
 # each level measured over at least this many bytes per part in flight.
 ADAPTIVE_CAP = 16
 ADAPTIVE_WINDOW = MiB // 2
-# The smallest parts of adaptive downloads (see parts.adaptive_part_size): small enough
+# The smallest parts of adaptive transfers (see parts.adaptive_part_size): small enough
 # that levels up to the cap find parts to run in objects of 128 MiB and more.
 ADAPTIVE_PART_SIZE = 8 * MiB
 # The last part of an adaptive upload, sent first and alone: one connection measured

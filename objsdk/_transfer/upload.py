@@ -40,7 +40,13 @@ from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c, encode_crc32c
 from objsdk._core.headers import object_headers, upload_info
-from objsdk._core.parts import Part, plan_upload, plan_upload_probed, upload_part_size
+from objsdk._core.parts import (
+    Part,
+    adaptive_upload_part_size,
+    plan_upload,
+    plan_upload_probed,
+    upload_part_size,
+)
 from objsdk._core.sizes import (
     ADAPTIVE_PART_SIZE,
     ADAPTIVE_PROBE,
@@ -83,9 +89,10 @@ def upload(
 ) -> UploadInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
-    default: one at first, more while the aggregate rate keeps rising, with parts of
-    8 MiB or a little more unless ``part_size`` is given, and from a file or memory a
-    1 MiB last part sent first, alone; a fixed ``parallel`` defaults to 16 MiB parts).
+    default: one at first, more while the aggregate rate keeps rising; unless
+    ``part_size`` is given, from a file or memory a 1 MiB last part sent first, alone,
+    then whole rounds of 16 parts of 8 to 16 MiB where the object holds them, from a
+    stream parts of 8 MiB; a fixed ``parallel`` defaults to 16 MiB parts).
 
     ``source`` is a path, a binary file object (read from its position to its end,
     and left at its end), or bytes-like data. ``progress(done, total)`` follows the
@@ -106,8 +113,9 @@ def upload(
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
     check_count("multipart_threshold", multipart_threshold, 0, bucket, key)
-    # Adaptive with parts of our choosing: a small probe part first (from files and
-    # memory), then parts of 8 MiB, so that the level has parts to climb with.
+    # Adaptive with parts of our choosing: from files and memory a small probe part
+    # first, then parts sized by the object (_upload_multipart); from a stream 8 MiB,
+    # so that the level has parts to climb with.
     probed = parallel is None and part_size is None
     if part_size is not None:
         upload_part_size(None, part_size)  # refuses sizes outside S3's limits
@@ -338,6 +346,7 @@ def _upload_multipart(
     plan: UploadPlan | None = None
     if probed and src.stream is None and part_size is not None:
         # Files and memory are read in any order: the small last part goes first.
+        part_size = adaptive_upload_part_size(size, ADAPTIVE_PROBE)
         parts = plan_upload_probed(size, part_size, ADAPTIVE_PROBE)
         if parts[0].index != 0:
             probe = parts[0].length

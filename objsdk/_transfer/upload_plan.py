@@ -7,7 +7,7 @@ on average. Smaller parts lose less to each cut, for a request each. So once a p
 connection breaks, the parts not yet handed out are re-planned at the smallest size S3
 allows (``replan_smaller``), and a client whose last adaptive upload saw a cut starts
 the next one that way: an upload is often only a round or two of parts (256 MiB over
-16 connections is two), and a cut in the last round finds nothing left to re-plan. An
+16 connections is one), and a cut in the last round finds nothing left to re-plan. An
 upload that sees no cut sets the client back to the usual parts.
 """
 
