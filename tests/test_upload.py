@@ -511,6 +511,17 @@ def test_adaptive_upload_parts_of_a_huge_object_stay_within_10000():
     assert covers(parts, size)
 
 
+def test_adaptive_upload_parts_of_an_object_no_larger_than_the_probe_are_the_smallest():
+    assert adaptive_upload_part_size(1, MiB) == 8 * MiB
+    assert adaptive_upload_part_size(MiB, MiB) == 8 * MiB
+
+
+def test_an_adaptive_multipart_upload_of_a_few_bytes_is_one_part(client, s3):
+    info = upload(client.transport, BUCKET, KEY, b"tiny", multipart_threshold=0)
+    assert s3.objects[KEY] == b"tiny"
+    assert info.parts == 1
+
+
 def test_a_probed_plan_of_an_object_too_small_for_a_probe_is_the_plain_plan():
     assert plan_upload_probed(8 * MiB + 10, 8 * MiB, MiB) == [
         Part(0, 0, 8 * MiB),

@@ -86,9 +86,9 @@ def adaptive_upload_part_size(size: int, probe: int) -> int:
     body = size - probe
     rounds = -(-body // (ADAPTIVE_CAP * DEFAULT_PART_SIZE))
     count = min(ADAPTIVE_CAP * rounds, MAX_PARTS - 1)
-    if body // count < ADAPTIVE_PART_SIZE:
+    if count < 1 or body // count < ADAPTIVE_PART_SIZE:  # count < 1: no body at all
         return ADAPTIVE_PART_SIZE
-    return max(body // count, -(-body // (MAX_PARTS - 1)))
+    return body // count
 
 
 def part_count(size: int, part_size: int) -> int:
