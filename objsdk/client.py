@@ -426,10 +426,10 @@ class Client:
         failure. By default the parts in flight follow the aggregate rate, parts are
         8 to 16 MiB, as many as make whole rounds of 16 (5 MiB or a little more once
         this client's uploads see connections cut mid-part), and a fixed ``parallel``
-        sends parts of 16 MiB. Every upload stores a CRC32C that
-        reads verify. The answer is the stored object's :class:`ObjectInfo`, with the
-        parts it was sent in, the parts in flight at the end and the broken connections
-        that made a part go again. See :func:`objsdk._transfer.upload.upload`.
+        sends parts of 16 MiB. Every upload stores a CRC32C that reads verify. The
+        answer is the stored object's :class:`ObjectInfo`, with the parts it was sent
+        in, the parts in flight at the end and the broken connections that made a part
+        go again. See :func:`objsdk._transfer.upload.upload`.
         """
         return _upload(
             self._transport,
