@@ -210,6 +210,24 @@ def test_combined_crc_of_two_pieces_is_the_crc_of_both(a, b):
     assert crc32c_combine(crc32c.crc32c(a), crc32c.crc32c(b), len(b)) == crc32c.crc32c(a + b)
 
 
+@pytest.mark.parametrize("length", [2**28, 2**29, 2**30 + 12_345])
+def test_combined_crc_of_a_range_of_half_a_gib_and_more_is_its_crc(length):
+    # A single stream reads the rest of a large object as one range: combining it once
+    # must give what hashing it front to back gives.
+    head = b"head of the object"
+    zeros = bytes(64 * MiB)
+    whole = crc32c.crc32c(head)
+    tail = 0
+    left = length
+    while left:
+        n = min(left, len(zeros))
+        with memoryview(zeros)[:n] as chunk:
+            whole = crc32c.crc32c(chunk, whole)
+            tail = crc32c.crc32c(chunk, tail)
+        left -= n
+    assert crc32c_combine(crc32c.crc32c(head), tail, length) == whole
+
+
 def test_combined_crc_over_parts_of_a_large_buffer_is_its_crc():
     data = pattern(3 * MiB + 17)
     crc = 0

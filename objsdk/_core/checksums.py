@@ -100,25 +100,30 @@ def _multmodp(a: int, b: int) -> int:
         b = (b >> 1) ^ _POLY if b & 1 else b >> 1
 
 
-def _x2n_table() -> list[int]:
+def _x2n_table(entries: int) -> list[int]:
     table = []
     p = 1 << 30  # x^1
-    for _ in range(32):
+    for _ in range(entries):
         table.append(p)
         p = _multmodp(p, p)
     return table
 
 
-# _X2N[k] is x^(2^k) modulo the polynomial.
-_X2N = _x2n_table()
+# _X2N[k] is x^(2^k) modulo the polynomial, for every k a length in bytes can reach
+# (k = 3 + bit length). zlib indexes its table with ``k & 31``, which holds for its own
+# polynomial only: Castagnoli's does not repeat with period 32, so wrapping k gives wrong
+# CRCs for ranges of 512 MiB and more.
+_X2N = _x2n_table(128)
 
 
 def _x2nmodp(n: int, k: int) -> int:
     """x^(n * 2^k) modulo the polynomial."""
+    if k + n.bit_length() > len(_X2N):
+        raise ValueError(f"length {n} << {k} is beyond what the CRC tables cover")
     p = 1 << 31  # x^0 = 1
     while n:
         if n & 1:
-            p = _multmodp(_X2N[k & 31], p)
+            p = _multmodp(_X2N[k], p)
         n >>= 1
         k += 1
     return p
