@@ -229,11 +229,21 @@ def test_slow_down_after_all_retries_raises_slow_down(rsps):
     assert len(rsps.calls) == 3
 
 
-def test_post_is_not_resent_on_503(client, rsps):
-    rsps.post(f"{EP}/b", body=SLOW_DOWN, status=503)
+def test_a_post_not_known_to_be_idempotent_is_not_resent_on_503(client, rsps):
+    rsps.post(f"{EP}/b/k", body=SLOW_DOWN, status=503)
     with pytest.raises(objsdk.SlowDown):
-        client.delete_objects("b", ["k"])
+        client.transport.request("POST", operation="post", bucket="b", key="k")
     assert len(rsps.calls) == 1
+
+
+@pytest.mark.parametrize("status", [503, 500])
+def test_delete_objects_is_retried_on_slow_down_and_internal_error(client, rsps, status):
+    # Deleting a deleted key is a no-op: the POST is idempotent (S3 API, DeleteObjects).
+    rsps.post(f"{EP}/b", body=SLOW_DOWN, status=status)
+    rsps.post(f"{EP}/b", body=b"<DeleteResult/>")
+    assert client.delete_objects("b", ["k"]) == []
+    assert len(rsps.calls) == 2
+    assert rsps.calls[0].request.body == rsps.calls[1].request.body
 
 
 def test_connection_refused_is_a_connect_error_from_the_original(client, rsps):

@@ -9,7 +9,7 @@ from urllib3.exceptions import NewConnectionError, ProtocolError, ReadTimeoutErr
 from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
-from objsdk._transport.retry import counting_failures, default_retry
+from objsdk._transport.retry import counting_failures, default_retry, is_idempotent
 
 URL = "http://s3.test/b/k?partNumber=2&uploadId=U"
 
@@ -87,3 +87,20 @@ def test_on_failure_is_called_at_each_broken_attempt_as_it_is_counted():
         assert seen == [1]
         policy.increment("PUT", URL, error=_broken())
     assert seen == [1, 2]
+
+
+def test_the_classifier_calls_reads_puts_and_deletes_idempotent():
+    for method in ("GET", "HEAD", "PUT", "DELETE"):
+        assert is_idempotent(method, [])
+
+
+def test_the_classifier_calls_delete_objects_and_complete_idempotent_and_other_posts_not():
+    assert is_idempotent("POST", [("delete", "")])
+    assert is_idempotent("POST", [("uploadId", "U")])
+    assert not is_idempotent("POST", [("uploads", "")])  # CreateMultipartUpload
+    assert not is_idempotent("POST", [])
+
+
+def test_what_the_caller_declares_overrides_the_classifier():
+    assert not is_idempotent("GET", [], declared=False)
+    assert is_idempotent("POST", [("uploads", "")], declared=True)

@@ -30,7 +30,7 @@ from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, sign_request
 from objsdk._transport import tricks
 from objsdk._transport.base import Body, Interruptible
-from objsdk._transport.retry import RETRY_STATUSES
+from objsdk._transport.retry import RETRY_STATUSES, is_idempotent
 from objsdk._transport.sendfile import CallbackError, put_file, put_window
 from objsdk._transport.translate import _BROKEN, USER_AGENT, translate, translate_errors
 
@@ -241,9 +241,12 @@ class HTTPTransport:
         ok: Collection[int] = (200,),
         idempotent: bool | None = None,
     ) -> _Response:
-        url = self.endpoint.build_url(bucket, key, list(params))
+        query = list(params)
+        url = self.endpoint.build_url(bucket, key, query)
         once = idempotent is False
-        own_retries = idempotent is True and method not in (self.retry.allowed_methods or ())
+        own_retries = is_idempotent(method, query, idempotent) and method not in (
+            self.retry.allowed_methods or ()
+        )
         policy = self.retry
         while True:
             prepared = self._prepare(

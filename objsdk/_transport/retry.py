@@ -11,7 +11,7 @@ immutable value: each attempt derives a new one.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IDEMPOTENT_METHODS",
+    "IDEMPOTENT_POSTS",
     "RETRY_STATUSES",
     "Failures",
     "Policy",
@@ -36,6 +37,7 @@ __all__ = [
     "after_failure",
     "counting_failures",
     "default_retry",
+    "is_idempotent",
     "make_retry",
     "resume_policy",
 ]
@@ -46,6 +48,13 @@ Policy = Retry
 # POST (CreateMultipartUpload, CompleteMultipartUpload, DeleteObjects) is left out:
 # urllib3 re-sends those only when the request provably never left (connect errors).
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+# POSTs that are safe to send again, by the query parameter that names the operation:
+# DeleteObjects (``?delete``): deleting a key that is already gone is a no-op, and the
+# answer lists the same keys deleted (S3 API reference, DeleteObjects).
+# CompleteMultipartUpload (``?uploadId``): documented as safe to retry with the same
+# upload id and part list; a retry that finds the upload gone is settled by the caller.
+IDEMPOTENT_POSTS = frozenset({"delete", "uploadId"})
 
 # S3 asks for a retry with 500 InternalError, 503 SlowDown/ServiceUnavailable; 502/504
 # come from proxies and load balancers in front of it ("Error best practices", S3 docs).
@@ -171,3 +180,16 @@ def after_failure(policy: Retry, error: Exception) -> Retry | None:
     # one's traceback keeps the frames of the read it broke, and with them the
     # caller's buffer, alive past the call.
     return nxt.new(history=tuple(h._replace(error=None) for h in nxt.history))
+
+
+def is_idempotent(
+    method: str, params: Iterable[tuple[str, str]], declared: bool | None = None
+) -> bool:
+    """Whether a request may be sent again after it may have reached the server: what
+    the caller ``declared``, else by its method (GET, HEAD, PUT, DELETE) or, for a POST,
+    by the operation its query names (:data:`IDEMPOTENT_POSTS`)."""
+    if declared is not None:
+        return declared
+    if method in IDEMPOTENT_METHODS:
+        return True
+    return method == "POST" and any(name in IDEMPOTENT_POSTS for name, _ in params)

@@ -1,0 +1,54 @@
+"""The request pipeline against the local MinIO, through the fault proxy where a service's
+behaviour is needed that MinIO does not have: retries of idempotent POSTs, checksum
+dialects, what an upload reports, and the errors a caller sees."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from objsdk import Client
+from objsdk._transport.retry import default_retry
+from objsdk.testing import LocalMinio
+from objsdk.testing.faultproxy import Action, FaultProxy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def proxy(local_minio: LocalMinio) -> Iterator[FaultProxy]:
+    with FaultProxy(
+        local_minio.endpoint, access_key=local_minio.access_key, secret_key=local_minio.secret_key
+    ) as p:
+        yield p
+
+
+def _fast_retry(total: int = 5) -> Any:
+    return default_retry(total).new(backoff_factor=0.005, backoff_max=0.05)
+
+
+@pytest.fixture
+def via(proxy: FaultProxy, local_minio: LocalMinio) -> Iterator[Client]:
+    """A client talking to the session MinIO through the fault proxy (5 fast retries)."""
+    with Client(
+        proxy.endpoint, local_minio.access_key, local_minio.secret_key, retries=_fast_retry()
+    ) as c:
+        yield c
+
+
+@pytest.mark.parametrize(("status", "code"), [(503, "SlowDown"), (500, "InternalError")])
+def test_delete_objects_survives_a_throttle_and_deletes_every_key(
+    via: Client, proxy: FaultProxy, client: Client, bucket: str, status: int, code: str
+) -> None:
+    keys = [f"k{i}" for i in range(3)]
+    for key in keys:
+        client.put_object(bucket, key, os.urandom(10))
+    rule = proxy.add_rule(
+        Action.ERROR, method="POST", query=["delete"], status=status, code=code, times=2
+    )
+    assert via.delete_objects(bucket, keys) == []
+    assert rule.hits == 2
+    assert list(client.list_objects(bucket)) == []
