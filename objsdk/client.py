@@ -36,6 +36,7 @@ from objsdk._io.range_reader import DEFAULT_MAX_RESUME
 from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
+from objsdk._transfer.fetch import drop_frame_locals
 from objsdk._transfer.progress import Progress
 from objsdk._transfer.put import put_object
 from objsdk._transfer.upload import UploadSource
@@ -279,9 +280,14 @@ class Client:
         """
         check_bucket(bucket)
         check_key(key)
-        return put_object(
-            self._transport, bucket, key, data, content_type=content_type, metadata=metadata
-        )
+        try:
+            return put_object(
+                self._transport, bucket, key, data, content_type=content_type, metadata=metadata
+            )
+        except BaseException as e:
+            _release(e)
+            del data  # this frame goes with the traceback: it must not hold the view either
+            raise
 
     def get_object(
         self, bucket: str, key: str, *, offset: int = 0, length: int | None = None
@@ -431,19 +437,24 @@ class Client:
         in, the parts in flight at the end and the broken connections that made a part
         go again. See :func:`objsdk._transfer.upload.upload`.
         """
-        return _upload(
-            self._transport,
-            bucket,
-            key,
-            source,
-            part_size=part_size,
-            parallel=parallel,
-            content_type=content_type,
-            metadata=metadata,
-            progress=progress,
-            multipart_threshold=multipart_threshold,
-            cut_memory=self._cut_memory,
-        )
+        try:
+            return _upload(
+                self._transport,
+                bucket,
+                key,
+                source,
+                part_size=part_size,
+                parallel=parallel,
+                content_type=content_type,
+                metadata=metadata,
+                progress=progress,
+                multipart_threshold=multipart_threshold,
+                cut_memory=self._cut_memory,
+            )
+        except BaseException as e:
+            _release(e)
+            del source  # as in put_object
+            raise
 
     def open_write(
         self,
@@ -581,6 +592,13 @@ class Client:
             now=datetime.now(timezone.utc),
             expires=seconds,
         )
+
+
+def _release(error: BaseException) -> None:
+    """Let go of the caller's buffer before ``error`` reaches the caller: the finished
+    frames of its traceback hold views of it, and while one lives a ``BytesIO`` whose
+    ``getbuffer()`` was sent cannot be closed (``BufferError`` would replace the error)."""
+    drop_frame_locals(error)
 
 
 def _check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:

@@ -7,9 +7,11 @@ goes on the wire and how every failure is reported.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import pickle
 import re
+from collections.abc import Callable
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -19,6 +21,7 @@ from responses import matchers
 
 import objsdk
 from objsdk import Client
+from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 EP = "http://s3.test:9000"
 AK = "AKIDEXAMPLE"
@@ -449,3 +452,32 @@ class TestNoCredentialLeaks:
         assert caplog.records
         for record in caplog.records:
             self.assert_clean(record.getMessage())
+
+
+NO_SUCH_BUCKET = (
+    b"<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist.</Message>"
+    b"<BucketName>b</BucketName></Error>"
+)
+
+
+def _no_such_bucket(request: Request) -> MockResponse:
+    return MockResponse(404, {}, NO_SUCH_BUCKET)
+
+
+@pytest.mark.parametrize("size", [100, 70 << 20])
+def test_a_failed_put_of_a_bytesio_buffer_raises_the_s3_error_not_buffer_error(size):
+    # The exception must not hold a view of the buffer, or leaving the with-block raises
+    # BufferError ("Existing exports of data") in place of the real error. (A mock
+    # transport: `responses` itself keeps every request body it saw.)
+    client = Client(EP, AK, SK, transport=MockTransport(_no_such_bucket))
+    with pytest.raises(objsdk.NoSuchBucket):
+        _from_a_bytesio(client.put_object, "b", "k", b"x" * size)
+    with pytest.raises(objsdk.NoSuchBucket):
+        _from_a_bytesio(client.upload, "b", "k", b"x" * size)
+
+
+def _from_a_bytesio(send: Callable[..., object], bucket: str, key: str, data: bytes) -> None:
+    """The documented pattern: the buffer is closed while an error is on its way out."""
+    with io.BytesIO() as buf:
+        buf.write(data)
+        send(bucket, key, buf.getbuffer())

@@ -4,12 +4,14 @@ dialects, what an upload reports, and the errors a caller sees."""
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+import objsdk
 from objsdk import Client
 from objsdk._transport.retry import default_retry
 from objsdk.testing import LocalMinio
@@ -52,3 +54,21 @@ def test_delete_objects_survives_a_throttle_and_deletes_every_key(
     assert via.delete_objects(bucket, keys) == []
     assert rule.hits == 2
     assert list(client.list_objects(bucket)) == []
+
+
+@pytest.mark.parametrize("size", [100, 70 << 20])
+def test_a_failed_put_from_a_bytesio_buffer_raises_no_such_bucket(
+    client: Client, fresh_bucket_name: str, size: int
+) -> None:
+    # The documented pattern: the buffer is closed while the error is on its way out.
+    with pytest.raises(objsdk.NoSuchBucket):
+        _from_a_bytesio(client.put_object, fresh_bucket_name, "k", os.urandom(size))
+    with pytest.raises(objsdk.NoSuchBucket):
+        _from_a_bytesio(client.upload, fresh_bucket_name, "k", os.urandom(size))
+
+
+def _from_a_bytesio(send: Callable[..., object], bucket: str, key: str, data: bytes) -> None:
+    """The documented pattern: the buffer is closed while an error is on its way out."""
+    with io.BytesIO() as buf:
+        buf.write(data)
+        send(bucket, key, buf.getbuffer())
