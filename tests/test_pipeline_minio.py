@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,3 +73,26 @@ def _from_a_bytesio(send: Callable[..., object], bucket: str, key: str, data: by
     with io.BytesIO() as buf:
         buf.write(data)
         send(bucket, key, buf.getbuffer())
+
+
+@pytest.mark.parametrize("size", [1000, 12 << 20], ids=["put", "multipart"])
+def test_an_upload_reports_the_checksums_the_service_stored(
+    client: Client, bucket: str, size: int
+) -> None:
+    info = client.upload(bucket, "k", os.urandom(size), multipart_threshold=8 << 20)
+    stored = client.head_object(bucket, "k")
+    assert info.checksums == stored.checksums
+    assert info.checksums
+
+
+def test_a_put_whose_answer_does_not_echo_the_checksum_claims_none(
+    via: Client, proxy: FaultProxy, bucket: str, tmp_path: Path
+) -> None:
+    # As moto and s3rver answer a PUT: no x-amz-checksum-* in the response.
+    proxy.add_rule(
+        Action.SET_HEADERS, method="PUT", headers={"x-amz-checksum-crc32c": ""}, times=None
+    )
+    path = tmp_path / "src"
+    path.write_bytes(os.urandom(1000))
+    for info in (via.put_object(bucket, "k", b"data"), via.upload(bucket, "k", path)):
+        assert (info.checksums, info.checksum_type) == ({}, None)

@@ -90,6 +90,8 @@ class FakeS3:
         self.aborted: list[str] = []
         self.requests: list[tuple[str, str, dict[str, str], dict[str, str], Any]] = []
         self.fault: Callable[[str, dict[str, str], int], int | None] = lambda m, q, n: None
+        #: Whether answers repeat the checksums stored (moto and s3rver do not on a PUT).
+        self.echo_checksums = True
         self._attempts: dict[tuple[str, str], int] = {}
         url = re.compile(re.escape(endpoint) + r"/.*")
         for method in (responses.PUT, responses.POST, responses.DELETE):
@@ -119,7 +121,8 @@ class FakeS3:
                 self.uploads[query["uploadId"]][int(query["partNumber"])] = body
             else:
                 self.objects[key] = body
-            return 200, {"ETag": etag, "x-amz-checksum-crc32c": crc32c_b64(body)}, b""
+            echo = {"x-amz-checksum-crc32c": crc32c_b64(body)} if self.echo_checksums else {}
+            return 200, {"ETag": etag, **echo}, b""
         if request.method == "DELETE":
             self.aborted.append(query["uploadId"])
             self.uploads.pop(query["uploadId"], None)
@@ -134,12 +137,13 @@ class FakeS3:
         if headers.get("x-amz-checksum-crc32c") != crc32c_b64(data):
             return 400, {}, error_xml("XAmzContentChecksumMismatch")
         self.objects[key] = data
-        return (
-            200,
-            {},
-            f'<R><ETag>"final-{len(numbers)}"</ETag><ChecksumCRC32C>{crc32c_b64(data)}'
-            "</ChecksumCRC32C><ChecksumType>FULL_OBJECT</ChecksumType></R>".encode(),
+        fields = (
+            f"<ChecksumCRC32C>{crc32c_b64(data)}</ChecksumCRC32C>"
+            "<ChecksumType>FULL_OBJECT</ChecksumType>"
+            if self.echo_checksums
+            else ""
         )
+        return 200, {}, f'<R><ETag>"final-{len(numbers)}"</ETag>{fields}</R>'.encode()
 
 
 def error_xml(code: str) -> bytes:
@@ -186,6 +190,7 @@ def file_sends(client: objsdk.Client, monkeypatch: pytest.MonkeyPatch) -> list[t
 
     def send_file(bucket, key, file, *, offset, count, headers, progress=None, **kw):  # type: ignore[no-untyped-def]
         calls.append((offset, count))
+        kw.setdefault("operation", "upload")
         body = os.pread(file.fileno(), count, offset)
         resp = client.transport.request(
             "PUT", bucket=bucket, key=key, headers=headers, body=body, **kw
@@ -851,3 +856,43 @@ def test_stream_that_ends_early_aborts_with_source_changed(client, s3):
             multipart_threshold=0,
         )
     assert s3.aborted == ["U1"]
+
+
+# -- what an upload reports: only the checksums the service confirmed ----------------------
+
+
+@pytest.mark.parametrize(
+    ("size", "threshold"), [(1000, 64 * MiB), (2 * PART + 1, 0)], ids=["put", "multipart"]
+)
+@pytest.mark.parametrize("source", ["bytes", "file"])
+def test_an_upload_claims_no_checksum_the_service_did_not_confirm(
+    client, s3, file_sends, tmp_path, size, threshold, source
+):
+    s3.echo_checksums = False
+    data = pattern(size)
+    src = data if source == "bytes" else write(tmp_path, data)
+    info = upload(client.transport, BUCKET, KEY, src, part_size=PART, multipart_threshold=threshold)
+    assert s3.objects[KEY] == data
+    assert (info.checksums, info.checksum_type) == ({}, None)
+
+
+def test_put_object_claims_no_checksum_the_service_did_not_confirm(client, s3):
+    s3.echo_checksums = False
+    info = client.put_object(BUCKET, KEY, b"data")
+    assert (info.checksums, info.checksum_type) == ({}, None)
+
+
+@pytest.mark.parametrize("size", [1000, 2 * PART + 1], ids=["put", "multipart"])
+def test_a_writer_claims_no_checksum_the_service_did_not_confirm(client, s3, size):
+    s3.echo_checksums = False
+    with client.open_write(BUCKET, KEY, part_size=PART, parallel=2) as w:
+        w.write(pattern(size))
+    assert s3.objects[KEY] == pattern(size)
+    assert (w.info.checksums, w.info.checksum_type) == ({}, None)
+
+
+@pytest.mark.parametrize("size", [1000, 2 * PART + 1], ids=["put", "multipart"])
+def test_an_upload_reports_the_checksum_the_service_confirmed(client, s3, size):
+    data = pattern(size)
+    info = upload(client.transport, BUCKET, KEY, data, part_size=PART, multipart_threshold=PART)
+    assert (info.checksums, info.checksum_type) == ({"crc32c": crc32c_b64(data)}, "FULL_OBJECT")

@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping
 
 from objsdk import errors
-from objsdk._core.checksums import encode_crc32c
 from objsdk._core.s3xml import parse_http_date
 from objsdk.models import ObjectInfo
 
@@ -87,18 +86,18 @@ def upload_info(
     key: str,
     size: int,
     answer: Mapping[str, str],
-    crc: int,
     content_type: str | None,
     metadata: Mapping[str, str],
 ) -> ObjectInfo:
-    """What an upload of ``size`` bytes with this ``crc`` stored, from its answer's
-    headers (or Complete's fields)."""
+    """What an upload of ``size`` bytes stored, from its answer's headers (or Complete's
+    fields). Only the checksums the service confirmed (echoed) are reported: moto and
+    s3rver, for one, ignore the checksum header of a PUT, and a checksum claimed but not
+    stored would leave later reads silently unverified."""
     found = {k.lower(): v for k, v in answer.items()}
     checksums = stored_checksums(found)
     if "checksumcrc32c" in found:  # CompleteMultipartUpload's XML
         checksums.setdefault("crc32c", found["checksumcrc32c"])
-    # The server checked the value we sent, so it holds even if it was not echoed.
-    checksums.setdefault("crc32c", encode_crc32c(crc))
+    checksum_type = found.get("checksumtype") or found.get("x-amz-checksum-type")
     return ObjectInfo(
         bucket=bucket,
         key=key,
@@ -108,7 +107,5 @@ def upload_info(
         content_type=content_type,
         metadata=dict(metadata),
         checksums=checksums,
-        checksum_type=found.get("checksumtype")
-        or found.get("x-amz-checksum-type")
-        or "FULL_OBJECT",
+        checksum_type=(checksum_type or "FULL_OBJECT") if checksums else None,
     )

@@ -26,7 +26,7 @@ from typing import IO, TypeVar
 
 from objsdk import errors
 from objsdk._core.adaptive import Adaptive
-from objsdk._core.checksums import crc32c, crc32c_combine, encode_crc32c
+from objsdk._core.checksums import checksum_headers, crc32c, crc32c_combine, encode_crc32c
 from objsdk._core.headers import upload_info
 from objsdk._core.parts import Part, covers
 from objsdk._core.s3xml import (
@@ -533,9 +533,10 @@ class MultipartSession:
                 headers={"x-amz-checksum-crc32c": value, "x-amz-checksum-type": "FULL_OBJECT"},
             )
         except errors.S3Error as e:
-            if e.code != "NoSuchUpload" or not self._already_there(size, value):
+            stored = self._already_there(size, value) if e.code == "NoSuchUpload" else None
+            if stored is None:
                 raise
-            answer = {}
+            answer = {"ETag": stored.etag or "", **checksum_headers(stored.checksums, None)}
             log.warning(
                 "complete_multipart_upload: a retry found upload %s completed by an earlier "
                 "attempt (bucket %r, key %r)",
@@ -544,17 +545,15 @@ class MultipartSession:
                 self.key,
             )
         self.completed = True
-        return upload_info(
-            self.bucket, self.key, size, answer, crc, self.content_type, self.metadata
-        )
+        return upload_info(self.bucket, self.key, size, answer, self.content_type, self.metadata)
 
-    def _already_there(self, size: int, crc: str) -> bool:
-        """Is the object stored with exactly our size and CRC32C (a lost Complete reply)?"""
+    def _already_there(self, size: int, crc: str) -> ObjectInfo | None:
+        """The object, if stored with exactly our size and CRC32C (a lost Complete reply)."""
         try:
             info = head_object(self.transport, self.bucket, self.key)
         except errors.ObjsdkError:
-            return False
-        return info.size == size and info.checksums.get("crc32c") == crc
+            return None
+        return info if info.size == size and info.checksums.get("crc32c") == crc else None
 
     def abort(self) -> None:
         """Abandon the upload after parts in flight have ended (best effort: logged)."""

@@ -97,8 +97,9 @@ def upload(
     ``source`` is a path, a binary file object (read from its position to its end,
     and left at its end), or bytes-like data. ``progress(done, total)`` follows the
     contract of :mod:`objsdk._transfer.progress`, called in the calling thread;
-    ``total`` is None while the size of a stream is unknown. The object always gets a
-    full-object CRC32C, returned in ``checksums["crc32c"]``. Keep ``parallel`` within
+    ``total`` is None while the size of a stream is unknown. The object is sent with a
+    full-object CRC32C, reported in ``checksums["crc32c"]`` once the service's answer
+    confirms it stored it (never merely because it was sent). Keep ``parallel`` within
     the client's ``max_pool_connections`` so connections are reused.
 
     An adaptive upload whose part's connection breaks sends the parts it has not
@@ -267,6 +268,8 @@ class _Job:
             content_type=self.content_type,
             metadata=self.metadata,
         )
+        if not info.checksums:
+            return info
         return replace(info, checksum_type=info.checksum_type or "FULL_OBJECT")
 
     def session(
@@ -309,7 +312,7 @@ def _put_single(job: _Job, src: _Source, size: int, tracker: ProgressTracker) ->
         headers={**job.headers, "x-amz-checksum-crc32c": encode_crc32c(crc)},
         progress=tracker.reached,
     )
-    return upload_info(job.bucket, job.key, size, answer, crc, job.content_type, job.metadata)
+    return upload_info(job.bucket, job.key, size, answer, job.content_type, job.metadata)
 
 
 def _crc_of_stream(stream: IO[bytes], start: int, size: int) -> int:
