@@ -248,3 +248,62 @@ def test_files_are_not_read_when_everything_is_explicit() -> None:
 def test_missing_home_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="HOME"):
         resolve_config({})
+
+
+# -- whose credentials: the order botocore's credential chain follows --------------------
+# (botocore.credentials.create_credential_resolver: explicit keys, then the environment
+# unless a profile was named explicitly, then the profile in the credentials file, then
+# in the config file.)
+
+
+def test_explicit_keys_win_over_an_explicit_profile() -> None:
+    cfg = resolve(ENV, SHARED, profile="dev", access_key="FLAGKEY", secret_key="FLAGSECRET")
+    assert (cfg.access_key, cfg.session_token) == ("FLAGKEY", None)
+    assert cfg.sources["credentials"] == "explicit"
+
+
+def test_an_explicit_profile_wins_over_keys_in_the_environment() -> None:
+    cfg = resolve({**ENV, "AWS_SESSION_TOKEN": "ENVTOKEN"}, SHARED, profile="dev")
+    assert (cfg.access_key, cfg.secret_key, cfg.session_token) == (
+        "DEVKEY",
+        "DEVSECRET",
+        "DEVTOKEN",
+    )
+    assert cfg.sources["credentials"] == "credentials file"
+
+
+def test_an_explicit_profile_without_keys_takes_none_from_the_environment() -> None:
+    fs = files(**{CONFIG: "[profile bare]\nregion = eu-north-1\n"})
+    cfg = resolve(ENV, fs, profile="bare")
+    assert (cfg.access_key, cfg.secret_key) == (None, None)
+    assert "credentials" not in cfg.sources
+
+
+def test_keys_in_the_environment_win_over_a_profile_named_by_aws_profile() -> None:
+    cfg = resolve({**ENV, "AWS_PROFILE": "dev"}, SHARED)
+    assert (cfg.access_key, cfg.session_token) == ("ENVKEY", None)
+    assert cfg.sources["credentials"] == "environment"
+    assert cfg.profile == "dev"
+
+
+def test_keys_in_the_environment_win_over_the_default_profile() -> None:
+    cfg = resolve(ENV, SHARED)
+    assert cfg.access_key == "ENVKEY"
+
+
+def test_the_credentials_file_wins_over_the_config_file_for_one_profile() -> None:
+    fs = files(
+        **{
+            CREDS: "[dev]\naws_access_key_id = CREDKEY\naws_secret_access_key = CREDSECRET\n",
+            CONFIG: "[profile dev]\naws_access_key_id = CFGKEY\naws_secret_access_key = CFGS\n",
+        }
+    )
+    cfg = resolve({}, fs, profile="dev")
+    assert (cfg.access_key, cfg.sources["credentials"]) == ("CREDKEY", "credentials file")
+
+
+def test_an_explicit_profile_leaves_endpoint_and_region_to_the_environment() -> None:
+    # Only credentials skip the environment (botocore: AWS_REGION and AWS_ENDPOINT_URL
+    # still come before the profile's config).
+    cfg = resolve(ENV, SHARED, profile="dev")
+    assert (cfg.endpoint, cfg.region) == ("http://env-endpoint:9000", "ap-south-1")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -96,3 +98,44 @@ def test_a_put_whose_answer_does_not_echo_the_checksum_claims_none(
     path.write_bytes(os.urandom(1000))
     for info in (via.put_object(bucket, "k", b"data"), via.upload(bucket, "k", path)):
         assert (info.checksums, info.checksum_type) == ({}, None)
+
+
+# -- a named profile wins over keys in the environment (botocore's credential chain) -----
+
+
+def _profile_home(tmp_path: Path, minio: LocalMinio) -> dict[str, str]:
+    """An environment whose keys are wrong and whose profile ``dev`` has the right ones."""
+    home = tmp_path / "h"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text(
+        f"[dev]\naws_access_key_id = {minio.access_key}\n"
+        f"aws_secret_access_key = {minio.secret_key}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {
+        **env,
+        "HOME": str(home),
+        "AWS_ENDPOINT_URL": minio.endpoint,
+        "AWS_ACCESS_KEY_ID": "WRONGKEY",
+        "AWS_SECRET_ACCESS_KEY": "wrong-secret",
+    }
+
+
+def test_from_env_with_a_named_profile_ignores_keys_in_the_environment(
+    local_minio: LocalMinio, tmp_path: Path, bucket: str
+) -> None:
+    env = _profile_home(tmp_path, local_minio)
+    with Client.from_env(env, profile="dev") as c:
+        assert c.bucket_exists(bucket)
+    with Client.from_env({**env, "AWS_PROFILE": "dev"}) as c, pytest.raises(objsdk.S3Error):
+        c.bucket_exists(bucket)  # AWS_PROFILE does not outrank the environment's keys
+
+
+def test_the_cli_with_profile_ignores_keys_in_the_environment(
+    local_minio: LocalMinio, tmp_path: Path, bucket: str
+) -> None:
+    env = _profile_home(tmp_path, local_minio)
+    command = [sys.executable, "-m", "objsdk.cli"]
+    ok = subprocess.run([*command, "--profile", "dev", "ls"], env=env, capture_output=True)
+    assert ok.returncode == 0, ok.stderr
+    assert bucket in ok.stdout.decode()

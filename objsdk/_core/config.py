@@ -5,7 +5,9 @@ The chain is the one boto3 and the aws CLI follow, so an existing setup just wor
 1. explicit values (command-line flags, keyword arguments);
 2. the environment: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``
    with ``AWS_SECRET_ACCESS_KEY`` (and ``AWS_SESSION_TOKEN``), ``AWS_REGION`` /
-   ``AWS_DEFAULT_REGION``;
+   ``AWS_DEFAULT_REGION``; the keys are skipped when a profile is named explicitly
+   (``--profile``, ``profile=``; not ``AWS_PROFILE``), as botocore's credential chain
+   does: that profile's keys are used, or none;
 3. the shared files of the selected profile (``--profile``, else ``AWS_PROFILE``, else
    ``default``): credentials from ``~/.aws/credentials`` (``[name]`` sections), then from
    ``~/.aws/config`` (``[profile name]`` sections, ``[default]``), which also gives
@@ -228,7 +230,9 @@ def resolve_config(
     if access_key is not None:
         key, secret, token = access_key, secret_key, session_token
         sources["credentials"] = "explicit"
-    elif (env_key := _nonempty(environ, "AWS_ACCESS_KEY_ID")) is not None:
+    elif profile is None and (env_key := _nonempty(environ, "AWS_ACCESS_KEY_ID")) is not None:
+        # A profile named explicitly (an argument, --profile) skips the environment's
+        # keys, as in botocore; AWS_PROFILE does not.
         env_secret = _nonempty(environ, "AWS_SECRET_ACCESS_KEY")
         if env_secret is None:
             raise ConfigError("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not")
