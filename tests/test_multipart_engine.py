@@ -34,7 +34,9 @@ def _new_session(
     on_cut: Callable[[], None] | None = None,
 ) -> MultipartSession:
     return MultipartSession(
-        MockTransport(handler),
+        # The client's default number of retries: the engine's calls are retried by the
+        # transport's request pipeline.
+        MockTransport(handler, retry=default_retry()),
         "b",
         "k",
         headers={},
@@ -121,7 +123,7 @@ def test_create_is_retried_on_a_503_answer(monkeypatch):
         MockResponse(200, {}, CREATED),
         MockResponse(200, {}, UPLOADS),
     ]
-    transport = MockTransport(lambda request: answers.pop(0))
+    transport = MockTransport(lambda request: answers.pop(0), retry=default_retry())
     assert create_multipart_upload(transport, "b", "k") == "U9"
     assert [r.method for r in transport.requests] == ["POST", "POST", "GET"]
 
@@ -134,14 +136,16 @@ def test_a_create_retried_after_a_lost_reply_aborts_the_upload_it_left(monkeypat
         "GET": [MockResponse(200, {}, UPLOADS_LEFT)],
         "DELETE": [MockResponse(204)],
     }
-    transport = MockTransport(lambda request: answers[request.method].pop(0))
+    transport = MockTransport(lambda request: answers[request.method].pop(0), retry=default_retry())
     assert create_multipart_upload(transport, "b", "k") == "U9"
     (abort,) = [r for r in transport.requests if r.method == "DELETE"]
     assert "uploadId=U1" in abort.url
 
 
 def test_create_is_not_retried_on_a_client_error():
-    transport = MockTransport(lambda request: MockResponse(403, {}, error("AccessDenied")))
+    transport = MockTransport(
+        lambda request: MockResponse(403, {}, error("AccessDenied")), retry=default_retry()
+    )
     with pytest.raises(objsdk.AccessDenied):
         create_multipart_upload(transport, "b", "k")
     assert [r.method for r in transport.requests if r.method == "POST"] == ["POST"]

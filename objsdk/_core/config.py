@@ -26,6 +26,7 @@ the whole chain is tested without touching the machine. Nothing here speaks HTTP
 from __future__ import annotations
 
 import configparser
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,14 +34,34 @@ from dataclasses import dataclass, field
 from ..errors import InvalidArgument
 
 __all__ = [
+    "CHECKSUM_WHEN",
+    "RETRY_MODES",
     "ConfigError",
     "ResolvedConfig",
+    "check_setting",
     "credentials_for",
     "read_text_if_exists",
     "resolve_config",
 ]
 
 FileReader = Callable[[str], "str | None"]
+
+#: The values of ``request_checksum_calculation`` and ``response_checksum_validation``
+#: (botocore's): send or ask for checksums whenever the service supports them, or only
+#: when an operation requires them.
+CHECKSUM_WHEN = ("when_supported", "when_required")
+#: ``retry_mode`` (botocore's, ``AWS_RETRY_MODE``) and the attempts each makes unless
+#: ``max_attempts`` says otherwise. All three use objsdk's one policy (exponential
+#: backoff with jitter); ``adaptive``'s client-side rate limiting is not implemented.
+RETRY_MODES = {"legacy": 5, "standard": 3, "adaptive": 3}
+
+# Settings read from the environment, then from the profile in ~/.aws/config.
+_SETTINGS = {
+    "max_attempts": "AWS_MAX_ATTEMPTS",
+    "retry_mode": "AWS_RETRY_MODE",
+    "request_checksum_calculation": "AWS_REQUEST_CHECKSUM_CALCULATION",
+    "response_checksum_validation": "AWS_RESPONSE_CHECKSUM_VALIDATION",
+}
 
 
 class ConfigError(InvalidArgument):
@@ -59,8 +80,9 @@ def _mask(value: str | None) -> str | None:
 class ResolvedConfig:
     """The settings a client is built from, and where each one was found.
 
-    ``sources`` maps ``endpoint``, ``credentials`` and ``region`` to ``"explicit"``,
-    ``"environment"``, ``"credentials file"`` or ``"config file"``. The repr shows the
+    ``sources`` maps ``endpoint``, ``credentials``, ``region`` and each setting found
+    (``max_attempts``...) to ``"explicit"``, ``"environment"``, ``"credentials file"``
+    or ``"config file"``. The repr shows the
     access key masked and never the secret key or session token.
     """
 
@@ -71,13 +93,20 @@ class ResolvedConfig:
     region: str | None = None
     profile: str = "default"
     sources: Mapping[str, str] = field(default_factory=dict)
+    max_attempts: int | None = None
+    retry_mode: str | None = None
+    request_checksum_calculation: str | None = None
+    response_checksum_validation: str | None = None
 
     def __repr__(self) -> str:
         return (
             f"ResolvedConfig(endpoint={self.endpoint!r}, access_key={_mask(self.access_key)!r}, "
             f"secret_key={'<set>' if self.secret_key else None}, "
             f"session_token={'<set>' if self.session_token else None}, "
-            f"region={self.region!r}, profile={self.profile!r}, sources={dict(self.sources)!r})"
+            f"region={self.region!r}, profile={self.profile!r}, sources={dict(self.sources)!r}, "
+            f"max_attempts={self.max_attempts!r}, retry_mode={self.retry_mode!r}, "
+            f"request_checksum_calculation={self.request_checksum_calculation!r}, "
+            f"response_checksum_validation={self.response_checksum_validation!r})"
         )
 
     __str__ = __repr__
@@ -94,6 +123,12 @@ class ResolvedConfig:
         }
         if self.region:
             kwargs["region"] = self.region
+        attempts = self.max_attempts or RETRY_MODES.get(self.retry_mode or "")
+        if attempts is not None:
+            kwargs["retries"] = attempts - 1  # attempts count the first one
+        for name in ("request_checksum_calculation", "response_checksum_validation"):
+            if getattr(self, name):
+                kwargs[name] = getattr(self, name)
         return kwargs
 
 
@@ -178,6 +213,7 @@ def resolve_config(
     profile: str | None = None,
     home: str | os.PathLike[str] | None = None,
     read_file: FileReader = read_text_if_exists,
+    settings: Mapping[str, object] | None = None,
 ) -> ResolvedConfig:
     """Resolve every setting through the chain (see the module docstring).
 
@@ -187,6 +223,11 @@ def resolve_config(
     for half a key pair, a named profile that exists in neither file, or a file that
     cannot be parsed. A setting found nowhere is None (the endpoint too: the caller
     decides whether that is an error).
+
+    ``settings`` holds explicit values of ``max_attempts``, ``retry_mode``,
+    ``request_checksum_calculation`` and ``response_checksum_validation``; those not
+    given come from their ``AWS_*`` variables, then from the profile's config (read
+    only if the home directory is known), each checked (:func:`check_setting`).
     """
     if (access_key is None) != (secret_key is None):
         raise ConfigError("give both the access key and the secret key, or neither")
@@ -197,9 +238,23 @@ def resolve_config(
     profile_name = explicit_profile or "default"
     sources: dict[str, str] = {}
 
+    explicit_settings = {k: v for k, v in (settings or {}).items() if v is not None}
+    unknown = set(explicit_settings) - set(_SETTINGS)
+    if unknown:
+        raise ConfigError(f"unknown settings {sorted(unknown)}")
+    wanted = [
+        name
+        for name, variable in _SETTINGS.items()
+        if name not in explicit_settings and not _nonempty(environ, variable)
+    ]
     files_needed = (
         endpoint is None or access_key is None or region is None or explicit_profile is not None
     )
+    if not files_needed and wanted:
+        # Only for these settings: a home directory that cannot be found is no error.
+        with contextlib.suppress(ConfigError):
+            home = _home(environ, home)
+            files_needed = True
     creds_section: Mapping[str, str] | None = None
     config_section: Mapping[str, str] | None = None
     config_parser: configparser.ConfigParser | None = None
@@ -289,6 +344,22 @@ def resolve_config(
         resolved_region = config_section["region"]
         sources["region"] = "config file"
 
+    # -- retries and checksum dialect -------------------------------------------------------
+    chosen: dict[str, int | str] = {}
+    for name, variable in _SETTINGS.items():
+        if name in explicit_settings:
+            chosen[name] = check_setting(name, explicit_settings[name], "the argument")
+            sources[name] = "explicit"
+        elif (value := _nonempty(environ, variable)) is not None:
+            chosen[name] = check_setting(name, value, variable)
+            sources[name] = "environment"
+        elif config_section is not None and config_section.get(name):
+            where = f"{name} of profile {profile_name!r} in {config_path}"
+            chosen[name] = check_setting(name, config_section[name], where)
+            sources[name] = "config file"
+    attempts = chosen.get("max_attempts")
+    words = {k: str(v) for k, v in chosen.items() if k != "max_attempts"}
+
     return ResolvedConfig(
         endpoint=resolved_endpoint,
         access_key=key,
@@ -297,7 +368,27 @@ def resolve_config(
         region=resolved_region,
         profile=profile_name,
         sources=sources,
+        max_attempts=attempts if isinstance(attempts, int) else None,
+        retry_mode=words.get("retry_mode"),
+        request_checksum_calculation=words.get("request_checksum_calculation"),
+        response_checksum_validation=words.get("response_checksum_validation"),
     )
+
+
+def check_setting(name: str, value: object, where: str) -> int | str:
+    """``value`` of setting ``name`` checked and normalised (``max_attempts`` a whole
+    number >= 1, the others one of their words, lower-cased); ``where`` it came from is
+    named in the error."""
+    if name == "max_attempts":
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+            raise ConfigError(f"max_attempts ({where}) must be a whole number >= 1, got {value!r}")
+        return int(text)
+    choices = tuple(RETRY_MODES) if name == "retry_mode" else CHECKSUM_WHEN
+    word = value.strip().lower() if isinstance(value, str) else value
+    if word not in choices:
+        raise ConfigError(f"{name} ({where}) must be one of {', '.join(choices)}; got {value!r}")
+    return str(word)
 
 
 def credentials_for(

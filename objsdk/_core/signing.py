@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import SplitResult, parse_qsl, quote, urlsplit, urlunsplit
@@ -30,6 +30,7 @@ __all__ = [
     "EMPTY_SHA256",
     "UNSIGNED_PAYLOAD",
     "Credentials",
+    "Signer",
     "canonical_request",
     "encode_key_path",
     "encode_query",
@@ -212,6 +213,45 @@ def sign_request(
         f"SignedHeaders={';'.join(to_sign)}, Signature={signature}"
     )
     return added
+
+
+class Signer:
+    """Signs the requests of one client: its credentials (None: requests go unsigned),
+    its region, and the clock it reads the signing time from (an aware ``datetime``).
+    The one place a request's ``Authorization`` comes from, whatever sends it."""
+
+    __slots__ = ("clock", "credentials", "region")
+
+    def __init__(
+        self, credentials: Credentials | None, region: str, clock: Callable[[], datetime]
+    ) -> None:
+        self.credentials = credentials
+        self.region = region
+        self.clock = clock
+
+    def __repr__(self) -> str:
+        key = self.credentials.access_key if self.credentials is not None else None
+        return f"Signer(access_key={key!r}, region={self.region!r})"
+
+    def sign(
+        self, method: str, url: str, headers: Mapping[str, str], payload_hash: str
+    ) -> dict[str, str]:
+        """``headers`` with the SigV4 headers added (see :func:`sign_request`), as sent
+        now; unchanged without credentials."""
+        signed = dict(headers)
+        if self.credentials is not None:
+            signed.update(
+                sign_request(
+                    method,
+                    url,
+                    headers,
+                    credentials=self.credentials,
+                    region=self.region,
+                    now=self.clock(),
+                    payload_hash=payload_hash,
+                )
+            )
+        return signed
 
 
 def presign_url(

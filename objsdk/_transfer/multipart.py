@@ -5,14 +5,15 @@ from a file, buffer or stream) and :class:`~objsdk.ObjectWriter` (parts as the c
 writes them): create, send parts in parallel with their CRC32Cs, complete with the
 full-object CRC32C, or abort, so no parts are left behind.
 
-Retries: parts are PUTs, retried whole by the transport. CompleteMultipartUpload is
-documented as safe to retry with the same upload id and part list (S3 API reference,
-CompleteMultipartUpload), so it is retried on network failures, 5xx answers and
-200-with-error answers; if a retry finds the upload gone (NoSuchUpload) because an
-earlier attempt completed it and its reply was lost, a HEAD checks that the object is
-there with the size and CRC32C we sent, and that counts as success. CreateMultipartUpload
-is retried on 5xx answers only: an answer means no upload was created, while a lost
-reply might hide one (the caller then gets the error).
+Retries are the request pipeline's, as its classifier
+(:func:`~objsdk._transport.retry.retry_kind`) sorts each call: parts are PUTs, retried
+whole. CompleteMultipartUpload is documented as safe to retry with the same upload id
+and part list (S3 API reference, CompleteMultipartUpload), so it is retried on network
+failures, 5xx answers and 200-with-error answers; if a retry finds the upload gone
+(NoSuchUpload) because an earlier attempt completed it and its reply was lost, a HEAD
+checks that the object is there with the size and CRC32C we sent, and that counts as
+success. CreateMultipartUpload is retried on 5xx answers only: an answer means no
+upload was created, while a lost reply might hide one (the caller then gets the error).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from objsdk._core.headers import upload_info
 from objsdk._core.parts import Part, covers
 from objsdk._core.s3xml import (
     build_complete_body,
-    error_in_body,
     parse_complete_result,
     parse_list_multipart_uploads,
     parse_upload_id,
@@ -42,7 +42,7 @@ from objsdk._io.head import head_object
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.base import Body, Transport
-from objsdk._transport.retry import RETRY_STATUSES, after_failure, counting_failures, resume_policy
+from objsdk._transport.retry import counting_failures
 from objsdk.models import ObjectInfo
 
 __all__ = [
@@ -63,10 +63,6 @@ _I = TypeVar("_I")  # what a pool item is: (part, body) or a part of a file
 # Servers' clocks may run behind ours: uploads initiated this much before our first
 # attempt still count as possibly ours.
 _CLOCK_SKEW = timedelta(seconds=2)
-# Attempts of the calls this module retries itself (Create on 5xx, Complete's 200 errors).
-_ATTEMPTS = 5
-# Codes of a 200-with-error Complete answer worth another attempt.
-_RETRY_CODES = frozenset({"InternalError", "SlowDown", "ServiceUnavailable"})
 
 
 @dataclass(frozen=True)
@@ -104,37 +100,28 @@ def create_multipart_upload(
     fail, never a torn object).
     """
     started = datetime.now(timezone.utc) - _CLOCK_SKEW
-    policy = resume_policy(_ATTEMPTS)
-    failed = False
-    while True:
-        try:
-            resp = transport.request(
-                "POST",
-                operation="create_multipart_upload",
-                bucket=bucket,
-                key=key,
-                params=[("uploads", "")],
-                headers=headers,
-            )
-            break
-        except errors.S3Error as e:
-            failed = True
-            nxt = after_failure(policy, e) if e.status in RETRY_STATUSES else None
-            if nxt is None:
-                _abort_lost(transport, bucket, key, started, keep=None)
-                raise
-            policy = nxt
-            log.warning("create_multipart_upload: retrying after %s", e)
-            policy.sleep()
-        except errors.TransportError:
-            _abort_lost(transport, bucket, key, started, keep=None)
-            raise
+    retried: list[errors.ObjsdkError] = []
+    try:
+        # POST ?uploads: retried after an error answer (nothing was created), never
+        # after a lost reply (see the retry classifier).
+        resp = transport.request(
+            "POST",
+            operation="create_multipart_upload",
+            bucket=bucket,
+            key=key,
+            params=[("uploads", "")],
+            headers=headers,
+            on_retry=retried.append,
+        )
+    except (errors.S3Error, errors.TransportError):
+        _abort_lost(transport, bucket, key, started, keep=None)
+        raise
     upload_id = parse_upload_id(resp.content)
     if not upload_id:
         raise errors.ProtocolError(
             "no UploadId in the answer", operation="create_multipart_upload", bucket=bucket, key=key
         )
-    if failed:
+    if retried:
         _abort_lost(transport, bucket, key, started, keep=upload_id)
     return upload_id
 
@@ -242,30 +229,18 @@ def complete_multipart_upload(
     """Assemble the parts, retrying as the module says; return the answer's headers
     plus its ``ETag``, ``ChecksumCRC32C`` and ``ChecksumType`` fields."""
     body = build_complete_body((p.number, p.etag, p.checksum_crc32c) for p in parts)
-    policy = resume_policy(_ATTEMPTS)
-    while True:
-        resp = transport.request(
-            "POST",
-            operation="complete_multipart_upload",
-            bucket=bucket,
-            key=key,
-            params=[("uploadId", upload_id)],
-            headers=headers,
-            body=body,
-            payload_hash=payload_sha256(body),
-            idempotent=True,
-        )
-        error = error_in_body(
-            resp.status, resp.content, operation="complete_multipart_upload", bucket=bucket, key=key
-        )
-        if error is None:
-            break
-        nxt = after_failure(policy, error) if error.code in _RETRY_CODES else None
-        if nxt is None:
-            raise error
-        policy = nxt
-        log.warning("complete_multipart_upload: retrying after %s", error)
-        policy.sleep()
+    # POST ?uploadId is retried as idempotent, a 200 whose body is an error too.
+    resp = transport.request(
+        "POST",
+        operation="complete_multipart_upload",
+        bucket=bucket,
+        key=key,
+        params=[("uploadId", upload_id)],
+        headers=headers,
+        body=body,
+        payload_hash=payload_sha256(body),
+        body_errors=True,
+    )
     result = dict(resp.headers)
     parsed = parse_complete_result(resp.content)
     for name, value in (

@@ -19,6 +19,8 @@ from typing import IO, Protocol
 
 from objsdk._core.addressing import Endpoint
 from objsdk._core.signing import Credentials
+from objsdk._transport.dialect import ChecksumDialect
+from objsdk.errors import ObjsdkError
 
 __all__ = ["Body", "Interruptible", "Response", "Transport"]
 
@@ -78,6 +80,11 @@ class Transport(Protocol):
     @property
     def credentials(self) -> Credentials | None: ...
 
+    @property
+    def dialect(self) -> ChecksumDialect:
+        """Which checksum headers requests carry (the pipeline drops the others)."""
+        ...
+
     def request(
         self,
         method: str,
@@ -93,17 +100,23 @@ class Transport(Protocol):
         content_length: int | None = None,
         ok: Collection[int] = (200,),
         idempotent: bool | None = None,
+        body_errors: bool = False,
+        on_retry: Callable[[ObjsdkError], None] | None = None,
     ) -> Response:
         """Send one request; return the response if its status is in ``ok``, else raise
         its S3 error. With ``stream=False`` the body is read before returning.
 
         A file ``body`` must be seekable and come with its ``content_length``.
         ``payload_hash`` is the body's SHA-256 (hex) if known, else it is sent unsigned.
-        Idempotent methods (GET, HEAD, PUT, DELETE) are retried under the transport's
-        policy; ``idempotent=True`` says this request is safe to repeat whatever its
-        method (CompleteMultipartUpload); ``False`` retries it only while it provably
-        never left (connect errors), for a caller that runs its own retry policy (so
-        that retries of timeouts never nest).
+        Retries are the request pipeline's (:mod:`objsdk._transport.pipeline`): its
+        classifier retries GET, HEAD, PUT, DELETE and the idempotent POSTs
+        (DeleteObjects, CompleteMultipartUpload) after any failure, and
+        CreateMultipartUpload after an error answer; ``idempotent=True`` says this
+        request is safe to repeat whatever its method, ``False`` retries it only while
+        it provably never left (connect errors), for a caller that runs its own retry
+        policy (so that retries of timeouts never nest). ``body_errors``: a 200 whose
+        body is an S3 error (CompleteMultipartUpload, CopyObject) is that error.
+        ``on_retry(error)`` is told of each failure retried.
         """
         ...
 

@@ -14,25 +14,27 @@ import os
 import stat
 from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import AbstractContextManager
-from datetime import datetime, timezone
 from typing import IO, Any
 
 import requests
-import urllib3.exceptions
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError
-from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_from_response
-from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, sign_request
+from objsdk._core.signing import Credentials
 from objsdk._transport import tricks
 from objsdk._transport.base import Body, Interruptible
-from objsdk._transport.retry import RETRY_STATUSES, is_idempotent
+from objsdk._transport.dialect import ChecksumDialect
+from objsdk._transport.pipeline import (
+    Pipeline,
+    SignedRequest,
+    keep_retry_after,
+    raise_body_error,
+)
 from objsdk._transport.sendfile import CallbackError, put_file, put_window
-from objsdk._transport.translate import _BROKEN, USER_AGENT, translate, translate_errors
+from objsdk._transport.translate import _BROKEN, translate, translate_errors
 
 __all__ = ["HTTPTransport"]
 
@@ -160,12 +162,14 @@ class HTTPTransport:
         max_pool_connections: int,
         retry: Retry,
         verify: bool | str = True,
+        dialect: ChecksumDialect | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.credentials = credentials
         self.region = region
         self.timeout = timeout
         self.retry = retry
+        self.pipeline = Pipeline(endpoint, credentials, region, retry, dialect)
         self.max_pool_connections = max_pool_connections
         self.session = requests.Session()
         # The environment's proxies and .netrc must not silently re-route or re-authenticate
@@ -173,17 +177,20 @@ class HTTPTransport:
         self.session.trust_env = False
         self.session.verify = verify
         self._verify = verify
+        # urllib3 sends each attempt once and raises what broke it: the pipeline's loop
+        # is the only one that retries.
         adapter = HTTPAdapter(
-            pool_connections=4, pool_maxsize=max_pool_connections, max_retries=retry
+            pool_connections=4,
+            pool_maxsize=max_pool_connections,
+            max_retries=Retry(total=False, redirect=False, raise_on_status=False),
         )
         tricks.install_watched_pools(adapter)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
-        # The same pools, retrying only what provably never left (connect errors), as
-        # urllib3 does for POST: for callers that run their own retry policy (a resuming
-        # reader), so that retries of read timeouts never nest.
-        self._once = HTTPAdapter(max_retries=retry.new(read=0, status=0, other=0))
-        self._once.poolmanager = adapter.poolmanager
+
+    @property
+    def dialect(self) -> ChecksumDialect:
+        return self.pipeline.dialect
 
     def close(self) -> None:
         self.session.close()
@@ -192,31 +199,14 @@ class HTTPTransport:
         return tricks.watch()
 
     def _prepare(
-        self,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        payload_hash: str,
-        body: Body,
-        content_length: int | None,
+        self, request: SignedRequest, body: Body, content_length: int | None
     ) -> requests.PreparedRequest:
-        hdrs = {"User-Agent": USER_AGENT, **headers}
-        if self.credentials is not None:
-            hdrs.update(
-                sign_request(
-                    method,
-                    url,
-                    hdrs,
-                    credentials=self.credentials,
-                    region=self.region,
-                    now=datetime.now(timezone.utc),
-                    payload_hash=payload_hash,
-                )
-            )
-        prepared = requests.Request(method, self.endpoint.url, headers=hdrs).prepare()
+        prepared = requests.Request(
+            request.method, self.endpoint.url, headers=dict(request.headers)
+        ).prepare()
         # Send exactly the URL that was signed: requests would re-quote it and urllib3
         # would collapse '.'/'..' segments (RFC 3986 §5.2.4), both of which change the key.
-        prepared.url = url
+        prepared.url = request.url
         if body is not None:
             data, length = _as_requests_body(body, content_length)
             prepared.prepare_body(data, None)
@@ -240,34 +230,29 @@ class HTTPTransport:
         content_length: int | None = None,
         ok: Collection[int] = (200,),
         idempotent: bool | None = None,
+        body_errors: bool = False,
+        on_retry: Callable[[errors.ObjsdkError], None] | None = None,
     ) -> _Response:
-        query = list(params)
-        url = self.endpoint.build_url(bucket, key, query)
-        once = idempotent is False
-        own_retries = is_idempotent(method, query, idempotent) and method not in (
-            self.retry.allowed_methods or ()
+        def attempt(request: SignedRequest, body: Body) -> _Response:
+            prepared = self._prepare(request, body, content_length)
+            answer = self._send(prepared, method, operation, bucket, key, stream, ok)
+            if body_errors:
+                raise_body_error(answer, operation, bucket, key)
+            return answer
+
+        return self.pipeline.run(
+            method,
+            attempt,
+            operation=operation,
+            bucket=bucket,
+            key=key,
+            params=params,
+            headers=headers,
+            payload_hash=payload_hash,
+            idempotent=idempotent,
+            body=body,
+            on_retry=on_retry,
         )
-        policy = self.retry
-        while True:
-            prepared = self._prepare(
-                method, url, headers or {}, payload_hash or UNSIGNED_PAYLOAD, body, content_length
-            )
-            try:
-                return self._send(prepared, method, operation, bucket, key, stream, ok, once)
-            except (errors.TransportError, errors.S3Error) as e:
-                if not own_retries or not _retryable(e):
-                    raise
-                try:
-                    if isinstance(e, errors.S3Error):
-                        policy = policy.increment(
-                            method="GET", response=HTTPResponse(status=e.status)
-                        )
-                    else:
-                        policy = policy.increment(method="GET", error=_as_urllib3_error(e))
-                except MaxRetryError:
-                    raise e from None
-                log.warning("%s: retrying after %s (bucket %r, key %r)", operation, e, bucket, key)
-                policy.sleep()
 
     def _send(
         self,
@@ -278,21 +263,11 @@ class HTTPTransport:
         key: str | None,
         stream: bool,
         ok: Collection[int],
-        once: bool,
     ) -> _Response:
         with translate_errors(operation, bucket, key):
-            if once:
-                resp = self._once.send(
-                    prepared,
-                    stream=True,
-                    timeout=self.timeout,
-                    verify=self._verify,
-                    cert=self.session.cert,
-                )
-            else:
-                resp = self.session.send(
-                    prepared, stream=True, timeout=self.timeout, allow_redirects=False
-                )
+            resp = self.session.send(
+                prepared, stream=True, timeout=self.timeout, allow_redirects=False
+            )
         log.debug("%s %s/%s -> %s", method, bucket or "", key or "", resp.status_code)
         answer = _Response(resp, operation, bucket, key)
         if resp.status_code not in ok:
@@ -301,13 +276,16 @@ class HTTPTransport:
                 if method != "HEAD":
                     with contextlib.suppress(Exception):
                         body = resp.raw.read(_MAX_ERROR_BODY, decode_content=True) or b""
-                raise error_from_response(
-                    resp.status_code,
+                raise keep_retry_after(
+                    error_from_response(
+                        resp.status_code,
+                        resp.headers,
+                        body,
+                        operation=operation,
+                        bucket=bucket,
+                        key=key,
+                    ),
                     resp.headers,
-                    body,
-                    operation=operation,
-                    bucket=bucket,
-                    key=key,
                 )
             finally:
                 resp.close()
@@ -353,19 +331,6 @@ def _is_regular(file: IO[bytes]) -> bool:
         return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
     except (AttributeError, OSError, ValueError):
         return False
-
-
-def _retryable(e: errors.ObjsdkError) -> bool:
-    if isinstance(e, errors.S3Error):
-        return e.status in RETRY_STATUSES
-    return isinstance(e, errors.TransportError)
-
-
-def _as_urllib3_error(e: errors.ObjsdkError) -> Exception:
-    # urllib3's Retry counts by kind: a status answer counts like a read error here.
-    if isinstance(e, errors.ConnectError):
-        return urllib3.exceptions.ProtocolError(str(e))
-    return urllib3.exceptions.ReadTimeoutError(None, "", str(e))  # type: ignore[arg-type]
 
 
 def _as_requests_body(body: Body, content_length: int | None) -> tuple[Any, int]:

@@ -21,14 +21,22 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import IO
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_from_response
-from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, sign_request
+from objsdk._core.signing import Credentials
 from objsdk._transport.base import Body, Interruptible
+from objsdk._transport.dialect import ChecksumDialect
+from objsdk._transport.pipeline import (
+    Pipeline,
+    SignedRequest,
+    keep_retry_after,
+    raise_body_error,
+)
+from objsdk._transport.retry import Policy as Retry
+from objsdk._transport.retry import default_retry
 
 __all__ = ["MockResponse", "MockTransport", "Request"]
 
@@ -117,15 +125,30 @@ class MockTransport:
         credentials: Credentials | None = _TEST_CREDENTIALS,
         region: str = "us-east-1",
         direct_file_bodies: bool = False,
+        retry: Retry | None = None,
+        dialect: ChecksumDialect | None = None,
     ) -> None:
+        """``retry``: the policy of the request pipeline (default: no retries, so a
+        test sees each answer); ``dialect``: which checksum headers are sent."""
         self.handler = handler
         #: Whether callers may send parts straight from a file (see Transport).
         self.direct_file_bodies = direct_file_bodies
         self.endpoint = Endpoint.parse(endpoint)
         self.credentials = credentials
         self.region = region
+        self.pipeline = Pipeline(
+            self.endpoint,
+            credentials,
+            region,
+            retry if retry is not None else default_retry(0),
+            dialect,
+        )
         self.requests: list[Request] = []
         self._lock = threading.Lock()
+
+    @property
+    def dialect(self) -> ChecksumDialect:
+        return self.pipeline.dialect
 
     def request(
         self,
@@ -142,30 +165,51 @@ class MockTransport:
         content_length: int | None = None,
         ok: Collection[int] = (200,),
         idempotent: bool | None = None,
+        body_errors: bool = False,
+        on_retry: Callable[[errors.ObjsdkError], None] | None = None,
     ) -> MockResponse:
-        url = self.endpoint.build_url(bucket, key, list(params))
-        hdrs = dict(headers or {})
-        if self.credentials is not None:
-            hdrs.update(
-                sign_request(
-                    method,
-                    url,
-                    hdrs,
-                    credentials=self.credentials,
-                    region=self.region,
-                    now=datetime.now(timezone.utc),
-                    payload_hash=payload_hash or UNSIGNED_PAYLOAD,
+        def attempt(signed: SignedRequest, body: Body) -> MockResponse:
+            request = Request(
+                method,
+                signed.url,
+                dict(signed.headers),
+                _read_body(body),
+                operation,
+                bucket,
+                key,
+            )
+            with self._lock:
+                self.requests.append(request)
+            resp = self.handler(request)
+            if resp.status not in ok:
+                raise keep_retry_after(
+                    error_from_response(
+                        resp.status,
+                        resp.headers,
+                        resp.body,
+                        operation=operation,
+                        bucket=bucket,
+                        key=key,
+                    ),
+                    resp.headers,
                 )
-            )
-        request = Request(method, url, hdrs, _read_body(body), operation, bucket, key)
-        with self._lock:
-            self.requests.append(request)
-        resp = self.handler(request)
-        if resp.status not in ok:
-            raise error_from_response(
-                resp.status, resp.headers, resp.body, operation=operation, bucket=bucket, key=key
-            )
-        return resp
+            if body_errors:
+                raise_body_error(resp, operation, bucket, key)
+            return resp
+
+        return self.pipeline.run(
+            method,
+            attempt,
+            operation=operation,
+            bucket=bucket,
+            key=key,
+            params=params,
+            headers=headers,
+            payload_hash=payload_hash,
+            idempotent=idempotent,
+            body=body,
+            on_retry=on_retry,
+        )
 
     def send_file(
         self,

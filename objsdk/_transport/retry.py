@@ -1,21 +1,32 @@
-"""The retry policy: urllib3's ``Retry``, configured for S3.
+"""The retry policy and the one classifier: what is retried, and when a request is
+idempotent.
 
-urllib3 already does the hard parts (counting, exponential backoff with jitter,
-``Retry-After``, rewinding a file body before re-sending it, and refusing to re-send a
-non-idempotent request whose bytes may have reached the server). This module only
-chooses S3's settings, caps ``Retry-After``, and counts broken attempts for callers that
-adapt to a network that breaks connections. Like ``Retry`` itself, a policy is an
-immutable value: each attempt derives a new one.
+urllib3's ``Retry`` is the policy: an immutable value that counts attempts by kind
+(connect, read, status), backs off exponentially with jitter and honours
+``Retry-After``; each failed attempt derives the next policy. This module chooses S3's
+settings, caps ``Retry-After``, counts broken attempts for callers that adapt to a
+network that breaks connections, and decides, in one place, whether a failure may be
+retried (:func:`next_policy`): by how safe the request is to send again
+(:func:`retry_kind`) and by what went wrong (a connect that never reached the server, a
+request broken after it left, an error answer). The request pipeline's retry loop
+(:mod:`objsdk._transport.pipeline`) and a resuming reader's (``RangeReader``) both step
+their policies here.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from urllib3.exceptions import MaxRetryError, ProtocolError, ReadTimeoutError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    ProtocolError,
+    ReadTimeoutError,
+)
+from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
 from objsdk import errors
@@ -30,16 +41,21 @@ if TYPE_CHECKING:
 __all__ = [
     "IDEMPOTENT_METHODS",
     "IDEMPOTENT_POSTS",
+    "RETRY_CODES",
     "RETRY_STATUSES",
     "Failures",
     "Policy",
+    "RetryKind",
     "S3Retry",
     "after_failure",
     "counting_failures",
     "default_retry",
     "is_idempotent",
     "make_retry",
+    "next_policy",
+    "pause",
     "resume_policy",
+    "retry_kind",
 ]
 
 # What the layers above hold without knowing it is urllib3's.
@@ -59,6 +75,20 @@ IDEMPOTENT_POSTS = frozenset({"delete", "uploadId"})
 # S3 asks for a retry with 500 InternalError, 503 SlowDown/ServiceUnavailable; 502/504
 # come from proxies and load balancers in front of it ("Error best practices", S3 docs).
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
+# The same errors inside a 200 answer (CompleteMultipartUpload, CopyObject).
+RETRY_CODES = frozenset({"InternalError", "SlowDown", "ServiceUnavailable"})
+
+
+class RetryKind(enum.Enum):
+    """How safe a request is to send again."""
+
+    #: Safe whatever happened: the request may have reached the server.
+    ALWAYS = "always"
+    #: After an error answer (which says it did nothing), never after a lost reply:
+    #: CreateMultipartUpload, whose lost reply may hide an upload.
+    ANSWERED = "answered"
+    #: Only if it provably never left (a failed connect).
+    UNSENT = "unsent"
 
 
 class Failures:
@@ -169,12 +199,81 @@ def resume_policy(max_resume: int) -> Retry:
     )
 
 
-def after_failure(policy: Retry, error: Exception) -> Retry | None:
-    """The policy for the next attempt after ``error``, or None when none is left.
-    The caller sleeps with ``policy.sleep()`` before that attempt."""
+def retry_kind(
+    method: str, params: Iterable[tuple[str, str]], declared: bool | None = None
+) -> RetryKind:
+    """How safe a request is to send again: what the caller ``declared`` (True: always;
+    False: only unsent, for a caller that runs its own retries, so that retries never
+    nest), else by its method (GET, HEAD, PUT, DELETE: always) or, for a POST, by the
+    operation its query names (:data:`IDEMPOTENT_POSTS`; ``?uploads``: answered)."""
+    if declared is not None:
+        return RetryKind.ALWAYS if declared else RetryKind.UNSENT
+    if method in IDEMPOTENT_METHODS:
+        return RetryKind.ALWAYS
+    names = {name for name, _ in params}
+    if method == "POST" and names & IDEMPOTENT_POSTS:
+        return RetryKind.ALWAYS
+    if method == "POST" and "uploads" in names:
+        return RetryKind.ANSWERED
+    return RetryKind.UNSENT
+
+
+def is_idempotent(
+    method: str, params: Iterable[tuple[str, str]], declared: bool | None = None
+) -> bool:
+    """Whether a request may be sent again after it may have reached the server (see
+    :func:`retry_kind`)."""
+    return retry_kind(method, params, declared) is RetryKind.ALWAYS
+
+
+def next_policy(
+    policy: Retry,
+    kind: RetryKind,
+    *,
+    status: int | None = None,
+    code: str | None = None,
+    retry_after: str | None = None,
+    failure: Exception | None = None,
+) -> Retry | None:
+    """The one classifier. After an attempt that got an error answer (``status``,
+    ``code`` and its ``Retry-After``) or failed on the network (``failure``, urllib3's
+    kind of it: a connect error, or a read error once the request left), the policy
+    for the next attempt, or None when that failure is not retried or no retry is
+    left. A connect error is retried for any request; an answer of
+    :data:`RETRY_STATUSES` (or a 200 carrying :data:`RETRY_CODES`) for ALWAYS and
+    ANSWERED requests; a read error for ALWAYS requests only. The caller sleeps with
+    :func:`pause` before the next attempt."""
+    # urllib3 sorts by method: "GET" stands for any request that may be sent again.
+    method = "GET" if kind is RetryKind.ALWAYS else "POST"
+    if failure is not None:
+        if not isinstance(failure, ConnectTimeoutError) and kind is not RetryKind.ALWAYS:
+            return None
+        return _step(policy, method, error=failure)
+    if kind is RetryKind.UNSENT:
+        return None
+    if status not in RETRY_STATUSES and code not in RETRY_CODES:
+        return None
+    return _step(policy, method, response=HTTPResponse(status=status or 500))
+
+
+def pause(policy: Retry, retry_after: str | None = None) -> None:
+    """Sleep before the next attempt: the policy's backoff, or the ``Retry-After`` of
+    the answer (capped by an :class:`S3Retry`)."""
+    policy.sleep(HTTPResponse(headers={"Retry-After": retry_after}) if retry_after else None)
+
+
+def _step(
+    policy: Retry,
+    method: str,
+    *,
+    error: Exception | None = None,
+    response: HTTPResponse | None = None,
+) -> Retry | None:
     try:
-        nxt = policy.increment(method="GET", error=error)
-    except MaxRetryError:
+        nxt = policy.increment(method=method, error=error, response=response)
+    except Exception:
+        # Out of retries (MaxRetryError), or urllib3 would not repeat this (it re-raises
+        # the error itself).
         return None
     # The history sets the backoff (its length), but must not keep the errors: each
     # one's traceback keeps the frames of the read it broke, and with them the
@@ -182,14 +281,8 @@ def after_failure(policy: Retry, error: Exception) -> Retry | None:
     return nxt.new(history=tuple(h._replace(error=None) for h in nxt.history))
 
 
-def is_idempotent(
-    method: str, params: Iterable[tuple[str, str]], declared: bool | None = None
-) -> bool:
-    """Whether a request may be sent again after it may have reached the server: what
-    the caller ``declared``, else by its method (GET, HEAD, PUT, DELETE) or, for a POST,
-    by the operation its query names (:data:`IDEMPOTENT_POSTS`)."""
-    if declared is not None:
-        return declared
-    if method in IDEMPOTENT_METHODS:
-        return True
-    return method == "POST" and any(name in IDEMPOTENT_POSTS for name, _ in params)
+def after_failure(policy: Retry, error: Exception) -> Retry | None:
+    """The policy for the next attempt of a resuming read after ``error``, or None
+    when none is left (each resume is a new request from where the read stopped, so
+    it may always be sent again). The caller sleeps with ``policy.sleep()``."""
+    return _step(policy, "GET", error=error)

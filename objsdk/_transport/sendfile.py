@@ -7,9 +7,10 @@ urllib3 pool, then the body follows with ``socket.sendfile`` (sendfile(2): page 
 to socket, no user-space copy). Plain http only: TLS has to see the bytes.
 
 The response is read by the connection itself (``http.client``), S3 errors become
-:mod:`objsdk.errors` exactly as in :class:`~objsdk._transport.http.HTTPTransport`, and failures
-are retried under the client's urllib3 ``Retry`` policy, re-sending from the file
-offset (sendfile takes an explicit offset, so nothing needs rewinding).
+:mod:`objsdk.errors` exactly as in :class:`~objsdk._transport.http.HTTPTransport`, and
+the request is signed and retried by the same pipeline
+(:mod:`objsdk._transport.pipeline`), each attempt re-sending from the file offset
+(sendfile takes an explicit offset, so nothing needs rewinding).
 """
 
 from __future__ import annotations
@@ -18,21 +19,19 @@ import http.client
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
-from typing import IO, TYPE_CHECKING, NoReturn, cast
+from typing import IO, TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
 from urllib3.connection import HTTPConnection
-from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.response import HTTPResponse
-from urllib3.util.retry import Retry
 
 from objsdk._core.s3xml import error_from_response
-from objsdk._core.signing import UNSIGNED_PAYLOAD, sign_request
+from objsdk._core.signing import UNSIGNED_PAYLOAD
 from objsdk._transport import tricks
-from objsdk._transport.translate import USER_AGENT, translate_errors
+from objsdk._transport.pipeline import SignedRequest, keep_retry_after
+from objsdk._transport.translate import translate_errors
 from objsdk.errors import SourceChangedError
 
 if TYPE_CHECKING:
@@ -180,79 +179,49 @@ def _put_file(
     operation: str,
     params: Sequence[tuple[str, str]] = (),
 ) -> Mapping[str, str]:
-    url = transport.endpoint.build_url(bucket, key, params)
-    parts = urlsplit(url)
+    pipeline = transport.pipeline
+    parts = urlsplit(pipeline.url(bucket, key, params))
     target = parts.path + (f"?{parts.query}" if parts.query else "")
-    prepared = requests.Request("PUT", transport.endpoint.url).prepare()
-    prepared.url = url
     base = {
         # Signed as sent, so the signature covers exactly these bytes (and no proxy or
         # http.client default can add a Host or Accept-Encoding behind its back).
         "Host": parts.netloc,
-        "User-Agent": USER_AGENT,
         "Accept-Encoding": "identity",
         "Content-Length": str(count),
         **headers,
     }
-    retry = transport.retry
-    with translate_errors(operation, bucket, key):
-        while True:
-            hdrs = dict(base)
-            if transport.credentials is not None:
-                # Signed per attempt: a retry after a long backoff gets a fresh date.
-                hdrs.update(
-                    sign_request(
-                        "PUT",
-                        url,
-                        hdrs,
-                        credentials=transport.credentials,
-                        region=transport.region,
-                        now=datetime.now(timezone.utc),
-                        payload_hash=UNSIGNED_PAYLOAD,
-                    )
-                )
+
+    def attempt(request: SignedRequest, _: object) -> Mapping[str, str]:
+        prepared = requests.Request("PUT", transport.endpoint.url).prepare()
+        prepared.url = request.url
+        with translate_errors(operation, bucket, key):
             pool, conn = tricks.checkout(transport.session, prepared)
             resp: HTTPResponse | None = None
             reusable = False
             try:
                 try:
                     resp = _send(
-                        conn, target, hdrs, file, offset, count, transport.timeout, progress
+                        conn,
+                        target,
+                        request.headers,
+                        file,
+                        offset,
+                        count,
+                        transport.timeout,
+                        progress,
                     )
                     if 200 <= resp.status < 300:
                         _read(resp)
                         reusable = True
                         return resp.headers
                 except _Broken as broken:
-                    retry = _next_attempt(retry, url, pool, broken.error)
-                    log.warning(
-                        "%s: retrying after %s (bucket %r, key %r)",
-                        operation,
-                        type(broken.error.__cause__ or broken.error).__name__,
-                        bucket,
-                        key,
-                    )
-                    retry.sleep()
-                    continue
-                has_retry_after = bool(resp.headers.get("Retry-After"))
-                if retry.is_retry("PUT", resp.status, has_retry_after):
-                    try:
-                        retry = retry.increment("PUT", url, response=resp, _pool=pool)
-                    except urllib3.exceptions.MaxRetryError:
-                        pass  # out of retries: report this answer
-                    else:
-                        log.warning(
-                            "%s: retrying after HTTP %d (bucket %r, key %r)",
-                            operation,
-                            resp.status,
-                            bucket,
-                            key,
-                        )
-                        retry.sleep(resp)
-                        continue
+                    raise broken.error from broken.error.__cause__
                 body = resp.read(64 * 1024, decode_content=True) or b""
-                raise error_from_response(
-                    resp.status, resp.headers, body, operation=operation, bucket=bucket, key=key
+                raise keep_retry_after(
+                    error_from_response(
+                        resp.status, resp.headers, body, operation=operation, bucket=bucket, key=key
+                    ),
+                    resp.headers,
                 )
             finally:
                 if resp is not None:
@@ -260,6 +229,18 @@ def _put_file(
                 # The connection's state is unknown unless the answer was read whole
                 # (body half sent, answer half read): then it is dropped.
                 tricks.checkin(pool, conn, reusable=reusable)
+
+    # Each attempt sends from the file offset (sendfile names it): nothing to rewind.
+    return pipeline.run(
+        "PUT",
+        attempt,
+        operation=operation,
+        bucket=bucket,
+        key=key,
+        params=params,
+        headers=base,
+        payload_hash=UNSIGNED_PAYLOAD,
+    )
 
 
 def _send(
@@ -338,19 +319,3 @@ def _classify(e: BaseException) -> Exception:
         err = urllib3.exceptions.ProtocolError("Connection aborted.", e)
     err.__cause__ = e
     return err
-
-
-def _next_attempt(retry: Retry, url: str, pool: HTTPConnectionPool, error: Exception) -> Retry:
-    """The policy for the next attempt, or raise ``error`` if no retry is left."""
-    try:
-        return retry.increment("PUT", url, error=error, _pool=pool)
-    except urllib3.exceptions.HTTPError:  # MaxRetryError, or error itself if not retryable
-        _raise(error)
-
-
-def _raise(error: Exception) -> NoReturn:
-    # translate_errors maps urllib3's errors; a refused connection (NewConnectionError)
-    # would pass for a connect timeout there, so hand it over as requests does.
-    if isinstance(error, urllib3.exceptions.NewConnectionError):
-        raise requests.exceptions.ConnectionError(error) from error
-    raise error

@@ -1,0 +1,291 @@
+"""How a request travels: built and signed once per attempt, sent by a transport, retried
+in one loop.
+
+A transport (requests/urllib3, the sendfile PUT, the mock) only knows how to send one
+signed request once and turn what happens into objsdk errors: an error answer is an
+:class:`~objsdk.errors.S3Error`, a failure a :class:`~objsdk.errors.TransportError`
+raised ``from`` the original. Everything else happens here, the same for all of them:
+
+1. the checksum dialect drops the checksum headers the service is not sent
+   (:class:`~objsdk._transport.dialect.ChecksumDialect`);
+2. the :class:`~objsdk._core.signing.Signer` signs the headers (a fresh date each
+   attempt: a retry after a long backoff is not refused as stale);
+3. the transport sends it (:data:`Attempt`);
+4. a failure goes to the one classifier (:func:`~objsdk._transport.retry.next_policy`):
+   retried under the policy, after a file body is rewound, or raised. A 400 refusing a
+   checksum header is sent once more without it (and remembered, see the dialect).
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import socket
+import ssl
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TypeVar
+
+import requests
+import urllib3.exceptions
+from urllib3.util.retry import Retry
+
+from objsdk import errors
+from objsdk._core.addressing import Endpoint
+from objsdk._core.s3xml import error_in_body
+from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
+from objsdk._transport.base import Body, Response
+from objsdk._transport.dialect import ChecksumDialect
+from objsdk._transport.retry import next_policy, pause, retry_kind
+from objsdk._transport.translate import USER_AGENT
+
+__all__ = [
+    "Attempt",
+    "Pipeline",
+    "SignedRequest",
+    "keep_retry_after",
+    "network_failure",
+    "raise_body_error",
+    "rewinder",
+    "utc_now",
+]
+
+log = logging.getLogger("objsdk")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SignedRequest:
+    """One attempt of a request, as it goes on the wire: ``url`` is exactly what was
+    signed (percent-encoded once), ``headers`` carry the signature."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+
+
+#: Sends one attempt of the request with the body; raises S3Error for an error answer,
+#: TransportError for a failure. The body is an argument, never captured by a closure:
+#: a frame keeps its function, and the function its closure, so an error's traceback
+#: would keep the caller's buffer exported (BytesIO.close() would fail).
+Attempt = Callable[[SignedRequest, Body], T]
+
+
+def utc_now() -> datetime:
+    """The signing clock of real requests."""
+    return datetime.now(timezone.utc)
+
+
+class Pipeline:
+    """The signer, retry policy and checksum dialect of one client's requests."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        credentials: Credentials | None,
+        region: str,
+        retry: Retry,
+        dialect: ChecksumDialect | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.endpoint = endpoint
+        self.signer = Signer(credentials, region, clock)
+        self.retry = retry
+        self.dialect = dialect if dialect is not None else ChecksumDialect()
+
+    def url(self, bucket: str | None, key: str | None, params: Iterable[tuple[str, str]]) -> str:
+        return self.endpoint.build_url(bucket, key, list(params))
+
+    def sign(
+        self, method: str, url: str, headers: Mapping[str, str], payload_hash: str
+    ) -> SignedRequest:
+        """One attempt's request: ``headers`` (after the dialect) with a User-Agent and
+        the signature."""
+        hdrs = {"User-Agent": USER_AGENT, **self.dialect.outgoing(headers)}
+        return SignedRequest(method, url, self.signer.sign(method, url, hdrs, payload_hash))
+
+    def run(
+        self,
+        method: str,
+        attempt: Attempt[T],
+        *,
+        operation: str,
+        bucket: str | None,
+        key: str | None,
+        params: Iterable[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+        payload_hash: str | None = None,
+        idempotent: bool | None = None,
+        body: Body = None,
+        on_retry: Callable[[errors.ObjsdkError], None] | None = None,
+    ) -> T:
+        """Send the request by ``attempt`` until it succeeds or the classifier says
+        stop; return what the successful attempt returned.
+
+        A file ``body`` is put back where it started before each further attempt;
+        ``on_retry(error)`` is told of each failure that is retried. ``idempotent``: see
+        :func:`~objsdk._transport.retry.retry_kind`.
+        """
+        query = list(params)
+        url = self.endpoint.build_url(bucket, key, query)
+        kind = retry_kind(method, query, idempotent)
+        wanted = dict(headers or {})
+        payload = payload_hash or UNSIGNED_PAYLOAD
+        rewind = rewinder(body)
+        policy: Retry | None = self.retry
+        refused = False  # the one retry without checksum headers was made
+        while True:
+            request = self.sign(method, url, wanted, payload)
+            try:
+                result = attempt(request, body)
+            except errors.S3Error as e:
+                without = (
+                    None if refused else self.dialect.retry_without(e, request.headers, method)
+                )
+                if without is not None:
+                    log.warning(
+                        "%s: the service refused a checksum header (%s); sending without "
+                        "checksum headers from now on (bucket %r, key %r)",
+                        operation,
+                        e.code,
+                        bucket,
+                        key,
+                    )
+                    refused = True
+                    wanted = {n: v for n, v in wanted.items() if n in without}
+                    if rewind is not None:
+                        rewind()
+                    continue
+                policy = (
+                    next_policy(policy, kind, status=e.status, code=e.code)
+                    if policy is not None
+                    else None
+                )
+                if policy is None:
+                    raise
+                retry_after = _retry_after(e)
+                self._note(e, operation, bucket, key, on_retry)
+            except errors.TransportError as e:
+                failure = network_failure(e)
+                policy = (
+                    next_policy(policy, kind, failure=failure)
+                    if policy is not None and failure is not None
+                    else None
+                )
+                if policy is None:
+                    raise
+                retry_after = None
+                self._note(e, operation, bucket, key, on_retry)
+            else:
+                if refused and method == "HEAD":
+                    self.dialect.confirm_head_refusal()
+                return result
+            pause(policy, retry_after)
+            if rewind is not None:
+                rewind()
+
+    @staticmethod
+    def _note(
+        e: errors.ObjsdkError,
+        operation: str,
+        bucket: str | None,
+        key: str | None,
+        on_retry: Callable[[errors.ObjsdkError], None] | None,
+    ) -> None:
+        log.warning("%s: retrying after %s (bucket %r, key %r)", operation, e, bucket, key)
+        if on_retry is not None:
+            on_retry(e)
+
+
+def rewinder(body: object) -> Callable[[], None] | None:
+    """For a file body: a function that puts it back where the first attempt found it
+    (each attempt sends it from there). Bytes-like bodies need none."""
+    if body is None or isinstance(body, (bytes, bytearray, memoryview)):
+        return None
+    seek, tell = getattr(body, "seek", None), getattr(body, "tell", None)
+    if seek is None or tell is None:
+        return None
+    start = tell()
+    return lambda: seek(start)
+
+
+def raise_body_error(answer: Response, operation: str, bucket: str | None, key: str | None) -> None:
+    """Raise the error a 200 answer reports in its body (CompleteMultipartUpload and
+    CopyObject may fail after the server sent 200, S3 API reference)."""
+    failure = error_in_body(
+        answer.status, answer.content, operation=operation, bucket=bucket, key=key
+    )
+    if failure is not None:
+        raise failure
+
+
+# An S3Error answer's Retry-After (RFC 9110 §10.2.3), kept by the transport that made it.
+_RETRY_AFTER = "_objsdk_retry_after"
+
+
+def keep_retry_after(error: errors.S3Error, headers: Mapping[str, str]) -> errors.S3Error:
+    """``error``, remembering its answer's ``Retry-After`` for the retry loop."""
+    value = headers.get("Retry-After")
+    if value:
+        setattr(error, _RETRY_AFTER, value)
+    return error
+
+
+def _retry_after(error: errors.S3Error) -> str | None:
+    value = getattr(error, _RETRY_AFTER, None)
+    return value if isinstance(value, str) else None
+
+
+def network_failure(error: errors.TransportError) -> Exception | None:
+    """What urllib3's ``Retry`` counts a transport failure as: a connect error
+    (``ConnectTimeoutError``: the request never reached the server), a read error
+    (``ReadTimeoutError``, ``ProtocolError``: it broke after it left), or None (TLS, or
+    nothing known: not retried). Found from the original exception ``error`` was raised
+    from; a failure with none (a mock's) by its class."""
+    for e in _chain(error.__cause__):
+        if isinstance(e, urllib3.exceptions.ConnectTimeoutError):  # NewConnectionError too
+            return e
+        if isinstance(
+            e, (requests.exceptions.ConnectTimeout, ConnectionRefusedError, socket.gaierror)
+        ):
+            return urllib3.exceptions.ConnectTimeoutError(str(e))
+        if isinstance(e, (urllib3.exceptions.SSLError, requests.exceptions.SSLError, ssl.SSLError)):
+            return None
+        if isinstance(e, urllib3.exceptions.ReadTimeoutError):
+            return e
+        if isinstance(e, (requests.exceptions.ReadTimeout, TimeoutError, BlockingIOError)):
+            return urllib3.exceptions.ReadTimeoutError(None, "", str(e))  # type: ignore[arg-type]
+        if isinstance(e, urllib3.exceptions.ProtocolError):
+            return e
+        if isinstance(e, (http.client.HTTPException, ConnectionError)):
+            return urllib3.exceptions.ProtocolError(str(e), e)
+    if error.__cause__ is None:
+        if isinstance(error, errors.ConnectError):
+            return urllib3.exceptions.ConnectTimeoutError(str(error))
+        if isinstance(error, (errors.Timeout, errors.ProtocolError)):
+            return urllib3.exceptions.ProtocolError(str(error))
+    elif isinstance(error, (errors.Timeout, errors.ProtocolError)):
+        return urllib3.exceptions.ProtocolError(str(error))
+    return None
+
+
+def _chain(first: BaseException | None) -> Iterator[BaseException]:
+    """``first`` and the exceptions inside it, outermost first: causes, contexts,
+    urllib3's ``reason`` and requests' wrapped first argument."""
+    seen: set[int] = set()
+    stack = [first] if first is not None else []
+    while stack:
+        e = stack.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        inner: list[BaseException] = []
+        reason = getattr(e, "reason", None)
+        if isinstance(reason, BaseException):
+            inner.append(reason)
+        inner += [a for a in e.args if isinstance(a, BaseException)]
+        inner += [x for x in (e.__cause__, e.__context__) if x is not None]
+        stack.extend(inner)
