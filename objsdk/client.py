@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
-from itertools import islice
+from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
-from objsdk._core.config import credentials_for, resolve_config
-from objsdk._core.ranges import format_range
-from objsdk._core.s3xml import (
-    build_delete_body,
-    error_in_body,
-    parse_copy_result,
-    parse_delete_result,
-    parse_list_buckets,
-)
-from objsdk._core.signing import Credentials, encode_key_path, payload_sha256, presign_url
+from objsdk._core.config import ResolvedConfig, check_setting, credentials_for, resolve_config
+from objsdk._core.signing import Credentials, presign_url
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
@@ -29,21 +19,23 @@ from objsdk._core.sizes import (
     DEFAULT_READAHEAD_PART_SIZE,
     DEFAULT_WRITER_PARALLEL,
 )
-from objsdk._io.head import head_object
-from objsdk._io.listing import list_objects
 from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
+from objsdk._s3 import buckets, copies, deletes
+from objsdk._s3.head import head_object
+from objsdk._s3.listing import list_objects
+from objsdk._s3.objects import get_object, put_object
 from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
 from objsdk._transfer.fetch import drop_frame_locals
 from objsdk._transfer.progress import Progress
-from objsdk._transfer.put import put_object
 from objsdk._transfer.upload import UploadSource
 from objsdk._transfer.upload import upload as _upload
 from objsdk._transfer.upload_plan import CutMemory
 from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
+from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.retry import Policy, make_retry
 from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
@@ -52,9 +44,6 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
 
 __all__ = ["Client"]
-
-# DeleteObjects takes at most 1000 keys per request (S3 API reference, DeleteObjects).
-DELETE_BATCH = 1000
 
 # Presigned URLs live at most 7 days with SigV4 ("Sharing objects with presigned URLs").
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
@@ -69,7 +58,12 @@ class Client:
     checks TLS certificates: True (the system's CAs), False, or a CA bundle path; None
     takes ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE`` from the environment if set, else
     True. ``transport`` replaces the HTTP stack (a ``MockTransport`` in unit tests).
-    Thread-safe: share one client across threads.
+    ``request_checksum_calculation`` and ``response_checksum_validation`` are boto3's
+    settings: ``"when_supported"`` (send and ask for checksums), ``"when_required"``
+    (never: for a service that refuses ``x-amz-checksum-*`` headers), or None (as
+    ``when_supported``, and a 400 refusing a checksum header makes this client send
+    without them from then on); see docs/compatibility.md. Thread-safe: share one
+    client across threads.
     """
 
     def __init__(
@@ -87,7 +81,17 @@ class Client:
         verify: bool | str | None = None,
         transport: Transport | None = None,
         pickle_credentials: bool = False,
+        request_checksum_calculation: str | None = None,
+        response_checksum_validation: str | None = None,
     ) -> None:
+        if transport is not None and (request_checksum_calculation or response_checksum_validation):
+            raise errors.InvalidArgument(
+                "give the checksum settings to the transport passed (its dialect=), not to Client"
+            )
+        dialect = ChecksumDialect(
+            _checksum_setting("request_checksum_calculation", request_checksum_calculation),
+            _checksum_setting("response_checksum_validation", response_checksum_validation),
+        )
         if addressing_style not in ("path", "virtual"):
             raise errors.InvalidArgument(
                 f"addressing_style must be 'path' or 'virtual', got {addressing_style!r}"
@@ -108,6 +112,8 @@ class Client:
             "addressing_style": addressing_style,
             "verify": verify,
             "pickle_credentials": pickle_credentials,
+            "request_checksum_calculation": dialect.request_checksum_calculation,
+            "response_checksum_validation": dialect.response_checksum_validation,
         }
         self.endpoint = Endpoint.parse(endpoint, virtual_hosted=addressing_style == "virtual")
         self.region = region
@@ -126,6 +132,7 @@ class Client:
             max_pool_connections=max_pool_connections,
             retry=make_retry(retries),
             verify=verify,
+            dialect=dialect,
         )
         # Whether this client's last adaptive upload saw a connection cut mid-part.
         self._cut_memory = CutMemory()
@@ -148,15 +155,22 @@ class Client:
         profile: str | None = None,
         timeout: tuple[float, float] = (10.0, 60.0),
         max_pool_connections: int = 16,
-        retries: int | Policy | None = 5,
+        retries: int | Policy | EllipsisType | None = ...,
         addressing_style: str = "path",
         verify: bool | str | None = None,
+        request_checksum_calculation: str | None = None,
+        response_checksum_validation: str | None = None,
     ) -> Client:
         """A client configured as the aws CLI and boto3 would be: arguments first, then
         the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
         ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
-        ``AWS_PROFILE``, ``AWS_CA_BUNDLE``...), then the shared files
-        (``~/.aws/credentials``, ``~/.aws/config``). See :mod:`objsdk._core.config`."""
+        ``AWS_PROFILE``, ``AWS_CA_BUNDLE``, ``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE``,
+        ``AWS_REQUEST_CHECKSUM_CALCULATION``, ``AWS_RESPONSE_CHECKSUM_VALIDATION``...),
+        then the shared files (``~/.aws/credentials``, ``~/.aws/config``: the
+        profile's ``max_attempts``, ``request_checksum_calculation``... too). A
+        ``profile`` named here takes its keys even when ``AWS_ACCESS_KEY_ID`` is set.
+        ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
+        :mod:`objsdk._core.config`."""
         env = os.environ if environ is None else environ
         cfg = resolve_config(
             env,
@@ -168,6 +182,10 @@ class Client:
             profile=profile,
             # An environ without HOME (a test's dict) still finds this user's ~/.aws.
             home=env.get("HOME") or os.path.expanduser("~"),
+            settings={
+                "request_checksum_calculation": request_checksum_calculation,
+                "response_checksum_validation": response_checksum_validation,
+            },
         )
         if not cfg.endpoint:
             raise errors.InvalidArgument(
@@ -184,9 +202,11 @@ class Client:
             session_token=cfg.session_token,
             timeout=timeout,
             max_pool_connections=max_pool_connections,
-            retries=retries,
+            retries=_retries_from(cfg) if isinstance(retries, EllipsisType) else retries,
             addressing_style=addressing_style,
             verify=verify,
+            request_checksum_calculation=cfg.request_checksum_calculation,
+            response_checksum_validation=cfg.response_checksum_validation,
         )
 
     def __repr__(self) -> str:
@@ -226,39 +246,21 @@ class Client:
     def create_bucket(self, bucket: str) -> None:
         """Create ``bucket`` (in the client's region)."""
         check_bucket(bucket)
-        body = b""
-        if self.region != "us-east-1":
-            # us-east-1 is the default location and must not be named explicitly.
-            body = (
-                "<CreateBucketConfiguration><LocationConstraint>"
-                f"{self.region}</LocationConstraint></CreateBucketConfiguration>"
-            ).encode()
-        self._transport.request(
-            "PUT",
-            operation="create_bucket",
-            bucket=bucket,
-            body=body,
-            payload_hash=payload_sha256(body),
-        )
+        buckets.create_bucket(self._transport, bucket)
 
     def delete_bucket(self, bucket: str) -> None:
         """Delete an empty bucket."""
         check_bucket(bucket)
-        self._transport.request("DELETE", operation="delete_bucket", bucket=bucket, ok=(204, 200))
+        buckets.delete_bucket(self._transport, bucket)
 
     def bucket_exists(self, bucket: str) -> bool:
         """True if ``bucket`` exists and is reachable; raises on access errors."""
         check_bucket(bucket)
-        try:
-            self._transport.request("HEAD", operation="bucket_exists", bucket=bucket)
-        except errors.NoSuchBucket:
-            return False
-        return True
+        return buckets.bucket_exists(self._transport, bucket)
 
     def list_buckets(self) -> list[BucketInfo]:
         """All buckets the credentials can see."""
-        resp = self._transport.request("GET", operation="list_buckets")
-        return parse_list_buckets(resp.content)
+        return buckets.list_buckets(self._transport)
 
     # -- objects ---------------------------------------------------------------------
 
@@ -311,22 +313,7 @@ class Client:
         if length == 0:
             self.head_object(bucket, key)  # still report a missing bucket or key
             return b""
-        # The stored bytes, as ObjectFile and downloads return them: never decoded, and no
-        # server is invited to compress on the fly.
-        headers = {"Accept-Encoding": "identity"}
-        operation = "get_object"
-        if offset or length is not None:
-            end = None if length is None else offset + length - 1
-            headers["Range"] = format_range(offset, end)
-            operation = f"get_object(offset={offset}, length={length})"
-        resp = self._transport.request(
-            "GET", operation=operation, bucket=bucket, key=key, headers=headers, ok=(200, 206)
-        )
-        data = resp.content
-        if resp.status == 200 and "Range" in headers:
-            # A server may ignore Range and send the whole object (RFC 9110 §14.2).
-            data = data[offset : None if length is None else offset + length]
-        return data
+        return get_object(self._transport, bucket, key, offset, length)
 
     def open(
         self,
@@ -494,31 +481,12 @@ class Client:
         """Delete ``key`` (S3 reports success for a key that does not exist)."""
         check_bucket(bucket)
         check_key(key)
-        self._transport.request(
-            "DELETE", operation="delete_object", bucket=bucket, key=key, ok=(204, 200)
-        )
+        deletes.delete_object(self._transport, bucket, key)
 
     def delete_objects(self, bucket: str, keys: Iterable[str]) -> list[DeleteError]:
         """Delete many keys, 1000 per request; return the keys that failed (empty if none)."""
         check_bucket(bucket)
-        failures: list[DeleteError] = []
-        it = iter(keys)
-        while batch := list(islice(it, DELETE_BATCH)):
-            for key in batch:
-                check_key(key)
-            body = build_delete_body(batch)
-            resp = self._transport.request(
-                "POST",
-                operation="delete_objects",
-                bucket=bucket,
-                params=[("delete", "")],
-                # DeleteObjects requires an integrity header (S3 API reference).
-                headers={"Content-MD5": base64.b64encode(hashlib.md5(body).digest()).decode()},
-                body=body,
-                payload_hash=payload_sha256(body),
-            )
-            failures.extend(parse_delete_result(resp.content))
-        return failures
+        return deletes.delete_objects(self._transport, bucket, keys)
 
     def copy_object(
         self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str
@@ -527,26 +495,7 @@ class Client:
         for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
             check_bucket(b)
             check_key(k)
-        resp = self._transport.request(
-            "PUT",
-            operation=f"copy_object(from {src_bucket}/{src_key})",
-            bucket=dst_bucket,
-            key=dst_key,
-            headers={"x-amz-copy-source": f"/{src_bucket}/{encode_key_path(src_key)}"},
-        )
-        failure = error_in_body(
-            resp.status, resp.content, operation="copy_object", bucket=dst_bucket, key=dst_key
-        )
-        if failure is not None:
-            raise failure
-        etag, last_modified = parse_copy_result(resp.content)
-        return ObjectInfo(
-            bucket=dst_bucket,
-            key=dst_key,
-            etag=etag,
-            last_modified=last_modified,
-            version_id=resp.headers.get("x-amz-version-id"),
-        )
+        return copies.copy_object(self._transport, src_bucket, src_key, dst_bucket, dst_key)
 
     def list_objects(
         self,
@@ -592,6 +541,18 @@ class Client:
             now=datetime.now(timezone.utc),
             expires=seconds,
         )
+
+
+def _retries_from(cfg: ResolvedConfig) -> int:
+    """Retries after the first attempt: ``max_attempts`` (or ``retry_mode``'s) less one,
+    else 5."""
+    retries = cfg.client_kwargs().get("retries", 5)
+    assert isinstance(retries, int)
+    return retries
+
+
+def _checksum_setting(name: str, value: str | None) -> str | None:
+    return None if value is None else str(check_setting(name, value, "the argument"))
 
 
 def _release(error: BaseException) -> None:

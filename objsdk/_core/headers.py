@@ -3,8 +3,9 @@ headers into :class:`~objsdk.models.ObjectInfo` (pure)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from objsdk import errors
 from objsdk._core.s3xml import parse_http_date
@@ -12,6 +13,7 @@ from objsdk.models import ObjectInfo
 
 __all__ = [
     "CHECKSUM_ALGORITHMS",
+    "multipart_etag",
     "object_headers",
     "object_info_from_headers",
     "stored_checksums",
@@ -24,6 +26,7 @@ CHECKSUM_ALGORITHMS = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
 # Header names are RFC 9110 tokens; S3 stores user metadata keys lower-cased.
 _META_KEY_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _META_VALUE_RE = re.compile(r"^[\x20-\x7e]*$")
+_MD5_RE = re.compile(r"^[0-9a-fA-F]{32}$")
 
 
 def object_headers(
@@ -109,3 +112,16 @@ def upload_info(
         checksums=checksums,
         checksum_type=(checksum_type or "FULL_OBJECT") if checksums else None,
     )
+
+
+def multipart_etag(part_etags: Iterable[str]) -> str | None:
+    """The ETag S3 gives a multipart object of parts with these ETags: the MD5 of their
+    MD5s, then ``-`` and the number of parts (quoted); None if a part's ETag is not an
+    MD5 (SSE-KMS, other services)."""
+    digests = []
+    for etag in part_etags:
+        text = etag.strip().strip('"')
+        if not _MD5_RE.match(text):
+            return None
+        digests.append(bytes.fromhex(text))
+    return f'"{hashlib.md5(b"".join(digests)).hexdigest()}-{len(digests)}"'

@@ -29,7 +29,7 @@ from objsdk._core.resume import (
 )
 from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import DEFAULT_CHUNK_SIZE
-from objsdk._io.head import head_object
+from objsdk._s3.head import head_object
 from objsdk._transport.base import Response, Transport
 from objsdk._transport.retry import after_failure, resume_policy
 from objsdk.models import ObjectInfo

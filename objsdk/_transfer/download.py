@@ -36,9 +36,9 @@ from objsdk._core.checksums import (
 )
 from objsdk._core.parts import Part, adaptive_part_size, plan_parts
 from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
-from objsdk._io.head import head_object
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._io.verify import check_value, check_whole
+from objsdk._s3.head import head_object
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
     DownloadState,

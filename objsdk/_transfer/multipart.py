@@ -28,7 +28,7 @@ from typing import IO, TypeVar
 from objsdk import errors
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import checksum_headers, crc32c, crc32c_combine, encode_crc32c
-from objsdk._core.headers import upload_info
+from objsdk._core.headers import multipart_etag, upload_info
 from objsdk._core.parts import Part, covers
 from objsdk._core.s3xml import (
     build_complete_body,
@@ -38,8 +38,8 @@ from objsdk._core.s3xml import (
 )
 from objsdk._core.signing import payload_sha256
 from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
-from objsdk._io.head import head_object
 from objsdk._io.pool import PartPool, SharedLevel
+from objsdk._s3.head import head_object
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.base import Body, Transport
 from objsdk._transport.retry import counting_failures
@@ -332,6 +332,7 @@ class MultipartSession:
         self.progress = progress
         self.on_cut = on_cut
         self.upload_id: str | None = None
+        self.checksums = True  # whether the service is sent checksums (see start)
         self.pool: PartPool | None = None
         self._done: dict[int, tuple[CompletedPart, int, Part]] = {}
         self._fill: Callable[[Part, memoryview], None] | None = None
@@ -372,6 +373,9 @@ class MultipartSession:
                 "x-amz-checksum-type": "FULL_OBJECT",
             },
         )
+        # Known once Create is answered: a service that refused the checksum headers
+        # then gets none, nor part checksums in Complete's list.
+        self.checksums = self.transport.dialect.sends
         workers = ADAPTIVE_CAP if self.parallel is None else self.parallel
         self.pool = PartPool(workers, name="upload", watch=self.transport.watch)
 
@@ -497,6 +501,8 @@ class MultipartSession:
                 crc = crc32c_combine(crc, part_crc, part.length)
         value = encode_crc32c(crc)
         parts = [self._done[n][0] for n in numbers]
+        if not self.checksums:
+            parts = [replace(p, checksum_crc32c=None) for p in parts]
         try:
             # The server recomputes the object's CRC32C and refuses a mismatch.
             answer = complete_multipart_upload(
@@ -508,7 +514,7 @@ class MultipartSession:
                 headers={"x-amz-checksum-crc32c": value, "x-amz-checksum-type": "FULL_OBJECT"},
             )
         except errors.S3Error as e:
-            stored = self._already_there(size, value) if e.code == "NoSuchUpload" else None
+            stored = self._already_there(size, value, parts) if e.code == "NoSuchUpload" else None
             if stored is None:
                 raise
             answer = {"ETag": stored.etag or "", **checksum_headers(stored.checksums, None)}
@@ -522,13 +528,18 @@ class MultipartSession:
         self.completed = True
         return upload_info(self.bucket, self.key, size, answer, self.content_type, self.metadata)
 
-    def _already_there(self, size: int, crc: str) -> ObjectInfo | None:
-        """The object, if stored with exactly our size and CRC32C (a lost Complete reply)."""
+    def _already_there(self, size: int, crc: str, parts: list[CompletedPart]) -> ObjectInfo | None:
+        """The object, if stored with exactly our size and CRC32C (a lost Complete
+        reply), or without checksums our parts' multipart ETag."""
         try:
             info = head_object(self.transport, self.bucket, self.key)
         except errors.ObjsdkError:
             return None
-        return info if info.size == size and info.checksums.get("crc32c") == crc else None
+        if self.checksums:
+            same = info.checksums.get("crc32c") == crc
+        else:
+            same = info.etag is not None and info.etag == multipart_etag(p.etag for p in parts)
+        return info if info.size == size and same else None
 
     def abort(self) -> None:
         """Abandon the upload after parts in flight have ended (best effort: logged)."""

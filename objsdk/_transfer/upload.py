@@ -56,9 +56,9 @@ from objsdk._core.sizes import (
     MiB,
 )
 from objsdk._io.buffers import PartBuffer, part_buffer
+from objsdk._s3.objects import put_bytes
 from objsdk._transfer.multipart import MultipartSession
 from objsdk._transfer.progress import Progress, ProgressTracker
-from objsdk._transfer.put import put_bytes
 from objsdk._transfer.upload_plan import CutMemory, UploadPlan
 from objsdk._transport.base import Transport
 from objsdk._transport.retry import counting_failures

@@ -35,9 +35,9 @@ from objsdk._core.checksums import crc32c
 from objsdk._core.headers import object_headers
 from objsdk._core.parts import Part, upload_part_size
 from objsdk._core.sizes import DEFAULT_PART_SIZE, DEFAULT_WRITER_PARALLEL, MAX_PARTS
+from objsdk._s3.objects import put_bytes
 from objsdk._transfer.multipart import CompletedPart, MultipartSession
 from objsdk._transfer.progress import Progress, ProgressTracker
-from objsdk._transfer.put import put_bytes
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
 
