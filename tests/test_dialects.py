@@ -112,7 +112,8 @@ def _every_operation(client: Client, tmp_path: Path) -> None:
     assert info.checksums == {}
     with client.open_write("b", "written", part_size=PART, parallel=2) as w:
         w.write(large)
-    assert w.info is not None and w.info.checksums == {}
+    assert w.info is not None
+    assert w.info.checksums == {}
     client.download("b", "large", tmp_path / "out")
     assert (tmp_path / "out").read_bytes() == large
 
@@ -136,7 +137,8 @@ def test_with_no_setting_a_service_that_refuses_checksum_headers_just_works(
     assert s3.refusals == 2
     last_refused = max(i for i, r in enumerate(transport.requests) if checksum_headers(r))
     assert last_refused < len(transport.requests) // 4
-    assert not transport.dialect.sends and not transport.dialect.asks
+    assert not transport.dialect.sends
+    assert not transport.dialect.asks
 
 
 def test_a_refused_checksum_header_is_retried_once_without_it() -> None:
