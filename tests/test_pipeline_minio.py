@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from refusing_proxy import refusing_proxy
 
 import objsdk
 from objsdk import Client
@@ -139,3 +140,60 @@ def test_the_cli_with_profile_ignores_keys_in_the_environment(
     ok = subprocess.run([*command, "--profile", "dev", "ls"], env=env, capture_output=True)
     assert ok.returncode == 0, ok.stderr
     assert bucket in ok.stdout.decode()
+
+
+# -- a service that refuses checksum headers (Backblaze B2, older gateways) --------------
+
+
+def _everything(c: Client, bucket: str, tmp_path: Path) -> dict[str, bytes]:
+    """put, head, get, read, upload (one PUT of a file, multipart), a writer, download,
+    copy; returns what was stored under each key."""
+    small, large = os.urandom(1000), os.urandom(12 << 20)
+    path = tmp_path / "src"
+    path.write_bytes(small)
+    assert c.put_object(bucket, "put", small).checksums == {}
+    assert c.head_object(bucket, "put").size == 1000
+    assert c.get_object(bucket, "put") == small
+    with c.open(bucket, "put") as f:
+        assert f.read() == small
+    assert c.upload(bucket, "file", path).checksums == {}
+    assert c.upload(bucket, "multi", large, multipart_threshold=8 << 20).checksums == {}
+    with c.open_write(bucket, "written", part_size=5 << 20) as w:
+        w.write(large)
+    c.download(bucket, "multi", tmp_path / "out")
+    assert (tmp_path / "out").read_bytes() == large
+    c.copy_object(bucket, "put", bucket, "copy")
+    return {"put": small, "file": small, "multi": large, "written": large, "copy": small}
+
+
+def test_with_no_setting_a_service_refusing_checksum_headers_just_works(
+    local_minio: LocalMinio, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    with (
+        refusing_proxy(local_minio.endpoint) as (endpoint, refusals),
+        Client(endpoint, local_minio.access_key, local_minio.secret_key) as c,
+    ):
+        stored = _everything(c, bucket, tmp_path)
+    for key, data in stored.items():
+        assert client.get_object(bucket, key) == data
+    # Once per direction: the request checksums, then x-amz-checksum-mode.
+    assert len(refusals.names) == 2
+
+
+def test_with_when_required_no_checksum_header_reaches_the_service(
+    local_minio: LocalMinio, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    with (
+        refusing_proxy(local_minio.endpoint) as (endpoint, refusals),
+        Client(
+            endpoint,
+            local_minio.access_key,
+            local_minio.secret_key,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ) as c,
+    ):
+        stored = _everything(c, bucket, tmp_path)
+    for key, data in stored.items():
+        assert client.get_object(bucket, key) == data
+    assert refusals.names == []
