@@ -197,3 +197,64 @@ def test_with_when_required_no_checksum_header_reaches_the_service(
     for key, data in stored.items():
         assert client.get_object(bucket, key) == data
     assert refusals.names == []
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {
+            "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+            "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+        },
+    ],
+    ids=["no-setting", "when-required"],
+)
+def test_the_cli_copies_both_ways_through_a_service_refusing_checksum_headers(
+    local_minio: LocalMinio, client: Client, bucket: str, tmp_path: Path, settings: dict[str, str]
+) -> None:
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(9 << 20))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        HOME=str(tmp_path),
+        AWS_ACCESS_KEY_ID=local_minio.access_key,
+        AWS_SECRET_ACCESS_KEY=local_minio.secret_key,
+        **settings,
+    )
+    cli = [sys.executable, "-m", "objsdk.cli"]
+    with refusing_proxy(local_minio.endpoint) as (endpoint, refusals):
+        for args in (
+            ["cp", str(src), f"s3://{bucket}/k", "--multipart-threshold", str(8 << 20)],
+            ["cp", f"s3://{bucket}/k", str(tmp_path / "back.bin")],
+        ):
+            done = subprocess.run(
+                [*cli, "--endpoint-url", endpoint, *args], env=env, capture_output=True
+            )
+            assert done.returncode == 0, done.stderr
+    assert (tmp_path / "back.bin").read_bytes() == src.read_bytes()
+    assert client.get_object(bucket, "k") == src.read_bytes()
+    # With no setting each process learns once per direction; with when_required, never.
+    assert 0 < len(refusals.names) <= 4 if not settings else refusals.names == []
+
+
+def test_fsspec_writes_and_reads_through_a_service_refusing_checksum_headers(
+    local_minio: LocalMinio, client: Client, bucket: str
+) -> None:
+    pytest.importorskip("fsspec")
+    from objsdk.filesystem import ObjsdkFileSystem
+
+    data = os.urandom(6 << 20)
+    with refusing_proxy(local_minio.endpoint) as (endpoint, refusals):
+        fs = ObjsdkFileSystem(
+            endpoint_url=endpoint,
+            key=local_minio.access_key,
+            secret=local_minio.secret_key,
+            skip_instance_cache=True,
+        )
+        with fs.open(f"{bucket}/f", "wb") as f:
+            f.write(data)
+        assert fs.cat_file(f"{bucket}/f") == data
+        assert fs.info(f"{bucket}/f")["size"] == len(data)
+    assert client.get_object(bucket, "f") == data
+    assert refusals.names
