@@ -1,0 +1,235 @@
+"""The request pipeline without a network: one signer per attempt, the one retry loop and
+its classifier (what is retried, and when a request may be sent again)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import requests
+import responses
+import urllib3.exceptions
+
+import objsdk
+from objsdk import Client, errors
+from objsdk._core.addressing import Endpoint
+from objsdk._core.signing import Credentials
+from objsdk._transport.mock import MockResponse, MockTransport
+from objsdk._transport.pipeline import Pipeline, SignedRequest, keep_retry_after, network_failure
+from objsdk._transport.retry import RetryKind, default_retry, next_policy, retry_kind
+
+EP = "http://s3.test:9000"
+SLOW_DOWN = b"<Error><Code>SlowDown</Code><Message>Reduce your rate.</Message></Error>"
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)
+    return slept
+
+
+@pytest.fixture
+def rsps() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as r:
+        yield r
+
+
+def _pipeline(clock: Any = None, retries: int = 3) -> Pipeline:
+    kwargs = {"clock": clock} if clock is not None else {}
+    return Pipeline(
+        Endpoint.parse(EP), Credentials("AK", "SK"), "us-east-1", default_retry(retries), **kwargs
+    )
+
+
+def _slow_down() -> errors.S3Error:
+    return errors.SlowDown(503, "SlowDown", operation="op", bucket="b", key="k")
+
+
+# -- the classifier ---------------------------------------------------------------------
+
+
+def test_create_multipart_upload_is_retried_after_an_answer_only() -> None:
+    assert retry_kind("POST", [("uploads", "")]) is RetryKind.ANSWERED
+    policy = default_retry()
+    assert next_policy(policy, RetryKind.ANSWERED, status=503) is not None
+    broken = urllib3.exceptions.ProtocolError("reset")
+    assert next_policy(policy, RetryKind.ANSWERED, failure=broken) is None
+
+
+def test_a_connect_error_is_retried_for_any_request() -> None:
+    refused = urllib3.exceptions.NewConnectionError(None, "refused")  # type: ignore[arg-type]
+    for kind in RetryKind:
+        assert next_policy(default_retry(), kind, failure=refused) is not None
+
+
+def test_a_request_that_may_have_left_is_retried_only_when_always_safe() -> None:
+    timeout = urllib3.exceptions.ReadTimeoutError(None, "", "timed out")  # type: ignore[arg-type]
+    assert next_policy(default_retry(), RetryKind.ALWAYS, failure=timeout) is not None
+    assert next_policy(default_retry(), RetryKind.UNSENT, failure=timeout) is None
+
+
+def test_client_errors_are_never_retried() -> None:
+    for status in (400, 403, 404, 409, 412):
+        assert next_policy(default_retry(), RetryKind.ALWAYS, status=status, code="X") is None
+
+
+def test_a_200_carrying_internal_error_is_retried_and_one_carrying_no_such_upload_is_not() -> None:
+    assert next_policy(default_retry(), RetryKind.ALWAYS, status=200, code="InternalError")
+    assert next_policy(default_retry(), RetryKind.ALWAYS, status=200, code="NoSuchUpload") is None
+
+
+def test_retries_stop_when_the_policy_is_spent() -> None:
+    policy = default_retry(2)
+    for _ in range(2):
+        nxt = next_policy(policy, RetryKind.ALWAYS, status=503)
+        assert nxt is not None
+        policy = nxt
+    assert next_policy(policy, RetryKind.ALWAYS, status=503) is None
+
+
+@pytest.mark.parametrize(
+    ("cause", "kind"),
+    [
+        (urllib3.exceptions.NewConnectionError(None, "refused"), "connect"),  # type: ignore[arg-type]
+        (requests.exceptions.ConnectTimeout("slow connect"), "connect"),
+        (ConnectionRefusedError(111, "refused"), "connect"),
+        (requests.exceptions.ReadTimeout("slow read"), "read"),
+        (TimeoutError("timed out"), "read"),
+        (ConnectionResetError(104, "reset"), "read"),
+        (
+            requests.exceptions.ConnectionError(
+                urllib3.exceptions.ProtocolError("aborted", ConnectionResetError(104, "reset"))
+            ),
+            "read",
+        ),
+        (requests.exceptions.SSLError("bad certificate"), None),
+    ],
+)
+def test_a_transport_failure_is_sorted_by_its_original_exception(
+    cause: BaseException, kind: str | None
+) -> None:
+    error = errors.TransportError("failed", operation="op")
+    error.__cause__ = cause
+    found = network_failure(error)
+    if kind is None:
+        assert found is None
+    elif kind == "connect":
+        assert isinstance(found, urllib3.exceptions.ConnectTimeoutError)
+    else:
+        assert isinstance(
+            found, (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError)
+        )
+        assert not isinstance(found, urllib3.exceptions.ConnectTimeoutError)
+
+
+# -- the loop ---------------------------------------------------------------------------
+
+
+def test_each_attempt_is_signed_with_the_clock_at_that_attempt() -> None:
+    times = iter(datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=m) for m in range(9))
+    seen: list[SignedRequest] = []
+
+    def attempt(request: SignedRequest, body: object) -> str:
+        seen.append(request)
+        if len(seen) == 1:
+            raise _slow_down()
+        return "ok"
+
+    assert (
+        _pipeline(clock=lambda: next(times)).run(
+            "GET", attempt, operation="op", bucket="b", key="k"
+        )
+        == "ok"
+    )
+    dates = [r.headers["x-amz-date"] for r in seen]
+    assert dates == ["20250101T000000Z", "20250101T000100Z"]
+    assert seen[0].headers["Authorization"] != seen[1].headers["Authorization"]
+
+
+def test_retry_after_of_an_answer_sets_the_pause(no_sleep: list[float]) -> None:
+    calls = []
+
+    def attempt(request: SignedRequest, body: object) -> str:
+        calls.append(request)
+        if len(calls) == 1:
+            raise keep_retry_after(_slow_down(), {"Retry-After": "3"})
+        return "ok"
+
+    _pipeline().run("GET", attempt, operation="op", bucket="b", key="k")
+    assert no_sleep == [3.0]
+
+
+def test_on_retry_is_told_of_each_retried_failure() -> None:
+    told: list[errors.ObjsdkError] = []
+    failures = [_slow_down(), errors.ConnectError("refused", operation="op")]
+
+    def attempt(request: SignedRequest, body: object) -> str:
+        if failures:
+            raise failures.pop(0)
+        return "ok"
+
+    _pipeline().run(
+        "POST",
+        attempt,
+        operation="op",
+        bucket="b",
+        key="k",
+        params=[("uploads", "")],
+        on_retry=told.append,
+    )
+    assert [type(e) for e in told] == [errors.SlowDown, errors.ConnectError]
+
+
+def test_a_file_body_is_rewound_before_it_is_sent_again() -> None:
+    answers = [MockResponse(503, {}, SLOW_DOWN), MockResponse(200, {"ETag": '"e"'})]
+    transport = MockTransport(lambda request: answers.pop(0), retry=default_retry(2))
+    body = io.BytesIO(b"skip:payload")
+    body.seek(5)
+    Client(EP, transport=transport).put_object("b", "k", body)
+    assert [r.body for r in transport.requests] == [b"payload", b"payload"]
+
+
+def test_a_plain_post_is_not_sent_again_after_its_connection_broke(
+    rsps: responses.RequestsMock,
+) -> None:
+    rsps.post(
+        f"{EP}/b/k",
+        body=requests.exceptions.ConnectionError(
+            urllib3.exceptions.ProtocolError("aborted", ConnectionResetError(104, "reset"))
+        ),
+    )
+    with Client(EP, "AK", "SK", retries=3) as client, pytest.raises(objsdk.TransportError):
+        client.transport.request("POST", operation="post", bucket="b", key="k")
+    assert len(rsps.calls) == 1
+
+
+def test_a_get_is_sent_again_after_its_connection_broke(rsps: responses.RequestsMock) -> None:
+    rsps.get(
+        f"{EP}/b/k",
+        body=requests.exceptions.ConnectionError(
+            urllib3.exceptions.ProtocolError("aborted", ConnectionResetError(104, "reset"))
+        ),
+    )
+    rsps.get(f"{EP}/b/k", body=b"data")
+    with Client(EP, "AK", "SK", retries=3) as client:
+        assert client.get_object("b", "k") == b"data"
+    assert len(rsps.calls) == 2
+
+
+def test_a_copy_answered_200_with_internal_error_is_sent_again(
+    rsps: responses.RequestsMock,
+) -> None:
+    error = b"<Error><Code>InternalError</Code><Message>try again</Message></Error>"
+    done = (
+        b"<CopyObjectResult><ETag>&quot;e&quot;</ETag>"
+        b"<LastModified>2025-01-01T00:00:00.000Z</LastModified></CopyObjectResult>"
+    )
+    rsps.put(f"{EP}/b/dst", body=error)
+    rsps.put(f"{EP}/b/dst", body=done)
+    with Client(EP, "AK", "SK", retries=3) as client:
+        assert client.copy_object("b", "src", "b", "dst").etag == '"e"'
+    assert len(rsps.calls) == 2
