@@ -240,9 +240,31 @@ def test_files_are_not_read_when_everything_is_explicit() -> None:
         access_key="A",
         secret_key="B",
         region="r",
+        home=HOME,
         read_file=no_reads,
+        settings={
+            "max_attempts": 3,
+            "retry_mode": "standard",
+            "request_checksum_calculation": "when_required",
+            "response_checksum_validation": "when_supported",
+        },
     )
     assert cfg.endpoint == "http://e"
+    assert cfg.max_attempts == 3
+
+
+def test_settings_not_given_are_read_from_the_profile_when_the_home_is_known() -> None:
+    fs = files(**{CONFIG: "[default]\nmax_attempts = 4\nretry_mode = Standard\n"})
+    cfg = resolve({}, fs, endpoint="http://e", access_key="A", secret_key="B", region="r")
+    assert (cfg.max_attempts, cfg.retry_mode) == (4, "standard")
+    assert cfg.sources["max_attempts"] == "config file"
+    assert cfg.client_kwargs()["retries"] == 3
+
+
+def test_a_wrong_setting_in_the_profile_is_an_error_naming_the_file_and_profile() -> None:
+    fs = files(**{CONFIG: "[profile p]\nresponse_checksum_validation = maybe\n"})
+    with pytest.raises(ConfigError, match=r"response_checksum_validation.*'p'.*config"):
+        resolve({}, fs, profile="p")
 
 
 def test_missing_home_is_a_clear_error() -> None:
