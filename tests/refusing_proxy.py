@@ -87,7 +87,8 @@ def refusing_proxy(upstream: str) -> Iterator[tuple[str, Refusals]]:
     """Start the proxy in front of ``upstream`` (http://host:port); yield its endpoint
     and the record of what it refused."""
     parts = urlsplit(upstream)
-    assert parts.hostname is not None and parts.port is not None
+    assert parts.hostname is not None
+    assert parts.port is not None
     refusals = Refusals()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler((parts.hostname, parts.port), refusals))
     server.daemon_threads = True
