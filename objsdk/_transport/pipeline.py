@@ -134,7 +134,7 @@ class Pipeline:
         wanted = dict(headers or {})
         payload = payload_hash or UNSIGNED_PAYLOAD
         rewind = rewinder(body)
-        policy: Retry | None = self.retry
+        policy = self.retry
         refused = False  # the one retry without checksum headers was made
         while True:
             request = self.sign(method, url, wanted, payload)
@@ -158,23 +158,15 @@ class Pipeline:
                     if rewind is not None:
                         rewind()
                     continue
-                policy = (
-                    next_policy(policy, kind, status=e.status, code=e.code)
-                    if policy is not None
-                    else None
-                )
-                if policy is None:
+                nxt = next_policy(policy, kind, status=e.status, code=e.code)
+                if nxt is None:
                     raise
                 retry_after = _retry_after(e)
                 self._note(e, operation, bucket, key, on_retry)
             except errors.TransportError as e:
                 failure = network_failure(e)
-                policy = (
-                    next_policy(policy, kind, failure=failure)
-                    if policy is not None and failure is not None
-                    else None
-                )
-                if policy is None:
+                nxt = None if failure is None else next_policy(policy, kind, failure=failure)
+                if nxt is None:
                     raise
                 retry_after = None
                 self._note(e, operation, bucket, key, on_retry)
@@ -182,6 +174,7 @@ class Pipeline:
                 if refused and method == "HEAD":
                     self.dialect.confirm_head_refusal()
                 return result
+            policy = nxt
             pause(policy, retry_after)
             if rewind is not None:
                 rewind()
