@@ -335,3 +335,15 @@ def test_a_wrong_max_attempts_is_an_error_naming_it(tmp_path: Path, value: str) 
 def test_a_wrong_retry_mode_is_an_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="AWS_RETRY_MODE"):
         _from_env(tmp_path, AWS_RETRY_MODE="eager")
+
+
+def test_parts_from_memory_sent_without_checksums_sign_their_sha256() -> None:
+    s3 = FakeS3()
+    transport = MockTransport(s3, dialect=ChecksumDialect("when_required"))
+    data = bytes(range(256)) * (2 * PART // 256 + 3)
+    Client(EP, transport=transport).upload("b", "k", data, part_size=PART, multipart_threshold=PART)
+    parts = [r for r in transport.requests if "partNumber=" in r.url]
+    assert len(parts) == 3
+    for request in parts:
+        assert request.headers["x-amz-content-sha256"] == hashlib.sha256(request.body).hexdigest()
+    assert s3.objects["k"] == data

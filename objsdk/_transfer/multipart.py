@@ -156,9 +156,11 @@ def upload_part(
     body: Body,
     *,
     checksum_crc32c: str | None = None,
+    payload_hash: str | None = None,
 ) -> CompletedPart:
     """Upload one part from ``body`` (bytes-like, or a seekable file positioned at the
-    part's first byte). PUT is idempotent, so the transport retries it whole."""
+    part's first byte), with its SHA-256 signed if ``payload_hash`` is given. PUT is
+    idempotent, so the transport retries it whole."""
     headers = {}
     if checksum_crc32c:
         headers["x-amz-checksum-crc32c"] = checksum_crc32c
@@ -171,6 +173,7 @@ def upload_part(
         headers=headers,
         body=body,
         content_length=part.length,
+        payload_hash=payload_hash,
     )
     return _completed(part, resp.headers, bucket, key)
 
@@ -393,6 +396,8 @@ class MultipartSession:
             part,
             body,
             checksum_crc32c=encode_crc32c(crc),
+            # A service that is sent no checksum still checks a signed SHA-256.
+            payload_hash=None if self.checksums else payload_sha256(body),
         )
         return _with_crc(completed, crc), crc
 
