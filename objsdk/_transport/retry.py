@@ -61,8 +61,7 @@ __all__ = [
 # What the layers above hold without knowing it is urllib3's.
 Policy = Retry
 
-# POST (CreateMultipartUpload, CompleteMultipartUpload, DeleteObjects) is left out:
-# urllib3 re-sends those only when the request provably never left (connect errors).
+# Methods safe to send again (RFC 9110 §9.2.2). POST is sorted by its operation below.
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 
 # POSTs that are safe to send again, by the query parameter that names the operation:
