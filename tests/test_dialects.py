@@ -347,3 +347,11 @@ def test_parts_from_memory_sent_without_checksums_sign_their_sha256() -> None:
     for request in parts:
         assert request.headers["x-amz-content-sha256"] == hashlib.sha256(request.body).hexdigest()
     assert s3.objects["k"] == data
+
+
+def test_a_pickled_client_keeps_its_checksum_settings() -> None:
+    import pickle
+
+    client = Client(EP, request_checksum_calculation="when_required")
+    copy = pickle.loads(pickle.dumps(client))
+    assert _dialect(copy) == ("when_required", None)
