@@ -162,6 +162,9 @@ def _everything(c: Client, bucket: str, tmp_path: Path) -> dict[str, bytes]:
         w.write(large)
     c.download(bucket, "multi", tmp_path / "out")
     assert (tmp_path / "out").read_bytes() == large
+    into = bytearray(len(large))
+    assert c.get_into(bucket, "written", into) == len(large)
+    assert into == large
     c.copy_object(bucket, "put", bucket, "copy")
     return {"put": small, "file": small, "multi": large, "written": large, "copy": small}
 
@@ -238,11 +241,20 @@ def test_the_cli_copies_both_ways_through_a_service_refusing_checksum_headers(
     assert 0 < len(refusals.names) <= 4 if not settings else refusals.names == []
 
 
+@pytest.mark.parametrize("when_required", [False, True], ids=["no-setting", "when-required"])
 def test_fsspec_writes_and_reads_through_a_service_refusing_checksum_headers(
-    local_minio: LocalMinio, client: Client, bucket: str
+    local_minio: LocalMinio,
+    client: Client,
+    bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+    when_required: bool,
 ) -> None:
     pytest.importorskip("fsspec")
     from objsdk.filesystem import ObjsdkFileSystem
+
+    if when_required:
+        monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+        monkeypatch.setenv("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required")
 
     data = os.urandom(6 << 20)
     with refusing_proxy(local_minio.endpoint) as (endpoint, refusals):
@@ -257,4 +269,4 @@ def test_fsspec_writes_and_reads_through_a_service_refusing_checksum_headers(
         assert fs.cat_file(f"{bucket}/f") == data
         assert fs.info(f"{bucket}/f")["size"] == len(data)
     assert client.get_object(bucket, "f") == data
-    assert refusals.names
+    assert (refusals.names == []) == when_required
