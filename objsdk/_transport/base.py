@@ -1,9 +1,11 @@
 """The transport seam: what the layers above need from HTTP, as two protocols.
 
-A :class:`Transport` signs and sends one request and hands back a :class:`Response`
-whose body streams (``read``/``readinto``) or is read whole (``content``). Every failure
-leaves it as an :mod:`objsdk.errors` exception raised ``from`` the original: transport
-failures as :class:`~objsdk.errors.TransportError`, S3 error answers as
+A :class:`Transport` sends one request through its pipeline
+(:mod:`objsdk._transport.pipeline`: signed, its checksum headers chosen, retried) and
+hands back a :class:`Response` whose body streams (``read``/``readinto``) or is read
+whole (``content``). Every failure leaves it as an :mod:`objsdk.errors` exception
+raised ``from`` the original: transport failures as
+:class:`~objsdk.errors.TransportError`, S3 error answers as
 :class:`~objsdk.errors.S3Error`. Nothing above this package sees ``requests``,
 ``urllib3`` or ``http.client``.
 
