@@ -32,6 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .commands import COMMANDS, Context
     from .errors import EXIT_INTERRUPTED, exit_code_for, message_for
     from .parser import GLOBAL_DEFAULTS, build_parser
+    from .signals import Terminated, terminating_signals
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -50,7 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s"
             )
         ctx = Context(args)
-        return COMMANDS[args.command](ctx, args)
+        with terminating_signals():
+            return COMMANDS[args.command](ctx, args)
+    except Terminated as e:
+        print(f"objsdk: interrupted ({e})", file=sys.stderr, flush=True)
+        return e.exit_code
     except KeyboardInterrupt:
         print("objsdk: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tarfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from objsdk import ObjectSummary, Prefix, errors
 
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
-from .jobs import Outcome, TransferOptions
+from .extract import cmd_extract
+from .filters import Filters
+from .jobs import Outcome, PlanOptions, TransferOptions
 from .output import Output, format_time, human_size
 from .paths import parse_remote
 from .plan import plan_cp
@@ -79,6 +80,19 @@ def _transfer_options(args: argparse.Namespace) -> TransferOptions:
         part_size=args.part_size,
         multipart_threshold=getattr(args, "multipart_threshold", None),
         content_type=getattr(args, "content_type", None),
+    )
+
+
+def plan_options(args: argparse.Namespace) -> PlanOptions:
+    """Which files and objects a command takes, from its flags (absent ones: defaults)."""
+    follow = getattr(args, "follow_symlinks", None)
+    return PlanOptions(
+        symlinks="files" if follow is None else ("all" if follow else "none"),
+        filters=Filters(tuple(getattr(args, "filters", None) or ())),
+        checksum=getattr(args, "checksum", False),
+        delete=getattr(args, "delete", False),
+        size_only=getattr(args, "size_only", False),
+        exact_timestamps=getattr(args, "exact_timestamps", False),
     )
 
 
@@ -163,7 +177,13 @@ def cmd_rb(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_cp(ctx: Context, args: argparse.Namespace) -> int:
     client, outcome = ctx.client(), Outcome()
     jobs = plan_cp(
-        client, args.source, args.dest, recursive=args.recursive, out=ctx.out, outcome=outcome
+        client,
+        args.source,
+        args.dest,
+        recursive=args.recursive,
+        out=ctx.out,
+        outcome=outcome,
+        opts=plan_options(args),
     )
     if not args.dry_run:
         check_dest_bucket(client, jobs)
@@ -186,8 +206,7 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
         client,
         args.source,
         args.dest,
-        checksum=args.checksum,
-        delete=args.delete,
+        opts=plan_options(args),
         out=ctx.out,
         outcome=outcome,
     )
@@ -294,46 +313,6 @@ def cmd_presign(ctx: Context, args: argparse.Namespace) -> int:
         ctx.out.json({"url": url, "expires_in": args.expires_in, "method": args.method.upper()})
     else:
         print(url)
-    return EXIT_OK
-
-
-def cmd_extract(ctx: Context, args: argparse.Namespace) -> int:
-    where = parse_remote(args.source)
-    if where.is_prefix:
-        raise CliError(f"extract needs a tar object, got the prefix {where}", EXIT_BAD_ARGS)
-    if not hasattr(tarfile, "data_filter"):
-        raise CliError(
-            "extract needs tarfile's 'data' filter (Python 3.10.12+, 3.11.4+ or 3.12+)",
-            EXIT_BAD_CONFIG,
-        )
-    dest = args.dest
-    os.makedirs(dest, exist_ok=True)
-    client = ctx.client()
-    size = client.head_object(where.bucket, where.key).size or 0
-    members = 0
-    with (
-        ctx.out.progress(size, "extract") as progress,
-        client.open(where.bucket, where.key, readahead=args.readahead) as f,
-        tarfile.open(fileobj=f, mode="r|*") as tar,
-    ):
-        seen = 0
-        for member in tar:
-            tar.extract(member, dest, filter="data")
-            members += 1
-            pos = f.tell()
-            progress.add(pos - seen)
-            seen = pos
-        stats = f.stats
-    ctx.out.note(f"extract: {where} to {dest} ({members} members)")
-    ctx.out.json(
-        {
-            "source": str(where),
-            "dest": dest,
-            "members": members,
-            "bytes": stats.bytes_delivered,
-            "resumes": stats.resumes,
-        }
-    )
     return EXIT_OK
 
 

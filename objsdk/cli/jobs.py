@@ -3,13 +3,25 @@ the :class:`Outcome` counters they add to. Pure data."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from .filters import Filters
 from .paths import Location
 
-__all__ = ["STREAM_CHUNK", "Cancelled", "Job", "Kind", "Outcome", "TransferOptions"]
+Symlinks = Literal["files", "all", "none"]
+
+__all__ = [
+    "STREAM_CHUNK",
+    "Cancelled",
+    "Job",
+    "Kind",
+    "Outcome",
+    "PlanOptions",
+    "Symlinks",
+    "TransferOptions",
+]
 
 Kind = Literal["upload", "download", "copy", "stdin", "stdout", "delete"]
 STREAM_CHUNK = 1 << 20
@@ -24,6 +36,7 @@ class Job:
     dst: Location
     size: int = 0
     mtime: datetime | None = None  # the source object's date, given to downloaded files
+    root: str | None = None  # a local deletion's destination directory: it stays inside
 
     @property
     def action(self) -> str:
@@ -56,3 +69,15 @@ class Outcome:
 
 class Cancelled(Exception):
     """Raised from progress callbacks to stop transfers after Ctrl-C."""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What decides which files and objects a ``cp``, ``sync`` or ``rm`` takes."""
+
+    symlinks: Symlinks = "files"
+    filters: Filters = field(default_factory=Filters)
+    checksum: bool = False  # sync: compare content
+    delete: bool = False  # sync: delete what the source lacks
+    size_only: bool = False  # sync: compare sizes alone
+    exact_timestamps: bool = False  # sync down: same size but another time is a change

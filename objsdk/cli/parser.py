@@ -100,13 +100,34 @@ def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> 
     p.add_argument("--dry-run", action="store_true", help="print what would be done")
 
 
+def _selection_options(p: argparse.ArgumentParser) -> None:
+    """Which local files and objects a recursive command takes."""
+    follow = p.add_mutually_exclusive_group()
+    follow.add_argument(
+        "--follow-symlinks",
+        dest="follow_symlinks",
+        action="store_const",
+        const=True,
+        default=None,
+        help="cross symlinked local directories (each once); default: links to files only",
+    )
+    follow.add_argument(
+        "--no-follow-symlinks",
+        dest="follow_symlinks",
+        action="store_const",
+        const=False,
+        help="leave every local symlink out",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _global_options()
     parser = _Parser(
         prog="objsdk",
         description="Copy, list and stream objects on S3-compatible storage.",
         parents=[common],
-        epilog="Exit codes: 0 ok, 1 a transfer failed, 2 files skipped, 130 interrupted, "
+        epilog="Exit codes: 0 ok, 1 a transfer failed, 2 files skipped, 130 interrupted "
+        "(143 SIGTERM, 129 SIGHUP), "
         "252 bad arguments, 253 bad configuration, 254 service error, 255 other.",
     )
     parser.add_argument("--version", action="version", version=f"objsdk {__version__}")
@@ -134,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest")
     p.add_argument("-r", "--recursive", action="store_true", help="a directory or prefix")
     _transfer_options(p)
+    _selection_options(p)
 
     p = add("sync", "copy what is new or changed, like 'aws s3 sync'")
     p.add_argument("source")
@@ -143,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checksum", action="store_true", help="compare content (CRC32C/MD5), not size+time"
     )
     _transfer_options(p)
+    _selection_options(p)
 
     p = add("cat", "write an object (or a byte range of it) to standard output")
     p.add_argument("path", help="s3://bucket/key")

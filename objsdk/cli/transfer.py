@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from objsdk import errors
 
-from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, message_for
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, CliError, message_for
 from .jobs import STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
+from .listing import inside
 from .output import Output, Progress
 from .paths import LocalPath, RemotePath
 
@@ -70,7 +71,13 @@ class Runner:
             if isinstance(dst, RemotePath):
                 c.delete_object(dst.bucket, dst.key)
             else:
-                os.unlink(dst.path)
+                if job.root is None or not inside(job.root, dst.path):
+                    raise CliError(
+                        f"not deleting {dst.path}: a symlinked directory leads there from "
+                        f"outside {job.root}",
+                        EXIT_FAILED,
+                    )
+                os.unlink(dst.path)  # a symlink itself is removed, never its target
             return 0
         if job.kind == "upload":
             assert isinstance(src, LocalPath)
