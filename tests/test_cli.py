@@ -59,17 +59,22 @@ def test_rb_force_empties_the_bucket_first(
     assert not client.bucket_exists(fresh_bucket_name)
 
 
-def test_ls_shows_one_level_with_prefixes_and_human_sizes(
+def test_ls_shows_one_level_prefixes_first_and_sizes_in_bytes_as_aws(
     run: Run, client: Client, bucket: str
 ) -> None:
-    client.put_object(bucket, "top.bin", b"x" * 2048)
+    client.put_object(bucket, "a-top.bin", b"x" * 2048)
     client.put_object(bucket, "dir/inner.txt", b"y")
     res = run("ls", f"s3://{bucket}")
     assert res.code == 0, res.err
     lines = res.out.splitlines()
-    assert any(line.split() == ["PRE", "dir/"] for line in lines)
-    assert any(line.endswith("2.0 KiB top.bin") for line in lines)
+    assert lines[0].split() == ["PRE", "dir/"]  # before a-top.bin, though it sorts after
+    assert lines[1].endswith(" 2048 a-top.bin")
     assert "inner.txt" not in res.out
+    human = run("ls", "--human-readable", "--summarize", f"s3://{bucket}")
+    assert human.code == 0, human.err
+    assert human.out.splitlines()[1].endswith("2.0 KiB a-top.bin")
+    assert "Total Objects: 1" in human.out
+    assert "Total Size: 2.0 KiB" in human.out
 
 
 def test_ls_recursive_json_lists_every_key(run: Run, client: Client, bucket: str) -> None:
@@ -138,7 +143,9 @@ def test_cp_json_prints_a_summary(run: Run, bucket: str, tmp_path: Path) -> None
     make_tree(tmp_path / "src")
     res = run("--json", "cp", "-r", "src", f"s3://{bucket}/")
     assert res.code == 0, res.err
-    (summary,) = res.json_lines()
+    *files, summary = res.json_lines()
+    assert sorted(f["source"] for f in files) == sorted(f"src/{k}" for k in tree(tmp_path / "src"))
+    assert all(f["action"] == "upload" and f["bytes"] >= 0 for f in files)
     assert summary["transferred"] == 4
     assert summary["failed"] == 0
     assert summary["bytes"] == sum(len(v) for v in tree(tmp_path / "src").values())
@@ -514,7 +521,7 @@ def test_sigint_during_download_then_rerun_completes(
         cwd=tmp_path, capture_output=True, env=env, timeout=60,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
-    summary = json.loads(again.stdout)
+    summary = json.loads(again.stdout.splitlines()[-1])
     assert summary["bytes"] == len(data)
     assert summary["bytes_reused"] > 0  # the parts fetched before the kill were kept
     assert hashlib.sha256((tmp_path / "d.bin").read_bytes()).digest() == (

@@ -5,20 +5,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from objsdk import ObjectSummary, Prefix, errors
 
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
 from .extract import cmd_extract
-from .filters import Filters
+from .filters import Filters, has_wildcard
 from .jobs import Outcome, PlanOptions, TransferOptions
+from .listing import list_objects
 from .output import Output, format_time, human_size
-from .paths import parse_remote
+from .paths import RemotePath, parse_remote
 from .plan import plan_cp
+from .run import check_dest_bucket, run_jobs
 from .sync import plan_sync
-from .transfer import check_dest_bucket, run_jobs, stream_to_stdout
+from .transfer import stream_to_stdout
 
 if TYPE_CHECKING:
     from objsdk import Client
@@ -33,7 +35,12 @@ class Context:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.out = Output(json_mode=args.json, quiet=args.quiet)
+        self.out = Output(
+            json_mode=args.json,
+            quiet=args.quiet,
+            no_progress=args.no_progress,
+            only_errors=args.only_show_errors,
+        )
         self._client: Client | None = None
 
     def config(self) -> ResolvedConfig:
@@ -73,13 +80,19 @@ class Context:
             self._client.close()
 
 
-def _transfer_options(args: argparse.Namespace) -> TransferOptions:
+def _transfer_options(args: argparse.Namespace, *, move: bool = False) -> TransferOptions:
     return TransferOptions(
         parallel=args.parallel,
         jobs=args.jobs,
         part_size=args.part_size,
         multipart_threshold=getattr(args, "multipart_threshold", None),
         content_type=getattr(args, "content_type", None),
+        guess_mime_type=getattr(args, "guess_mime_type", True),
+        metadata=getattr(args, "metadata", None),
+        cache_control=getattr(args, "cache_control", None),
+        content_encoding=getattr(args, "content_encoding", None),
+        storage_class=getattr(args, "storage_class", None),
+        move=move,
     )
 
 
@@ -100,8 +113,10 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
 
 
 def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
+    """Buckets, or one level under a prefix with its ``PRE`` lines first (as the aws
+    CLI), or every key (``--recursive``, or a key with wildcards)."""
     client, out = ctx.client(), ctx.out
-    size = (lambda n: str(n)) if args.bytes else human_size
+    size = human_size if args.human_readable else str
     if not args.path:
         for b in client.list_buckets():
             out.line(f"{format_time(b.creation_date)} {b.name}")
@@ -112,18 +127,15 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
         raise errors.NoSuchBucket(
             404, "NoSuchBucket", "The specified bucket does not exist", bucket=where.bucket
         )
-    delimiter = None if args.recursive else "/"
     count = total = 0
-    for entry in client.list_objects(where.bucket, prefix=where.key, delimiter=delimiter):
-        if isinstance(entry, Prefix):
-            shown = entry.prefix[len(_dir_of(where.key)) :]
-            out.line(f"{'PRE':>30} {shown}")
-            out.json({"prefix": entry.prefix})
-            continue
-        assert isinstance(entry, ObjectSummary)
+    objects: Iterable[tuple[str, ObjectSummary]]
+    if has_wildcard(where.key):
+        objects = ((s.key, s) for _rel, s in list_objects(client, where))
+    else:
+        objects = _ls_entries(client, where, args.recursive, out)
+    for name, entry in objects:
         count += 1
         total += entry.size
-        name = entry.key if args.recursive else entry.key[len(_dir_of(where.key)) :]
         out.line(f"{format_time(entry.last_modified)} {size(entry.size):>10} {name}")
         out.json(
             {
@@ -135,7 +147,30 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
         )
     if args.summarize:
         out.line(f"\nTotal Objects: {count}\n   Total Size: {size(total)}")
+        out.json({"total_objects": count, "total_size": total})
     return EXIT_OK
+
+
+def _ls_entries(
+    client: Client, where: RemotePath, recursive: bool, out: Output
+) -> Iterator[tuple[str, ObjectSummary]]:
+    """One level's prefixes printed (PRE lines, first), then its objects yielded as
+    (name shown, summary); with ``recursive``, every object under the prefix."""
+    base = _dir_of(where.key)
+    listing = client.list_objects(
+        where.bucket, prefix=where.key, delimiter=None if recursive else "/"
+    )
+    held: list[ObjectSummary] = []
+    for entry in listing:
+        if isinstance(entry, Prefix):
+            out.line(f"{'PRE':>30} {entry.prefix[len(base) :]}")
+            out.json({"prefix": entry.prefix})
+        elif recursive:
+            yield entry.key, entry
+        else:
+            held.append(entry)  # after every PRE line, as the aws CLI prints them
+    for entry in held:
+        yield entry.key[len(base) :], entry
 
 
 def _dir_of(key: str) -> str:
@@ -174,7 +209,7 @@ def cmd_rb(ctx: Context, args: argparse.Namespace) -> int:
 # -- objects -------------------------------------------------------------------------------
 
 
-def cmd_cp(ctx: Context, args: argparse.Namespace) -> int:
+def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int:
     client, outcome = ctx.client(), Outcome()
     jobs = plan_cp(
         client,
@@ -185,19 +220,26 @@ def cmd_cp(ctx: Context, args: argparse.Namespace) -> int:
         outcome=outcome,
         opts=plan_options(args),
     )
+    if move and any(j.kind in ("stdin", "stdout") for j in jobs):
+        raise CliError("mv works on files and objects, not standard streams", EXIT_BAD_ARGS)
     if not args.dry_run:
         check_dest_bucket(client, jobs)
-    if args.recursive and not jobs and not outcome.skipped:
-        ctx.out.warn(f"nothing to copy under {args.source}")
+    many = args.recursive or len(jobs) != 1
+    if many and not jobs and not outcome.skipped:
+        ctx.out.warn(f"nothing to {'move' if move else 'copy'} under {args.source}")
     return run_jobs(
         client,
         jobs,
-        _transfer_options(args),
+        _transfer_options(args, move=move),
         ctx.out,
         outcome,
         dry_run=args.dry_run,
-        single=not args.recursive,
+        single=not many,
     )
+
+
+def cmd_mv(ctx: Context, args: argparse.Namespace) -> int:
+    return cmd_cp(ctx, args, move=True)
 
 
 def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
@@ -228,7 +270,9 @@ def cmd_cat(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_rm(ctx: Context, args: argparse.Namespace) -> int:
     where = parse_remote(args.path)
     client, out = ctx.client(), ctx.out
-    if not args.recursive:
+    if not args.recursive and not has_wildcard(where.key):
+        if args.filters:
+            raise CliError("--exclude and --include need --recursive", EXIT_BAD_ARGS)
         if where.is_prefix:
             raise CliError(f"{where} is a prefix (use --recursive)", EXIT_BAD_ARGS)
         if args.dry_run:
@@ -236,27 +280,27 @@ def cmd_rm(ctx: Context, args: argparse.Namespace) -> int:
         else:
             client.delete_object(where.bucket, where.key)
             out.note(f"delete: {where}")
-        out.json({"deleted": 0 if args.dry_run else 1, "dryrun": args.dry_run})
+        out.json({"action": "delete", "dest": str(where), "dryrun": args.dry_run})
         return EXIT_OK
-    prefix = where.as_prefix().key if where.key else ""
-    keys = [
-        e.key
-        for e in client.list_objects(where.bucket, prefix=prefix)
-        if isinstance(e, ObjectSummary)
-    ]
+    accepts = plan_options(args).filters.accepts
+    keys = [s.key for rel, s in list_objects(client, where) if accepts(rel)]
     if args.dry_run:
         for k in keys:
             out.note(f"(dryrun) delete: s3://{where.bucket}/{k}")
-        out.json({"deleted": 0, "planned": len(keys), "dryrun": True})
+            out.json({"action": "delete", "dest": f"s3://{where.bucket}/{k}", "dryrun": True})
         return EXIT_OK
     failed = client.delete_objects(where.bucket, keys)
     bad = {f.key for f in failed}
     for k in keys:
         if k not in bad:
             out.note(f"delete: s3://{where.bucket}/{k}")
+            out.json({"action": "delete", "dest": f"s3://{where.bucket}/{k}"})
     for f in failed:
-        print(f"delete failed: s3://{where.bucket}/{f.key}: {f.code}", file=sys.stderr)
-    out.json({"deleted": len(keys) - len(failed), "failed": len(failed), "dryrun": False})
+        out.error(
+            f"delete failed: s3://{where.bucket}/{f.key}: {f.code}",
+            {"code": f.code, "bucket": where.bucket, "key": f.key},
+        )
+    out.summary(f"deleted {len(keys) - len(failed)} objects, {len(failed)} failed")
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -351,6 +395,7 @@ COMMANDS: dict[str, Callable[[Context, argparse.Namespace], int]] = {
     "mb": cmd_mb,
     "rb": cmd_rb,
     "cp": cmd_cp,
+    "mv": cmd_mv,
     "sync": cmd_sync,
     "cat": cmd_cat,
     "rm": cmd_rm,

@@ -37,6 +37,7 @@ class Job:
     size: int = 0
     mtime: datetime | None = None  # the source object's date, given to downloaded files
     root: str | None = None  # a local deletion's destination directory: it stays inside
+    listed: bool = False  # size and mtime come from a listing (a download may trust them)
 
     @property
     def action(self) -> str:
@@ -56,6 +57,12 @@ class TransferOptions:
     part_size: int | None = None
     multipart_threshold: int | None = None
     content_type: str | None = None
+    guess_mime_type: bool = True  # Content-Type from the file name when not given
+    metadata: dict[str, str] | None = None
+    cache_control: str | None = None
+    content_encoding: str | None = None
+    storage_class: str | None = None
+    move: bool = False  # mv: each source is removed once its copy is verified
 
 
 @dataclass

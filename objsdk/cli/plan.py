@@ -110,6 +110,7 @@ def _plan_recursive(
                 target,
                 summary.size,
                 summary.last_modified,
+                listed=True,
             )
         )
     return jobs

@@ -192,6 +192,7 @@ def _sync_down(
                 LocalPath(path),
                 summary.size,
                 summary.last_modified,
+                listed=True,
             )
         )
     if opts.delete:
@@ -223,7 +224,9 @@ def _sync_remote(client: Client, src: RemotePath, dst: RemotePath, opts: PlanOpt
                 _ts(summary.last_modified), _ts(have.last_modified), exact=False
             ):
                 continue
-        jobs.append(Job("copy", source_path, target, summary.size, summary.last_modified))
+        jobs.append(
+            Job("copy", source_path, target, summary.size, summary.last_modified, listed=True)
+        )
     if opts.delete:
         jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(dst_objects) - seen)]
     return jobs
