@@ -326,3 +326,68 @@ def test_help_lists_mv(env: dict[str, str]) -> None:
     proc = subprocess.run([*COMMAND, "--help"], env=env, capture_output=True, timeout=60)
     assert proc.returncode == 0
     assert b" mv " in proc.stdout
+
+
+# -- a terminal that stays readable ----------------------------------------------------------
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """Run with stdout and stderr on one pseudo-terminal, as at a shell; return the exit
+    code and everything the terminal received."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    received = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run(
+            [*COMMAND, *args], cwd=cwd, stdout=follower, stderr=follower, env=env, timeout=60
+        )
+    finally:
+        os.close(follower)
+        reader.join(timeout=10)
+        os.close(leader)
+    # The terminal turns each \n into \r\n; a bare \r is what redraws a bar.
+    return proc.returncode, received.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_per_file_lines_never_land_inside_the_progress_bar(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    for i in range(4):
+        client.put_object(bucket, f"slow/f{i}.bin", os.urandom(1 << 20))
+    minio_proxy.add_toxic("bandwidth", rate=1024)  # ~1 s per file
+    proxied = {**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}
+    code, screen = _on_a_terminal(
+        ["cp", "-r", f"s3://{bucket}/slow", "out", "--jobs", "2"], proxied, tmp_path
+    )
+    assert code == 0, screen
+    assert "%" in screen  # the bar was drawn
+    lines = [line.split("\r")[-1] for line in screen.split("\n") if "download: " in line]
+    assert len(lines) == 4
+    assert all(line.startswith("download: s3://") for line in lines), lines
+    quiet_code, quiet = _on_a_terminal(
+        ["cp", "-r", "--no-progress", f"s3://{bucket}/slow", "again", "--jobs", "2"],
+        proxied,
+        tmp_path,
+    )
+    assert quiet_code == 0, quiet
+    assert "%" not in quiet
+    assert quiet.count("download: s3://") == 4
