@@ -28,7 +28,7 @@ from cli_helpers import (
     wait_for,
 )
 
-from objsdk import Client
+from objsdk import Client, ObjectSummary
 
 __all__ = ["env", "run"]  # fixtures, used by name
 
@@ -342,3 +342,47 @@ def test_sync_up_compares_times_to_the_whole_second(
     again = run("sync", "src", f"s3://{bucket}/s")
     assert again.code == 0, again.err
     assert again.out == ""
+
+
+# -- many small files ------------------------------------------------------------------------
+
+
+def test_sigkill_during_many_small_downloads_leaves_no_partial_file_under_a_final_name(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    objects = {f"many/f{i:02d}.bin": os.urandom(64 << 10) for i in range(40)}
+    for key, data in objects.items():
+        client.put_object(bucket, key, data)
+    minio_proxy.add_toxic("bandwidth", rate=256)  # 256 kB/s a connection: ~0.25 s a file
+    proc = subprocess.Popen(
+        [*COMMAND, "cp", "-r", f"s3://{bucket}/many", "out", "--jobs", "4"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+    )  # fmt: skip
+    wait_for(lambda: any((tmp_path / "out").glob(".objsdk-*.tmp")), "the first temporary file")
+    time.sleep(1.0)
+    proc.kill()
+    proc.communicate(timeout=30)
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    finals = [n for n in names if not n.startswith(".objsdk-")]
+    assert len(finals) < len(objects)  # killed mid-run
+    for name in finals:
+        assert (tmp_path / "out" / name).read_bytes() == objects[f"many/{name}"]
+    assert all(n.endswith(".tmp") for n in names if n.startswith(".objsdk-"))
+    assert not any("objsdk-download" in n for n in names)  # no resume records for these
+
+
+def test_small_downloads_keep_the_object_dates_and_leave_no_temporary_files(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    for i in range(300):  # more than one batch
+        client.put_object(bucket, f"d/{i:03d}", str(i).encode())
+    res = run("cp", "-r", f"s3://{bucket}/d", "out")
+    assert res.code == 0, res.err
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == [f"{i:03d}" for i in range(300)]
+    assert (out / "123").read_bytes() == b"123"
+    (listed,) = [e for e in client.list_objects(bucket, prefix="d/123")]
+    assert isinstance(listed, ObjectSummary)
+    assert listed.last_modified is not None
+    assert abs((out / "123").stat().st_mtime - listed.last_modified.timestamp()) < 1e-3

@@ -72,6 +72,10 @@ class Context:
                 if not attempts.isdigit() or int(attempts) < 1:
                     raise ConfigError(f"AWS_MAX_ATTEMPTS must be a number >= 1, got {attempts!r}")
                 kwargs["retries"] = int(attempts) - 1
+            # One pool for every transfer of the run: a connection for each file in
+            # flight and each of its parts, so none is opened and dropped per request.
+            jobs, parallel = getattr(self.args, "jobs", 1), getattr(self.args, "parallel", 1)
+            kwargs["max_pool_connections"] = max(16, jobs * parallel)
             self._client = Client(cfg.endpoint, **kwargs)  # type: ignore[arg-type]
         return self._client
 

@@ -53,7 +53,7 @@ class Job:
 @dataclass(frozen=True)
 class TransferOptions:
     parallel: int = 4
-    jobs: int = 4
+    jobs: int = 16
     part_size: int | None = None
     multipart_threshold: int | None = None
     content_type: str | None = None

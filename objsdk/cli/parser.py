@@ -111,7 +111,7 @@ def _global_options() -> _Parser:
 
 def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> None:
     p.add_argument("--parallel", type=_positive, default=4, help="parts in flight per file")
-    p.add_argument("--jobs", type=_positive, default=4, help="files transferred at once")
+    p.add_argument("--jobs", type=_positive, default=16, help="files transferred at once")
     p.add_argument("--part-size", type=parse_size, default=None, help="multipart part size")
     if threshold:
         p.add_argument(

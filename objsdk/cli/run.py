@@ -64,9 +64,13 @@ def run_jobs(
                 runner.cancel.set()
                 raise
     finally:
-        # The files renamed into place so far, durable under their names, even when
-        # the run was interrupted.
-        runner.durability.flush()
+        # Files complete on disk take their names, durably, even when the run was
+        # interrupted: their bytes were verified.
+        runner.batch.flush()
+        for dest, e in runner.batch.failures:
+            outcome.failed += 1
+            outcome.done -= 1
+            out.error(f"download to {dest} failed: {message_for(e)}", error_record(e))
     if any(j.kind == "stdout" for j in jobs):
         # Standard output carries the object itself: no summary after it.
         return EXIT_FAILED if outcome.failed else EXIT_OK

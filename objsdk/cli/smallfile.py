@@ -5,15 +5,19 @@ large downloads.
 parts in threads: worth it for an object of many parts, pure cost for a 4 KiB one (four
 opens, three fsyncs, three unlinks, two renames and a thread per object). An object up
 to :data:`SMALL_OBJECT` is instead read whole by one verified GET (``Client.open`` with
-no read-ahead: pinned to the first answer's ETag, its stored checksum checked), written
-to a temporary name in the destination's directory, fsynced, and renamed over the final
-name. A killed run leaves no partial file under a final name (at most a
-``.objsdk-*.tmp`` file, which ``sync --delete`` removes and a rerun ignores); it keeps
-nothing to resume either, as there is nothing worth resuming.
+no read-ahead: pinned to the first answer's ETag, its stored checksum checked) and
+written to a temporary name in the destination's directory (``.objsdk-<random>.tmp``,
+created exclusively). Nothing is kept to resume: there is nothing worth resuming.
 
-Durability is batched (:class:`Durability`): each file's bytes are fsynced by the worker
-that wrote them, before its rename, and every directory a rename touched is fsynced once,
-when the run ends, so a ``cp`` that returns has every file and every name on disk.
+Durability is batched (:class:`Batch`): a temporary file takes its final name only once
+its bytes are on disk, and that is done for many files at once: when
+:data:`BATCH_FILES` files or :data:`BATCH_BYTES` bytes are waiting, and when the run ends
+(also when it is interrupted), one ``syncfs`` flushes them all (an ``fsync`` of each
+where the system has no ``syncfs``), then each is renamed over its final name, then each
+directory holding new names is fsynced once. So no final name ever holds a partial file,
+even after a power cut, and a ``cp`` that returns has every file and name on disk; a
+killed run leaves at most the ``.objsdk-*.tmp`` files of its last batch, which a rerun
+ignores and ``sync --delete`` removes.
 """
 
 from __future__ import annotations
@@ -22,42 +26,107 @@ import contextlib
 import os
 import secrets
 import threading
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
 
 if TYPE_CHECKING:
     from objsdk import Client
 
-__all__ = ["SMALL_OBJECT", "Durability", "download_small"]
+__all__ = ["BATCH_BYTES", "BATCH_FILES", "SMALL_OBJECT", "Batch", "download_small"]
 
 # Up to one default part: the size at which Client.download would use one GET anyway.
 SMALL_OBJECT = 8 << 20
+BATCH_FILES = 256
+BATCH_BYTES = 64 << 20
 
 
-class Durability:
-    """The directories whose new names still need an fsync; :meth:`flush` does them."""
+@dataclass(frozen=True)
+class Pending:
+    """A complete temporary file waiting for its final name."""
+
+    tmp: str
+    dest: str
+    size: int
+
+
+def _syncfs() -> Any:
+    """libc's ``syncfs(fd)`` (Linux), or None."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+class Batch:
+    """Temporary files that take their final names together, once flushed to disk.
+
+    Thread-safe: workers :meth:`add` their finished files; whoever fills the batch
+    flushes it. A rename that fails (a directory appeared at the name) is kept in
+    :attr:`failures` for the caller to report; its temporary file is removed.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._dirs: set[str] = set()
+        self._flush_lock = threading.Lock()
+        self._pending: list[Pending] = []
+        self._bytes = 0
+        self._syncfs = _syncfs()
+        self.failures: list[tuple[str, OSError]] = []
 
-    def renamed_in(self, directory: str) -> None:
+    def add(self, item: Pending) -> None:
         with self._lock:
-            self._dirs.add(directory or ".")
+            self._pending.append(item)
+            self._bytes += item.size
+            full = len(self._pending) >= BATCH_FILES or self._bytes >= BATCH_BYTES
+        if full:
+            self.flush()
 
     def flush(self) -> None:
-        """fsync each directory once (a rename is durable when its directory is)."""
-        with self._lock:
-            dirs, self._dirs = self._dirs, set()
-        for d in sorted(dirs):
-            with contextlib.suppress(FileNotFoundError):
-                fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        """Make the waiting files durable, give them their names, fsync their folders."""
+        with self._flush_lock:
+            with self._lock:
+                items, self._pending, self._bytes = self._pending, [], 0
+            if not items:
+                return
+            self._sync(items)
+            dirs = set()
+            for item in items:
                 try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                    os.replace(item.tmp, item.dest)
+                except OSError as e:
+                    with contextlib.suppress(OSError):
+                        os.unlink(item.tmp)
+                    with self._lock:
+                        self.failures.append((item.dest, e))
+                    continue
+                dirs.add(os.path.dirname(item.tmp) or ".")
+            for d in sorted(dirs):
+                _fsync_path(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+    def _sync(self, items: list[Pending]) -> None:
+        if self._syncfs is not None:
+            fd = os.open(items[0].tmp, os.O_RDONLY)
+            try:
+                if self._syncfs(fd) == 0:
+                    return  # every file of the batch lives on this one filesystem...
+            finally:
+                os.close(fd)
+        for item in items:  # ...or each is flushed on its own
+            _fsync_path(item.tmp, os.O_RDONLY)
+
+
+def _fsync_path(path: str, flags: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(path, flags)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def download_small(
@@ -66,9 +135,10 @@ def download_small(
     key: str,
     dest: str,
     mtime: datetime | None,
-    durability: Durability,
+    batch: Batch,
 ) -> int:
-    """Write the object to ``dest`` by one verified GET and a rename; return its size.
+    """Write the object to a temporary file beside ``dest`` by one verified GET, and
+    hand it to ``batch`` to take its final name; return its size.
 
     The file gets ``mtime`` (the object's date) before it takes its final name.
     """
@@ -91,7 +161,6 @@ def download_small(
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
         finally:
             os.close(fd)
         if mtime is not None:
@@ -101,10 +170,9 @@ def download_small(
             raise errors.InvalidArgument(
                 f"cannot write s3://{bucket}/{key} to {dest}: a directory is there"
             )
-        os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    durability.renamed_in(directory)
+    batch.add(Pending(tmp, dest, len(data)))
     return len(data)

@@ -22,7 +22,7 @@ from .jobs import STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
 from .listing import inside
 from .output import Output, Progress
 from .paths import LocalPath, RemotePath
-from .smallfile import SMALL_OBJECT, Durability, download_small
+from .smallfile import SMALL_OBJECT, Batch, download_small
 
 if TYPE_CHECKING:
     from objsdk import Client, ObjectInfo
@@ -43,7 +43,7 @@ class Runner:
         self.cancel = threading.Event()
         self.lock = threading.Lock()
         self.progress: Progress | None = None
-        self.durability = Durability()
+        self.batch = Batch()
 
     def check(self) -> None:
         if self.cancel.is_set():
@@ -97,9 +97,7 @@ class Runner:
     def _download(self, job: Job, src: RemotePath, dst: LocalPath) -> int:
         if job.listed and job.size <= SMALL_OBJECT:
             self.check()
-            n = download_small(
-                self.client, src.bucket, src.key, dst.path, job.mtime, self.durability
-            )
+            n = download_small(self.client, src.bucket, src.key, dst.path, job.mtime, self.batch)
             if self.progress is not None:
                 self.progress.add(n)
             return n
