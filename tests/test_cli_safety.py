@@ -386,3 +386,32 @@ def test_small_downloads_keep_the_object_dates_and_leave_no_temporary_files(
     assert isinstance(listed, ObjectSummary)
     assert listed.last_modified is not None
     assert abs((out / "123").stat().st_mtime - listed.last_modified.timestamp()) < 1e-3
+
+
+def test_mv_deletes_an_object_only_once_its_file_has_its_final_name(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    objects = {f"mv/f{i:02d}.bin": os.urandom(64 << 10) for i in range(40)}
+    for key, data in objects.items():
+        client.put_object(bucket, key, data)
+    minio_proxy.add_toxic("bandwidth", rate=256)  # ~0.25 s a file
+    proc = subprocess.Popen(
+        [*COMMAND, "mv", "-r", f"s3://{bucket}/mv", "out", "--jobs", "4"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+    )  # fmt: skip
+    wait_for(lambda: any((tmp_path / "out").glob(".objsdk-*.tmp")), "the first temporary file")
+    time.sleep(1.5)
+    proc.kill()
+    proc.communicate(timeout=30)
+    for key in set(objects) - set(keys(client, bucket)):  # moved: the file must be there
+        assert (tmp_path / "out" / key.split("/")[1]).read_bytes() == objects[key]
+    done = subprocess.run(
+        [*COMMAND, "mv", "-r", f"s3://{bucket}/mv", "out"], cwd=tmp_path, env=env,
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert keys(client, bucket) == []
+    assert tree(tmp_path / "out") == {k.split("/")[1]: v for k, v in objects.items()} | {
+        p.name: p.read_bytes() for p in (tmp_path / "out").glob(".objsdk-*.tmp")
+    }

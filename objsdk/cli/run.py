@@ -67,10 +67,10 @@ def run_jobs(
         # Files complete on disk take their names, durably, even when the run was
         # interrupted: their bytes were verified.
         runner.batch.flush()
-        for dest, e in runner.batch.failures:
+        for what, e in runner.batch.failures:
             outcome.failed += 1
             outcome.done -= 1
-            out.error(f"download to {dest} failed: {message_for(e)}", error_record(e))
+            out.error(f"{what} failed: {message_for(e)}", error_record(e))
     if any(j.kind == "stdout" for j in jobs):
         # Standard output carries the object itself: no summary after it.
         return EXIT_FAILED if outcome.failed else EXIT_OK
@@ -115,8 +115,6 @@ def _job_json(job: Job, opts: TransferOptions) -> dict[str, Any]:
 def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
     try:
         n = runner.run_one(job)
-        if runner.opts.move and job.kind != "delete":
-            runner.remove_source(job)
     except (KeyboardInterrupt, Cancelled):
         raise
     except BrokenPipeError:

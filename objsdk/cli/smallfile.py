@@ -26,6 +26,7 @@ import contextlib
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ class Pending:
     tmp: str
     dest: str
     size: int
+    after: Callable[[], None] | None = None  # run once the file has its name, durably
 
 
 def _syncfs() -> Any:
@@ -67,7 +69,8 @@ class Batch:
 
     Thread-safe: workers :meth:`add` their finished files; whoever fills the batch
     flushes it. A rename that fails (a directory appeared at the name) is kept in
-    :attr:`failures` for the caller to report; its temporary file is removed.
+    :attr:`failures` for the caller to report, as ``(what failed, error)``; its
+    temporary file is removed. So is an error of an item's ``after``.
     """
 
     def __init__(self) -> None:
@@ -76,7 +79,7 @@ class Batch:
         self._pending: list[Pending] = []
         self._bytes = 0
         self._syncfs = _syncfs()
-        self.failures: list[tuple[str, OSError]] = []
+        self.failures: list[tuple[str, Exception]] = []
 
     def add(self, item: Pending) -> None:
         with self._lock:
@@ -94,19 +97,29 @@ class Batch:
             if not items:
                 return
             self._sync(items)
-            dirs = set()
+            dirs, named = set(), []
             for item in items:
                 try:
                     os.replace(item.tmp, item.dest)
                 except OSError as e:
                     with contextlib.suppress(OSError):
                         os.unlink(item.tmp)
-                    with self._lock:
-                        self.failures.append((item.dest, e))
+                    self._failed(f"download to {item.dest}", e)
                     continue
                 dirs.add(os.path.dirname(item.tmp) or ".")
+                named.append(item)
             for d in sorted(dirs):
                 _fsync_path(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            for item in named:
+                if item.after is not None:
+                    try:
+                        item.after()
+                    except Exception as e:
+                        self._failed(f"removing the source of {item.dest}", e)
+
+    def _failed(self, what: str, e: Exception) -> None:
+        with self._lock:
+            self.failures.append((what, e))
 
     def _sync(self, items: list[Pending]) -> None:
         if self._syncfs is not None:
@@ -136,9 +149,10 @@ def download_small(
     dest: str,
     mtime: datetime | None,
     batch: Batch,
+    after: Callable[[], None] | None = None,
 ) -> int:
     """Write the object to a temporary file beside ``dest`` by one verified GET, and
-    hand it to ``batch`` to take its final name; return its size.
+    hand it to ``batch`` to take its final name (then ``after`` runs); return its size.
 
     The file gets ``mtime`` (the object's date) before it takes its final name.
     """
@@ -174,5 +188,5 @@ def download_small(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    batch.add(Pending(tmp, dest, len(data)))
+    batch.add(Pending(tmp, dest, len(data), after))
     return len(data)

@@ -95,9 +95,14 @@ class Runner:
         return info.size or 0
 
     def _download(self, job: Job, src: RemotePath, dst: LocalPath) -> int:
+        move = self.opts.move
         if job.listed and job.size <= SMALL_OBJECT:
             self.check()
-            n = download_small(self.client, src.bucket, src.key, dst.path, job.mtime, self.batch)
+            # mv: the object goes only once its file is on disk under its final name.
+            after = (lambda: self.remove_source(job)) if move else None
+            n = download_small(
+                self.client, src.bucket, src.key, dst.path, job.mtime, self.batch, after
+            )
             if self.progress is not None:
                 self.progress.add(n)
             return n
@@ -119,6 +124,8 @@ class Runner:
         size = result.info.size or 0
         with self.lock:
             self.outcome.reused += size - result.bytes_fetched
+        if move:
+            self.remove_source(job)
         return size
 
     def remove_source(self, job: Job) -> None:
@@ -130,7 +137,14 @@ class Runner:
             os.unlink(src.path)
 
     def run_one(self, job: Job) -> int:
-        """Carry out ``job``; return the bytes moved."""
+        """Carry out ``job``; return the bytes moved. With ``mv``, the source goes once
+        the copy is verified (for a small download, once its file has its final name)."""
+        n = self._carry_out(job)
+        if self.opts.move and job.kind in ("upload", "copy"):
+            self.remove_source(job)
+        return n
+
+    def _carry_out(self, job: Job) -> int:
         c = self.client
         self.check()
         src, dst = job.src, job.dst
