@@ -391,3 +391,21 @@ def test_per_file_lines_never_land_inside_the_progress_bar(
     assert quiet_code == 0, quiet
     assert "%" not in quiet
     assert quiet.count("download: s3://") == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["cp", "-", "s3://{b}/k", "--storage-class", "STANDARD"], "--storage-class"),
+        (["cp", "s3://{b}/a", "s3://{b}/c", "--metadata", "k=v"], "--metadata"),
+        (["cp", "s3://{b}/a", "s3://{b}/c", "--cache-control", "no-cache"], "--cache-control"),
+    ],
+)
+def test_a_field_that_cannot_be_stored_is_an_error_not_dropped(
+    run: Run, client: Client, bucket: str, args: list[str], flag: str
+) -> None:
+    client.put_object(bucket, "a", b"a")
+    res = run(*(a.format(b=bucket) for a in args), stdin=b"data")
+    assert res.code == 252
+    assert f"{flag} is not supported" in res.err
+    assert keys(client, bucket) == ["a"]

@@ -415,3 +415,24 @@ def test_mv_deletes_an_object_only_once_its_file_has_its_final_name(
     assert tree(tmp_path / "out") == {k.split("/")[1]: v for k, v in objects.items()} | {
         p.name: p.read_bytes() for p in (tmp_path / "out").glob(".objsdk-*.tmp")
     }
+
+
+def test_downloads_never_write_through_a_symlinked_directory_unless_asked(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "shared").symlink_to("../outside")
+    client.put_object(bucket, "p/shared/x.txt", b"x")
+    client.put_object(bucket, "p/y.txt", b"y")
+    for command in ("cp", "sync"):
+        res = run(command, *(["-r"] if command == "cp" else []), f"s3://{bucket}/p", "dst")
+        assert res.code == 2, res.err
+        assert "symlinked directory" in res.err
+        assert list(outside.iterdir()) == []
+        assert (dst / "y.txt").read_bytes() == b"y"
+    asked = run("cp", "-r", "--follow-symlinks", f"s3://{bucket}/p", "dst")
+    assert asked.code == 0, asked.err
+    assert (outside / "x.txt").read_bytes() == b"x"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ from objsdk import ObjectSummary, Prefix, errors
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
 from .extract import cmd_extract
 from .filters import Filters, has_wildcard
-from .jobs import Outcome, PlanOptions, TransferOptions
+from .jobs import Job, Outcome, PlanOptions, TransferOptions
 from .listing import list_objects
 from .output import Output, format_time, human_size
 from .paths import RemotePath, parse_remote
@@ -201,7 +200,10 @@ def cmd_rb(ctx: Context, args: argparse.Namespace) -> int:
         keys = [e.key for e in client.list_objects(where.bucket) if isinstance(e, ObjectSummary)]
         failed = client.delete_objects(where.bucket, keys)
         for f in failed:
-            print(f"delete failed: s3://{where.bucket}/{f.key}: {f.code}", file=sys.stderr)
+            ctx.out.error(
+                f"delete failed: s3://{where.bucket}/{f.key}: {f.code}",
+                {"code": f.code, "bucket": where.bucket, "key": f.key},
+            )
         if failed:
             return EXIT_FAILED
     client.delete_bucket(where.bucket)
@@ -226,6 +228,7 @@ def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int
     )
     if move and any(j.kind in ("stdin", "stdout") for j in jobs):
         raise CliError("mv works on files and objects, not standard streams", EXIT_BAD_ARGS)
+    _check_fields_apply(args, jobs)
     if not args.dry_run:
         check_dest_bucket(client, jobs)
     many = args.recursive or len(jobs) != 1
@@ -240,6 +243,30 @@ def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int
         dry_run=args.dry_run,
         single=not many,
     )
+
+
+# What each kind of job can store with an object: a server-side copy keeps its source's
+# fields, and a stream from standard input goes through the writer, which takes a
+# Content-Type and metadata only.
+_FIELDS = {
+    "--content-type": ("content_type", ("upload", "stdin")),
+    "--metadata": ("metadata", ("upload", "stdin")),
+    "--cache-control": ("cache_control", ("upload",)),
+    "--content-encoding": ("content_encoding", ("upload",)),
+    "--storage-class": ("storage_class", ("upload",)),
+}
+
+
+def _check_fields_apply(args: argparse.Namespace, jobs: list[Job]) -> None:
+    """A field given for objects that cannot take it is an error, not silently dropped
+    (downloads have nothing to store it on, as with the aws CLI, and are left alone)."""
+    for flag, (name, kinds) in _FIELDS.items():
+        if getattr(args, name, None) is None:
+            continue
+        for job in jobs:
+            if job.kind in ("copy", "stdin") and job.kind not in kinds:
+                what = "server-side copies" if job.kind == "copy" else "standard input"
+                raise CliError(f"{flag} is not supported for {what}", EXIT_BAD_ARGS)
 
 
 def cmd_mv(ctx: Context, args: argparse.Namespace) -> int:

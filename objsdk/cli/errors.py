@@ -74,10 +74,15 @@ def message_for(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_CLI_CODES = {EXIT_BAD_ARGS: "InvalidArgument", EXIT_BAD_CONFIG: "InvalidConfiguration"}
+
+
 def error_record(exc: BaseException) -> dict[str, object]:
     """``exc`` as the JSON object ``--json`` prints on stderr: ``code`` (the S3 error
     code, else the kind of error), ``message``, and ``bucket``/``key`` where known."""
     code = getattr(exc, "code", None)
+    if isinstance(exc, CliError):
+        code = _CLI_CODES.get(exc.code, "Failed")
     record: dict[str, object] = {
         "code": code if isinstance(code, str) else type(exc).__name__,
         "message": message_for(exc),

@@ -25,6 +25,7 @@ __all__ = [
     "key_prefix",
     "list_objects",
     "local_file",
+    "local_target",
     "safe_local_name",
     "walk_files",
 ]
@@ -142,6 +143,23 @@ def safe_local_name(src: RemotePath, key: str, out: Output, outcome: Outcome) ->
         out.warn(f"skipping s3://{src.bucket}/{key}: not a safe local path")
         outcome.skipped += 1
     return rel
+
+
+def local_target(
+    root: str, rel: str, symlinks: Symlinks, src: str, out: Output, outcome: Outcome
+) -> str | None:
+    """The local path for ``rel`` under ``root``, or None (warned, counted as skipped)
+    when a symlinked directory inside ``root`` would take the write elsewhere and
+    ``--follow-symlinks`` was not given."""
+    path = local_file(root, rel)
+    if symlinks != "all" and not inside(root, path):
+        out.warn(
+            f"skipping {src}: {path} is reached through a symlinked directory "
+            "(--follow-symlinks writes through it)"
+        )
+        outcome.skipped += 1
+        return None
+    return path
 
 
 def local_file(root: str, rel: str) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .errors import EXIT_BAD_ARGS, CliError
 from .filters import has_wildcard
 from .jobs import Job, Kind, Outcome, PlanOptions
-from .listing import list_objects, local_file, safe_local_name, walk_files
+from .listing import list_objects, local_target, safe_local_name, walk_files
 from .output import Output
 from .paths import LocalPath, Location, RemotePath, parse_location
 
@@ -98,7 +98,11 @@ def _plan_recursive(
             safe = safe_local_name(src, summary.key, out, outcome)
             if safe is None:
                 continue
-            target: Location = LocalPath(local_file(dst.path, safe))
+            where = f"s3://{src.bucket}/{summary.key}"
+            path = local_target(dst.path, safe, opts.symlinks, where, out, outcome)
+            if path is None:
+                continue
+            target: Location = LocalPath(path)
             kind: Kind = "download"
         else:
             target = dst.join(rel)

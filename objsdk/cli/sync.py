@@ -14,7 +14,7 @@ import crc32c
 
 from .errors import EXIT_BAD_ARGS, CliError
 from .jobs import STREAM_CHUNK, Job, Outcome, PlanOptions
-from .listing import list_objects, local_file, safe_local_name, walk_files
+from .listing import list_objects, local_file, local_target, safe_local_name, walk_files
 from .output import Output
 from .paths import LocalPath, RemotePath, parse_location
 
@@ -173,7 +173,10 @@ def _sync_down(
         if safe is None:
             continue
         seen.add(safe)
-        path = local_file(dst.path, safe)
+        where = f"s3://{src.bucket}/{summary.key}"
+        path = local_target(dst.path, safe, opts.symlinks, where, out, outcome)
+        if path is None:
+            continue
         st_local = local.get(safe)
         if st_local is not None and st_local.st_size == summary.size:
             if opts.size_only:
