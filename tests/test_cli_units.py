@@ -169,7 +169,7 @@ def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path
     batch = Batch()
     batch.add(Pending(str(tmp_path / "t"), str(tmp_path / "taken"), 1))
     batch.flush()
-    assert [dest for dest, _ in batch.failures] == [str(tmp_path / "taken")]
+    assert [what for what, _ in batch.failures] == [f"download to {tmp_path / 'taken'}"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
