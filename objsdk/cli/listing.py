@@ -4,6 +4,7 @@ directory, the objects under a prefix, and which keys are safe as local paths.""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import stat
@@ -26,6 +27,7 @@ __all__ = [
     "list_objects",
     "local_file",
     "local_target",
+    "new_plan",
     "safe_local_name",
     "walk_files",
 ]
@@ -150,9 +152,10 @@ def local_target(
 ) -> str | None:
     """The local path for ``rel`` under ``root``, or None (warned, counted as skipped)
     when a symlinked directory inside ``root`` would take the write elsewhere and
-    ``--follow-symlinks`` was not given."""
+    ``--follow-symlinks`` was not given. Folders are looked up once per plan: call
+    :func:`new_plan` before each."""
     path = local_file(root, rel)
-    if symlinks != "all" and not inside(root, path):
+    if symlinks != "all" and not _folder_inside(root, os.path.dirname(path)):
         out.warn(
             f"skipping {src}: {path} is reached through a symlinked directory "
             "(--follow-symlinks writes through it)"
@@ -160,6 +163,18 @@ def local_target(
         outcome.skipped += 1
         return None
     return path
+
+
+@functools.lru_cache(maxsize=4096)
+def _folder_inside(root: str, folder: str) -> bool:
+    """:func:`inside` for the files of one folder, looked up once per plan (the many
+    files of a folder share the answer)."""
+    return inside(root, os.path.join(folder, "x"))
+
+
+def new_plan() -> None:
+    """Forget the folders :func:`local_target` looked up (the disk may have changed)."""
+    _folder_inside.cache_clear()
 
 
 def local_file(root: str, rel: str) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .errors import EXIT_BAD_ARGS, CliError
 from .filters import has_wildcard
 from .jobs import Job, Kind, Outcome, PlanOptions
-from .listing import list_objects, local_target, safe_local_name, walk_files
+from .listing import list_objects, local_target, new_plan, safe_local_name, walk_files
 from .output import Output
 from .paths import LocalPath, Location, RemotePath, parse_location
 
@@ -40,6 +40,7 @@ def plan_cp(
     A source key with wildcards (``s3://b/logs/*.gz``) means the objects it matches, as
     if ``--recursive`` from the prefix before the first wildcard.
     """
+    new_plan()
     opts = opts or PlanOptions()
     src, dst = parse_location(source), parse_location(dest)
     if isinstance(src, LocalPath) and isinstance(dst, LocalPath):

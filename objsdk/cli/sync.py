@@ -14,7 +14,7 @@ import crc32c
 
 from .errors import EXIT_BAD_ARGS, CliError
 from .jobs import STREAM_CHUNK, Job, Outcome, PlanOptions
-from .listing import list_objects, local_file, local_target, safe_local_name, walk_files
+from .listing import list_objects, local_file, local_target, new_plan, safe_local_name, walk_files
 from .output import Output
 from .paths import LocalPath, RemotePath, parse_location
 
@@ -91,6 +91,7 @@ def plan_sync(
     ``--exclude``/``--include`` apply to both sides: a file they leave out is neither
     copied nor deleted.
     """
+    new_plan()
     src, dst = parse_location(source), parse_location(dest)
     if isinstance(src, LocalPath) and isinstance(dst, LocalPath):
         raise CliError("sync needs at least one s3:// location", EXIT_BAD_ARGS)
