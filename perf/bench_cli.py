@@ -13,7 +13,8 @@ process per run, run ``--runs`` times in rotating order; the table shows the med
 time, the median CPU of the child process (user + sys) and the speed relative to s5cmd.
 Downloads go to a fresh directory on the same filesystem, removed between runs.
 
-    python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--json out.json]
+    python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--only small|medium|large]
+                             [--json out.json]
 """
 
 from __future__ import annotations
@@ -155,15 +156,22 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=None, help="objsdk --jobs (default: its own)")
     p.add_argument("--big-mib", type=int, default=None, help="the large file's size")
     p.add_argument("--no-peers", action="store_true", help="objsdk alone")
+    p.add_argument(
+        "--only",
+        choices=("small", "medium", "large"),
+        action="append",
+        help="run only these workloads (repeatable; default: all three)",
+    )
     args = p.parse_args()
     runs = 1 if args.quick and args.runs == 5 else args.runs
     small_n, medium_n = (100, 10) if args.quick else (2000, 200)
     big = (args.big_mib or (32 if args.quick else 1024)) * MiB
-    workloads = [
-        (f"{small_n} x 4 KiB", small_n, 4096),
-        (f"{medium_n} x 1 MiB", medium_n, MiB),
-        (f"1 x {big // MiB} MiB", 1, big),
-    ]
+    everything = {
+        "small": (f"{small_n} x 4 KiB", small_n, 4096),
+        "medium": (f"{medium_n} x 1 MiB", medium_n, MiB),
+        "large": (f"1 x {big // MiB} MiB", 1, big),
+    }
+    workloads = [everything[w] for w in (args.only or everything)]
     s5 = None if args.no_peers else s5cmd_binary()
     aws = None if args.no_peers else shutil.which("aws")
     print(f"objsdk: {' '.join(objsdk_command())}")

@@ -436,3 +436,26 @@ def test_downloads_never_write_through_a_symlinked_directory_unless_asked(
     asked = run("cp", "-r", "--follow-symlinks", f"s3://{bucket}/p", "dst")
     assert asked.code == 0, asked.err
     assert (outside / "x.txt").read_bytes() == b"x"
+
+
+@pytest.mark.parametrize("size", [0, 5, 300_000])
+def test_small_downloads_are_verified_and_a_mismatch_leaves_no_file(
+    env: dict[str, str], local_minio: Any, client: Client, bucket: str, tmp_path: Path, size: int
+) -> None:
+    from objsdk.testing.faultproxy import Action, FaultProxy
+
+    client.put_object(bucket, "v/good.bin", os.urandom(size) or b"g")
+    client.put_object(bucket, "v/bad.bin", os.urandom(size) or b"b")
+    with FaultProxy(local_minio.endpoint) as proxy:
+        # The checksum the answer carries no longer matches its bytes.
+        proxy.add_rule(
+            Action.SET_HEADERS, method="GET", path=r"/v/bad\.bin$", times=None,
+            headers={"x-amz-checksum-crc32c": "AAAAAA=="},
+        )  # fmt: skip
+        res = subprocess.run(
+            [*COMMAND, "cp", "-r", f"s3://{bucket}/v", "out"], cwd=tmp_path,
+            env={**env, "AWS_ENDPOINT_URL": proxy.endpoint}, capture_output=True, timeout=60,
+        )  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    assert b"bad.bin" in res.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good.bin"]
