@@ -459,3 +459,29 @@ def test_small_downloads_are_verified_and_a_mismatch_leaves_no_file(
     assert res.returncode == 1, res.stderr
     assert b"bad.bin" in res.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good.bin"]
+
+
+def test_sigterm_during_extract_leaves_no_partial_member_under_its_name(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    big = os.urandom(6 << 20)
+    client.put_object(bucket, "a.tar", _archive([tarfile.TarInfo("big.bin")], {"big.bin": big}))
+    minio_proxy.add_toxic("bandwidth", rate=1024)  # ~6 s for the member
+    proc = subprocess.Popen(
+        [*COMMAND, "extract", f"s3://{bucket}/a.tar", "out", "--readahead", "0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
+    )  # fmt: skip
+    out = tmp_path / "out"
+    wait_for(lambda: out.is_dir() and any(out.iterdir()), "the member to start")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert list(out.iterdir()) == []  # neither big.bin cut short nor its temporary file
+    again = subprocess.run(
+        [*COMMAND, "extract", f"s3://{bucket}/a.tar", "out"], cwd=tmp_path, env=env,
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert (out / "big.bin").read_bytes() == big

@@ -13,11 +13,14 @@ target of every link. The ``data`` filter still applies where Python has it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
+import shutil
 import stat
 import tarfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import EXIT_BAD_ARGS, EXIT_FAILED, EXIT_OK, CliError
 
@@ -116,6 +119,57 @@ def check_member(root: str, member: tarfile.TarInfo) -> None:
         resolve_inside(root, _parts(member.linkname, "its link target"))
 
 
+def _extract_one(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, root: str, where: str, data_filter: Any
+) -> None:
+    """One checked member into ``root``: a regular file through a temporary name, so an
+    interrupted or killed extraction never leaves a partial file under a member's name;
+    directories and links by ``tarfile``."""
+    if data_filter is not None:
+        try:
+            member = data_filter(member, root)
+        except tarfile.FilterError as e:
+            raise CliError(f"refusing archive member {member.name!r} of {where}: {e}", 1) from None
+    else:  # Python without extraction filters: no owners, no special modes
+        member.mode = (member.mode or 0o644) & 0o777 & ~0o022
+        member.uid = member.gid = os.getuid() if hasattr(os, "getuid") else 0
+        member.uname = member.gname = ""
+    if member.isreg():
+        _write_member(tar, member, root)
+    elif data_filter is not None:
+        tar.extract(member, root, set_attrs=not member.issym(), filter="fully_trusted")
+    else:
+        tar.extract(member, root, set_attrs=not member.issym())
+
+
+def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:
+    target = os.path.join(root, *member.name.split("/"))
+    folder = os.path.dirname(target)
+    os.makedirs(folder, exist_ok=True)
+    source = tar.extractfile(member)
+    assert source is not None  # a regular file
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        tmp = os.path.join(folder, f".objsdk-{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o600)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+        if member.mode is not None:
+            os.chmod(tmp, member.mode)
+        if member.mtime is not None:
+            os.utime(tmp, (member.mtime, member.mtime))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def cmd_extract(ctx: Context, args: argparse.Namespace) -> int:
     from .paths import parse_remote
 
@@ -142,18 +196,7 @@ def cmd_extract(ctx: Context, args: argparse.Namespace) -> int:
                 raise CliError(
                     f"refusing archive member {member.name!r} of {where}: {e}", EXIT_FAILED
                 ) from None
-            if data_filter is not None:
-                try:
-                    tar.extract(member, root, filter="data")
-                except tarfile.FilterError as e:
-                    raise CliError(
-                        f"refusing archive member {member.name!r} of {where}: {e}", EXIT_FAILED
-                    ) from None
-            else:  # Python without extraction filters: no owners, no special modes
-                member.mode = (member.mode or 0o644) & 0o777 & ~0o022
-                member.uid = member.gid = os.getuid() if hasattr(os, "getuid") else 0
-                member.uname = member.gname = ""
-                tar.extract(member, root, set_attrs=not member.issym())
+            _extract_one(tar, member, root, f"{where}", data_filter)
             members += 1
             pos = f.tell()
             progress.add(pos - seen)
