@@ -58,7 +58,12 @@ _non_negative = _int_at_least(0, "must not be negative")
 
 class _Parser(argparse.ArgumentParser):
     """Bad arguments raise CliError (exit 252) instead of argparse's exit 2, naming the
-    option at fault."""
+    option at fault. Options are never abbreviated (``--inc`` is not ``--include``), as
+    with the aws CLI: a typo is an error, not another option."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise CliError(f"{self.prog}: {message} (see {self.prog.split()[0]} --help)", EXIT_BAD_ARGS)
@@ -110,8 +115,8 @@ def _global_options() -> _Parser:
 
 
 def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> None:
-    p.add_argument("--parallel", type=_positive, default=4, help="parts in flight per file")
-    p.add_argument("--jobs", type=_positive, default=16, help="files transferred at once")
+    p.add_argument("--parallel", type=_positive, default=4, help="parts in flight per file (4)")
+    p.add_argument("--jobs", type=_positive, default=16, help="files in flight at once (16)")
     p.add_argument("--part-size", type=parse_size, default=None, help="multipart part size")
     if threshold:
         p.add_argument(
