@@ -410,3 +410,12 @@ def test_a_field_that_cannot_be_stored_is_an_error_not_dropped(
     assert res.code == 252
     assert f"{flag} is not supported" in res.err
     assert keys(client, bucket) == ["a"]
+
+
+def test_json_warnings_are_objects_on_stderr(run: Run, bucket: str, tmp_path: Path) -> None:
+    _files(tmp_path / "src", {"f.txt": b"1"})
+    os.mkfifo(tmp_path / "src" / "pipe")
+    res = run("--json", "cp", "-r", "src", f"s3://{bucket}/w")
+    assert res.code == 2, res.err
+    (warning,) = [json.loads(line) for line in res.err.splitlines()]
+    assert "not a regular file" in warning["warning"]

@@ -77,9 +77,12 @@ class Output:
             print(text, flush=True)
 
     def warn(self, text: str) -> None:
-        """A warning on stderr (always printed)."""
+        """A warning on stderr (always printed; with --json as ``{"warning": text}``)."""
         with self._lock:
-            print(f"warning: {text}", file=sys.stderr, flush=True)
+            if self.json_mode:
+                print(json.dumps({"warning": text}), file=sys.stderr, flush=True)
+            else:
+                print(f"warning: {text}", file=sys.stderr, flush=True)
 
     def error(self, text: str, record: dict[str, Any] | None = None) -> None:
         """An error on stderr: one line, or with --json one JSON object (``code``,
