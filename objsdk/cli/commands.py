@@ -154,26 +154,34 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# The aws CLI prints each page of a listing (1000 entries) as its prefixes, then its
+# objects; holding one page's objects at a time keeps memory bounded on huge levels.
+_LS_PAGE = 1000
+
+
 def _ls_entries(
     client: Client, where: RemotePath, recursive: bool, out: Output
 ) -> Iterator[tuple[str, ObjectSummary]]:
-    """One level's prefixes printed (PRE lines, first), then its objects yielded as
-    (name shown, summary); with ``recursive``, every object under the prefix."""
+    """One level's prefixes printed (PRE lines, first in each page of the listing),
+    then its objects yielded as (name shown, summary); with ``recursive``, every object
+    under the prefix."""
     base = _dir_of(where.key)
     listing = client.list_objects(
         where.bucket, prefix=where.key, delimiter=None if recursive else "/"
     )
     held: list[ObjectSummary] = []
-    for entry in listing:
+    for entries, entry in enumerate(listing, 1):
         if isinstance(entry, Prefix):
             out.line(f"{'PRE':>30} {entry.prefix[len(base) :]}")
             out.json({"prefix": entry.prefix})
         elif recursive:
             yield entry.key, entry
         else:
-            held.append(entry)  # after every PRE line, as the aws CLI prints them
-    for entry in held:
-        yield entry.key[len(base) :], entry
+            held.append(entry)  # after the page's PRE lines, as the aws CLI prints them
+        if entries % _LS_PAGE == 0:
+            yield from ((e.key[len(base) :], e) for e in held)
+            held.clear()
+    yield from ((e.key[len(base) :], e) for e in held)
 
 
 def _dir_of(key: str) -> str:
