@@ -214,3 +214,18 @@ def test_the_client_pool_holds_a_connection_for_every_part_in_flight() -> None:
         assert ctx.client().transport.max_pool_connections == 128  # type: ignore[attr-defined]
     finally:
         ctx.close()
+
+
+def test_terminating_signals_raise_terminated_and_are_restored_after() -> None:
+    import os
+    import signal
+
+    from objsdk.cli.signals import Terminated, terminating_signals
+
+    before = signal.getsignal(signal.SIGTERM)
+    # A signal sent to itself is handled as os.kill returns, in the main thread.
+    with terminating_signals(), pytest.raises(Terminated) as caught:
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert caught.value.exit_code == 143
+    assert isinstance(caught.value, KeyboardInterrupt)  # cleaned up as Ctrl-C is
+    assert signal.getsignal(signal.SIGTERM) is before
