@@ -1,8 +1,13 @@
-# Two entry points: `make demo` and `make test`. Both set up .venv on first use.
+# Two entry points: `make demo` (its own small .venv-demo) and `make test` (.venv, with
+# the development tools). Each sets its venv up on first use.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The demo's own venv: the library and its three runtime dependencies, nothing else
+# (a regular install: a wheel, as users get it).
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
 # A second venv with the lowest versions pyproject allows, so the floors stay true.
 MIN_VENV := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed
@@ -21,8 +26,14 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 	$(MIN_VENV)/bin/python -m pip install --quiet -e '.[dev]' -c constraints-min.txt
 	touch $(MIN_STAMP)
 
-demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+$(DEMO_STAMP): pyproject.toml $(shell find objsdk -name '*.py')
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DEMO_VENV)/bin/python -m pip install --quiet .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/python examples/demo.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -64,4 +75,4 @@ perf: $(STAMP)
 	cd perf && ../$(BIN)/python bench_shm.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MIN_VENV) $(DEMO_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

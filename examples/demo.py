@@ -13,13 +13,30 @@ import hashlib
 import io
 import logging
 import os
+import re
 import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 from objsdk import Client, LocalMinio, NoSuchKey
+from objsdk.testing import gobuild
 from objsdk.testing.toxiproxy import Toxiproxy
+
+
+def announce_builds() -> None:
+    """Say so before a server is built from source (once, into objsdk's cache), so the
+    wait that follows is not a mystery."""
+    builds = (
+        ("MinIO", "OBJSDK_MINIO_BINARY", "minio", gobuild.MINIO_VERSION, "minio"),
+        ("Toxiproxy", "OBJSDK_TOXIPROXY_BINARY", "toxiproxy", gobuild.TOXIPROXY_VERSION, "server"),
+    )
+    for label, variable, name, version, exe in builds:
+        if os.environ.get(variable):
+            continue
+        folder = gobuild.cache_dir() / "bin" / f"{name}-{re.sub(r'[^A-Za-z0-9._-]', '_', version)}"
+        if not (folder / exe).is_file():
+            print(f"building {label} once (a few minutes) into {folder.parent}...", flush=True)
 
 
 def sha256(data: bytes) -> str:
@@ -70,9 +87,10 @@ def tar_through_faults(minio: LocalMinio, client: Client) -> None:
 def main() -> None:
     # Each resume logs a warning; the demo summarises them instead.
     logging.basicConfig(level=logging.ERROR)
+    announce_builds()
     t0 = time.monotonic()
     with LocalMinio() as minio, minio.client() as client:
-        print(f"started MinIO at {minio.endpoint} in {time.monotonic() - t0:.1f} s")
+        print(f"MinIO ready at {minio.endpoint} in {time.monotonic() - t0:.1f} s")
         client.create_bucket("demo")
         print("created bucket 'demo'")
 

@@ -11,97 +11,30 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from cli_helpers import (
+    COMMAND,
+    Run,
+    as_at_a_terminal,
+    clean_env,
+    env,
+    keys,
+    make_tree,
+    multipart_uploads,
+    run,
+    tree,
+    wait_for,
+)
 
 from objsdk import Client
 
+__all__ = ["env", "run"]  # fixtures, used by name
+
 pytestmark = pytest.mark.integration
-
-SCRIPT = Path(sys.executable).parent / "objsdk"
-COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "objsdk.cli"]
-
-
-@dataclass
-class Result:
-    code: int
-    raw: bytes
-    err: str
-
-    @property
-    def out(self) -> str:
-        return self.raw.decode(errors="replace")
-
-    def json_lines(self) -> list[Any]:
-        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
-
-
-Run = Callable[..., Result]
-
-
-def clean_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["HOME"] = str(home)  # no ~/.aws of the machine's user
-    return env
-
-
-@pytest.fixture
-def env(local_minio: Any, tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir()
-    return {
-        **clean_env(home),
-        "AWS_ENDPOINT_URL": local_minio.endpoint,
-        "AWS_ACCESS_KEY_ID": local_minio.access_key,
-        "AWS_SECRET_ACCESS_KEY": local_minio.secret_key,
-    }
-
-
-@pytest.fixture
-def run(env: dict[str, str], tmp_path: Path) -> Run:
-    def run(*args: str, stdin: bytes = b"", extra_env: dict[str, str] | None = None) -> Result:
-        proc = subprocess.run(
-            [*COMMAND, *args],
-            input=stdin,
-            capture_output=True,
-            env={**env, **(extra_env or {})},
-            cwd=tmp_path,
-            timeout=60,
-            check=False,
-        )
-        return Result(proc.returncode, proc.stdout, proc.stderr.decode())
-
-    return run
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
-def make_tree(root: Path) -> dict[str, bytes]:
-    files = {
-        "a.txt": b"alpha\n",
-        "sub/b.bin": os.urandom(300_000),
-        "sub/deeper/c.txt": b"gamma",
-        "space name.txt": b"spaced",
-    }
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
-    return files
-
-
-def keys(client: Client, bucket: str, prefix: str = "") -> list[str]:
-    return sorted(e.key for e in client.list_objects(bucket, prefix=prefix))
 
 
 # -- buckets and listing ---------------------------------------------------------------------
@@ -126,17 +59,22 @@ def test_rb_force_empties_the_bucket_first(
     assert not client.bucket_exists(fresh_bucket_name)
 
 
-def test_ls_shows_one_level_with_prefixes_and_human_sizes(
+def test_ls_shows_one_level_prefixes_first_and_sizes_in_bytes_as_aws(
     run: Run, client: Client, bucket: str
 ) -> None:
-    client.put_object(bucket, "top.bin", b"x" * 2048)
+    client.put_object(bucket, "a-top.bin", b"x" * 2048)
     client.put_object(bucket, "dir/inner.txt", b"y")
     res = run("ls", f"s3://{bucket}")
     assert res.code == 0, res.err
     lines = res.out.splitlines()
-    assert any(line.split() == ["PRE", "dir/"] for line in lines)
-    assert any(line.endswith("2.0 KiB top.bin") for line in lines)
+    assert lines[0].split() == ["PRE", "dir/"]  # before a-top.bin, though it sorts after
+    assert lines[1].endswith(" 2048 a-top.bin")
     assert "inner.txt" not in res.out
+    human = run("ls", "--human-readable", "--summarize", f"s3://{bucket}")
+    assert human.code == 0, human.err
+    assert human.out.splitlines()[1].endswith("2.0 KiB a-top.bin")
+    assert "Total Objects: 1" in human.out
+    assert "Total Size: 2.0 KiB" in human.out
 
 
 def test_ls_recursive_json_lists_every_key(run: Run, client: Client, bucket: str) -> None:
@@ -205,7 +143,9 @@ def test_cp_json_prints_a_summary(run: Run, bucket: str, tmp_path: Path) -> None
     make_tree(tmp_path / "src")
     res = run("--json", "cp", "-r", "src", f"s3://{bucket}/")
     assert res.code == 0, res.err
-    (summary,) = res.json_lines()
+    *files, summary = res.json_lines()
+    assert sorted(f["source"] for f in files) == sorted(f"src/{k}" for k in tree(tmp_path / "src"))
+    assert all(f["action"] == "upload" and f["bytes"] >= 0 for f in files)
     assert summary["transferred"] == 4
     assert summary["failed"] == 0
     assert summary["bytes"] == sum(len(v) for v in tree(tmp_path / "src").values())
@@ -490,33 +430,6 @@ def test_no_progress_bar_when_quiet_or_not_a_terminal(
 # -- interruption ----------------------------------------------------------------------------
 
 
-def _multipart_uploads(local_minio: Any, bucket: str) -> list[str]:
-    import boto3  # type: ignore[import-untyped,unused-ignore]
-
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=local_minio.endpoint,
-        aws_access_key_id=local_minio.access_key,
-        aws_secret_access_key=local_minio.secret_key,
-        region_name="us-east-1",
-    )
-    return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
-
-
-def _as_at_a_terminal() -> None:
-    # Ctrl-C at a terminal: SIGINT at its default. A runner that starts the suite in the
-    # background (sh's `cmd &`) has it ignored, and children inherit that.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _wait_for(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def test_sigint_during_streamed_upload_aborts_the_multipart_upload(
     env: dict[str, str], local_minio: Any, client: Client, bucket: str
 ) -> None:
@@ -526,18 +439,18 @@ def test_sigint_during_streamed_upload_aborts_the_multipart_upload(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        preexec_fn=_as_at_a_terminal,
+        preexec_fn=as_at_a_terminal,
     )
     assert proc.stdin is not None
     proc.stdin.write(os.urandom(11 << 20))  # two full parts go out, then it waits for more
     proc.stdin.flush()
-    _wait_for(lambda: _multipart_uploads(local_minio, bucket) == ["stream"], "the upload")
+    wait_for(lambda: multipart_uploads(local_minio, bucket) == ["stream"], "the upload")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert b"interrupted" in err
     assert b"Traceback" not in err
-    assert _multipart_uploads(local_minio, bucket) == []
+    assert multipart_uploads(local_minio, bucket) == []
     assert keys(client, bucket) == []
 
 
@@ -551,13 +464,13 @@ def test_sigint_during_file_upload_leaves_no_orphan_parts(
         [*COMMAND, "cp", "big.bin", f"s3://{bucket}/big", "--part-size", "5MiB",
          "--multipart-threshold", "5MiB", "--parallel", "1"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=_as_at_a_terminal,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=as_at_a_terminal,
     )  # fmt: skip
-    _wait_for(lambda: _multipart_uploads(local_minio, bucket) == ["big"], "the upload")
+    wait_for(lambda: multipart_uploads(local_minio, bucket) == ["big"], "the upload")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    assert _multipart_uploads(local_minio, bucket) == []
+    assert multipart_uploads(local_minio, bucket) == []
     assert keys(client, bucket) == []
 
 
@@ -572,13 +485,13 @@ def test_sigint_during_recursive_upload_aborts_every_multipart_upload(
         [*COMMAND, "cp", "-r", "tree", f"s3://{bucket}/t", "--jobs", "2", "--parallel", "1",
          "--part-size", "5MiB", "--multipart-threshold", "5MiB"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=_as_at_a_terminal,
+        env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=as_at_a_terminal,
     )  # fmt: skip
-    _wait_for(lambda: len(_multipart_uploads(local_minio, bucket)) == 2, "two uploads")
+    wait_for(lambda: len(multipart_uploads(local_minio, bucket)) == 2, "two uploads")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert _multipart_uploads(local_minio, bucket) == []
+    assert multipart_uploads(local_minio, bucket) == []
 
 
 def test_sigint_during_download_then_rerun_completes(
@@ -593,9 +506,9 @@ def test_sigint_during_download_then_rerun_completes(
     proc = subprocess.Popen(
         [*COMMAND, "cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied,
-        preexec_fn=_as_at_a_terminal,
+        preexec_fn=as_at_a_terminal,
     )  # fmt: skip
-    _wait_for(lambda: any(tmp_path.glob("d.bin.*")), "the download to start")
+    wait_for(lambda: any(tmp_path.glob("d.bin.*")), "the download to start")
     time.sleep(2.7)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
@@ -608,7 +521,7 @@ def test_sigint_during_download_then_rerun_completes(
         cwd=tmp_path, capture_output=True, env=env, timeout=60,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
-    summary = json.loads(again.stdout)
+    summary = json.loads(again.stdout.splitlines()[-1])
     assert summary["bytes"] == len(data)
     assert summary["bytes_reused"] > 0  # the parts fetched before the kill were kept
     assert hashlib.sha256((tmp_path / "d.bin").read_bytes()).digest() == (

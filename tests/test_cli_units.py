@@ -133,3 +133,99 @@ def test_bench_without_the_suite_is_a_clear_error(
     monkeypatch.setitem(sys.modules, "objsdk.bench", None)
     assert main(["bench"]) == 253
     assert "objsdk.bench" in capsys.readouterr().err
+
+
+def test_a_batch_names_its_files_only_once_flushed(tmp_path: Any) -> None:
+    from objsdk.cli.smallfile import Batch, Pending
+
+    batch = Batch()
+    tmp = tmp_path / ".objsdk-0.tmp"
+    tmp.write_bytes(b"data")
+    batch.add(Pending(str(tmp), str(tmp_path / "final"), 4))
+    assert not (tmp_path / "final").exists()
+    batch.flush()
+    assert (tmp_path / "final").read_bytes() == b"data"
+    assert not tmp.exists()
+    assert batch.failures == []
+
+
+def test_a_full_batch_flushes_itself(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from objsdk.cli import smallfile
+
+    monkeypatch.setattr(smallfile, "BATCH_FILES", 3)
+    batch = smallfile.Batch()
+    for i in range(3):
+        (tmp_path / f"t{i}").write_bytes(b"x")
+        batch.add(smallfile.Pending(str(tmp_path / f"t{i}"), str(tmp_path / f"f{i}"), 1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f0", "f1", "f2"]
+
+
+def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path: Any) -> None:
+    from objsdk.cli.smallfile import Batch, Pending
+
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "inside").write_bytes(b"keep")
+    (tmp_path / "t").write_bytes(b"x")
+    batch = Batch()
+    batch.add(Pending(str(tmp_path / "t"), str(tmp_path / "taken"), 1))
+    batch.flush()
+    assert [what for what, _ in batch.failures] == [f"download to {tmp_path / 'taken'}"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+@pytest.mark.parametrize(
+    ("rules", "path", "kept"),
+    [
+        ((), "a/b.txt", True),
+        (((False, "*"),), "a/b.txt", False),
+        (((False, "*"), (True, "*.txt")), "a/b.txt", True),
+        (((True, "*.txt"), (False, "*")), "a/b.txt", False),
+        (((False, "a/*"),), "a/deep/c.log", False),
+        (((False, "?.txt"),), "ab.txt", True),
+    ],
+)
+def test_filters_apply_in_order_and_the_last_match_decides(
+    rules: tuple[tuple[bool, str], ...], path: str, kept: bool
+) -> None:
+    from objsdk.cli.filters import Filters
+
+    assert Filters(rules).accepts(path) is kept
+
+
+def test_wildcard_keys_list_from_the_folder_before_the_first_wildcard() -> None:
+    from objsdk.cli.filters import has_wildcard, wildcard_base
+
+    assert wildcard_base("logs/2024/*.gz") == "logs/2024/"
+    assert wildcard_base("logs/a?/x") == "logs/"
+    assert wildcard_base("*.gz") == ""
+    assert not has_wildcard("plain/key.txt")
+
+
+def test_the_client_pool_holds_a_connection_for_every_part_in_flight() -> None:
+    import argparse
+
+    from objsdk.cli.commands import Context
+    from objsdk.cli.parser import GLOBAL_DEFAULTS
+
+    args = argparse.Namespace(**GLOBAL_DEFAULTS, jobs=32, parallel=4)
+    args.endpoint_url = "http://127.0.0.1:1"
+    ctx = Context(args)
+    try:
+        assert ctx.client().transport.max_pool_connections == 128  # type: ignore[attr-defined]
+    finally:
+        ctx.close()
+
+
+def test_terminating_signals_raise_terminated_and_are_restored_after() -> None:
+    import os
+    import signal
+
+    from objsdk.cli.signals import Terminated, terminating_signals
+
+    before = signal.getsignal(signal.SIGTERM)
+    # A signal sent to itself is handled as os.kill returns, in the main thread.
+    with terminating_signals(), pytest.raises(Terminated) as caught:
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert caught.value.exit_code == 143
+    assert isinstance(caught.value, KeyboardInterrupt)  # cleaned up as Ctrl-C is
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -17,6 +17,7 @@ __all__ = [
     "object_headers",
     "object_info_from_headers",
     "stored_checksums",
+    "stored_fields",
     "upload_info",
 ]
 
@@ -50,6 +51,31 @@ def object_headers(
                 f"(bucket {bucket!r}, key {key!r})"
             )
         headers[f"x-amz-meta-{name.lower()}"] = value
+    return headers
+
+
+def stored_fields(
+    bucket: str,
+    key: str,
+    cache_control: str | None = None,
+    content_encoding: str | None = None,
+    storage_class: str | None = None,
+) -> dict[str, str]:
+    """``Cache-Control``, ``Content-Encoding`` and ``x-amz-storage-class``, the fields S3
+    stores with an object, for those given; values HTTP cannot carry are refused."""
+    headers = {}
+    for name, value in (
+        ("Cache-Control", cache_control),
+        ("Content-Encoding", content_encoding),
+        ("x-amz-storage-class", storage_class),
+    ):
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value or not _META_VALUE_RE.match(value):
+            raise errors.InvalidArgument(
+                f"{name} must be printable ASCII, got {value!r} (bucket {bucket!r}, key {key!r})"
+            )
+        headers[name] = value
     return headers
 
 

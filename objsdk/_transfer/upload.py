@@ -39,7 +39,7 @@ from typing import IO, BinaryIO
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c, encode_crc32c
-from objsdk._core.headers import object_headers, upload_info
+from objsdk._core.headers import object_headers, stored_fields, upload_info
 from objsdk._core.parts import (
     Part,
     adaptive_upload_part_size,
@@ -86,6 +86,9 @@ def upload(
     progress: Progress | None = None,
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
     cut_memory: CutMemory | None = None,
+    cache_control: str | None = None,
+    content_encoding: str | None = None,
+    storage_class: str | None = None,
 ) -> UploadInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
@@ -106,11 +109,13 @@ def upload(
     handed out yet in parts of 5 MiB, and so does the next one given the same
     ``cut_memory`` (see :mod:`objsdk._transfer.upload_plan`). The answer tells how many
     parts there were, how many were in flight at the end, and how often a broken
-    connection made a part (or the PUT) go again.
+    connection made a part (or the PUT) go again. ``cache_control``,
+    ``content_encoding`` and ``storage_class`` are stored with the object.
     """
     check_bucket(bucket)
     check_key(key)
     headers = object_headers(bucket, key, content_type, metadata)
+    headers.update(stored_fields(bucket, key, cache_control, content_encoding, storage_class))
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
     check_count("multipart_threshold", multipart_threshold, 0, bucket, key)

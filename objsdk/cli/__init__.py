@@ -5,6 +5,7 @@ Run as ``objsdk`` (console script) or ``python -m objsdk.cli``. See docs/cli.md.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -30,8 +31,9 @@ def _split_bench(argv: list[str]) -> tuple[list[str], list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (never raises, except SystemExit from --help)."""
     from .commands import COMMANDS, Context
-    from .errors import EXIT_INTERRUPTED, exit_code_for, message_for
+    from .errors import EXIT_INTERRUPTED, error_record, exit_code_for, message_for
     from .parser import GLOBAL_DEFAULTS, build_parser
+    from .signals import Terminated, terminating_signals
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -50,7 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s"
             )
         ctx = Context(args)
-        return COMMANDS[args.command](ctx, args)
+        with terminating_signals():
+            return COMMANDS[args.command](ctx, args)
+    except Terminated as e:
+        print(f"objsdk: interrupted ({e})", file=sys.stderr, flush=True)
+        return e.exit_code
     except KeyboardInterrupt:
         print("objsdk: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
@@ -63,8 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if debug:
             traceback.print_exc()
-        print(f"objsdk: error: {message_for(e)}", file=sys.stderr, flush=True)
-        return exit_code_for(e)
+        code = exit_code_for(e)
+        if "--json" in argv:
+            record = {"exit_code": code, **error_record(e)}
+            print(json.dumps(record, sort_keys=True), file=sys.stderr, flush=True)
+        else:
+            print(f"objsdk: error: {message_for(e)}", file=sys.stderr, flush=True)
+        return code
     finally:
         if ctx is not None:
             ctx.close()

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from objsdk import ObjectSummary, Prefix, errors
 
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
-from .jobs import Outcome, TransferOptions
+from .extract import cmd_extract
+from .filters import Filters, has_wildcard
+from .jobs import Job, Outcome, PlanOptions, TransferOptions
+from .listing import list_objects
 from .output import Output, format_time, human_size
-from .paths import parse_remote
+from .paths import RemotePath, parse_remote
 from .plan import plan_cp
+from .run import check_dest_bucket, run_jobs
 from .sync import plan_sync
-from .transfer import check_dest_bucket, run_jobs, stream_to_stdout
+from .transfer import stream_to_stdout
 
 if TYPE_CHECKING:
     from objsdk import Client
@@ -32,7 +34,12 @@ class Context:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.out = Output(json_mode=args.json, quiet=args.quiet)
+        self.out = Output(
+            json_mode=args.json,
+            quiet=args.quiet,
+            no_progress=args.no_progress,
+            only_errors=args.only_show_errors,
+        )
         self._client: Client | None = None
 
     def config(self) -> ResolvedConfig:
@@ -64,6 +71,10 @@ class Context:
                 if not attempts.isdigit() or int(attempts) < 1:
                     raise ConfigError(f"AWS_MAX_ATTEMPTS must be a number >= 1, got {attempts!r}")
                 kwargs["retries"] = int(attempts) - 1
+            # One pool for every transfer of the run: a connection for each file in
+            # flight and each of its parts, so none is opened and dropped per request.
+            jobs, parallel = getattr(self.args, "jobs", 1), getattr(self.args, "parallel", 1)
+            kwargs["max_pool_connections"] = max(16, jobs * parallel)
             self._client = Client(cfg.endpoint, **kwargs)  # type: ignore[arg-type]
         return self._client
 
@@ -72,13 +83,32 @@ class Context:
             self._client.close()
 
 
-def _transfer_options(args: argparse.Namespace) -> TransferOptions:
+def _transfer_options(args: argparse.Namespace, *, move: bool = False) -> TransferOptions:
     return TransferOptions(
         parallel=args.parallel,
         jobs=args.jobs,
         part_size=args.part_size,
         multipart_threshold=getattr(args, "multipart_threshold", None),
         content_type=getattr(args, "content_type", None),
+        guess_mime_type=getattr(args, "guess_mime_type", True),
+        metadata=getattr(args, "metadata", None),
+        cache_control=getattr(args, "cache_control", None),
+        content_encoding=getattr(args, "content_encoding", None),
+        storage_class=getattr(args, "storage_class", None),
+        move=move,
+    )
+
+
+def plan_options(args: argparse.Namespace) -> PlanOptions:
+    """Which files and objects a command takes, from its flags (absent ones: defaults)."""
+    follow = getattr(args, "follow_symlinks", None)
+    return PlanOptions(
+        symlinks="files" if follow is None else ("all" if follow else "none"),
+        filters=Filters(tuple(getattr(args, "filters", None) or ())),
+        checksum=getattr(args, "checksum", False),
+        delete=getattr(args, "delete", False),
+        size_only=getattr(args, "size_only", False),
+        exact_timestamps=getattr(args, "exact_timestamps", False),
     )
 
 
@@ -86,8 +116,10 @@ def _transfer_options(args: argparse.Namespace) -> TransferOptions:
 
 
 def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
+    """Buckets, or one level under a prefix with its ``PRE`` lines first (as the aws
+    CLI), or every key (``--recursive``, or a key with wildcards)."""
     client, out = ctx.client(), ctx.out
-    size = (lambda n: str(n)) if args.bytes else human_size
+    size = human_size if args.human_readable else str
     if not args.path:
         for b in client.list_buckets():
             out.line(f"{format_time(b.creation_date)} {b.name}")
@@ -98,18 +130,15 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
         raise errors.NoSuchBucket(
             404, "NoSuchBucket", "The specified bucket does not exist", bucket=where.bucket
         )
-    delimiter = None if args.recursive else "/"
     count = total = 0
-    for entry in client.list_objects(where.bucket, prefix=where.key, delimiter=delimiter):
-        if isinstance(entry, Prefix):
-            shown = entry.prefix[len(_dir_of(where.key)) :]
-            out.line(f"{'PRE':>30} {shown}")
-            out.json({"prefix": entry.prefix})
-            continue
-        assert isinstance(entry, ObjectSummary)
+    objects: Iterable[tuple[str, ObjectSummary]]
+    if has_wildcard(where.key):
+        objects = ((s.key, s) for _rel, s in list_objects(client, where))
+    else:
+        objects = _ls_entries(client, where, args.recursive, out)
+    for name, entry in objects:
         count += 1
         total += entry.size
-        name = entry.key if args.recursive else entry.key[len(_dir_of(where.key)) :]
         out.line(f"{format_time(entry.last_modified)} {size(entry.size):>10} {name}")
         out.json(
             {
@@ -121,7 +150,38 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
         )
     if args.summarize:
         out.line(f"\nTotal Objects: {count}\n   Total Size: {size(total)}")
+        out.json({"total_objects": count, "total_size": total})
     return EXIT_OK
+
+
+# The aws CLI prints each page of a listing (1000 entries) as its prefixes, then its
+# objects; holding one page's objects at a time keeps memory bounded on huge levels.
+_LS_PAGE = 1000
+
+
+def _ls_entries(
+    client: Client, where: RemotePath, recursive: bool, out: Output
+) -> Iterator[tuple[str, ObjectSummary]]:
+    """One level's prefixes printed (PRE lines, first in each page of the listing),
+    then its objects yielded as (name shown, summary); with ``recursive``, every object
+    under the prefix."""
+    base = _dir_of(where.key)
+    listing = client.list_objects(
+        where.bucket, prefix=where.key, delimiter=None if recursive else "/"
+    )
+    held: list[ObjectSummary] = []
+    for entries, entry in enumerate(listing, 1):
+        if isinstance(entry, Prefix):
+            out.line(f"{'PRE':>30} {entry.prefix[len(base) :]}")
+            out.json({"prefix": entry.prefix})
+        elif recursive:
+            yield entry.key, entry
+        else:
+            held.append(entry)  # after the page's PRE lines, as the aws CLI prints them
+        if entries % _LS_PAGE == 0:
+            yield from ((e.key[len(base) :], e) for e in held)
+            held.clear()
+    yield from ((e.key[len(base) :], e) for e in held)
 
 
 def _dir_of(key: str) -> str:
@@ -148,7 +208,10 @@ def cmd_rb(ctx: Context, args: argparse.Namespace) -> int:
         keys = [e.key for e in client.list_objects(where.bucket) if isinstance(e, ObjectSummary)]
         failed = client.delete_objects(where.bucket, keys)
         for f in failed:
-            print(f"delete failed: s3://{where.bucket}/{f.key}: {f.code}", file=sys.stderr)
+            ctx.out.error(
+                f"delete failed: s3://{where.bucket}/{f.key}: {f.code}",
+                {"code": f.code, "bucket": where.bucket, "key": f.key},
+            )
         if failed:
             return EXIT_FAILED
     client.delete_bucket(where.bucket)
@@ -160,24 +223,62 @@ def cmd_rb(ctx: Context, args: argparse.Namespace) -> int:
 # -- objects -------------------------------------------------------------------------------
 
 
-def cmd_cp(ctx: Context, args: argparse.Namespace) -> int:
+def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int:
     client, outcome = ctx.client(), Outcome()
     jobs = plan_cp(
-        client, args.source, args.dest, recursive=args.recursive, out=ctx.out, outcome=outcome
+        client,
+        args.source,
+        args.dest,
+        recursive=args.recursive,
+        out=ctx.out,
+        outcome=outcome,
+        opts=plan_options(args),
     )
+    if move and any(j.kind in ("stdin", "stdout") for j in jobs):
+        raise CliError("mv works on files and objects, not standard streams", EXIT_BAD_ARGS)
+    _check_fields_apply(args, jobs)
     if not args.dry_run:
         check_dest_bucket(client, jobs)
-    if args.recursive and not jobs and not outcome.skipped:
-        ctx.out.warn(f"nothing to copy under {args.source}")
+    many = args.recursive or len(jobs) != 1
+    if many and not jobs and not outcome.skipped:
+        ctx.out.warn(f"nothing to {'move' if move else 'copy'} under {args.source}")
     return run_jobs(
         client,
         jobs,
-        _transfer_options(args),
+        _transfer_options(args, move=move),
         ctx.out,
         outcome,
         dry_run=args.dry_run,
-        single=not args.recursive,
+        single=not many,
     )
+
+
+# What each kind of job can store with an object: a server-side copy keeps its source's
+# fields, and a stream from standard input goes through the writer, which takes a
+# Content-Type and metadata only.
+_FIELDS = {
+    "--content-type": ("content_type", ("upload", "stdin")),
+    "--metadata": ("metadata", ("upload", "stdin")),
+    "--cache-control": ("cache_control", ("upload",)),
+    "--content-encoding": ("content_encoding", ("upload",)),
+    "--storage-class": ("storage_class", ("upload",)),
+}
+
+
+def _check_fields_apply(args: argparse.Namespace, jobs: list[Job]) -> None:
+    """A field given for objects that cannot take it is an error, not silently dropped
+    (downloads have nothing to store it on, as with the aws CLI, and are left alone)."""
+    for flag, (name, kinds) in _FIELDS.items():
+        if getattr(args, name, None) is None:
+            continue
+        for job in jobs:
+            if job.kind in ("copy", "stdin") and job.kind not in kinds:
+                what = "server-side copies" if job.kind == "copy" else "standard input"
+                raise CliError(f"{flag} is not supported for {what}", EXIT_BAD_ARGS)
+
+
+def cmd_mv(ctx: Context, args: argparse.Namespace) -> int:
+    return cmd_cp(ctx, args, move=True)
 
 
 def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
@@ -186,8 +287,7 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
         client,
         args.source,
         args.dest,
-        checksum=args.checksum,
-        delete=args.delete,
+        opts=plan_options(args),
         out=ctx.out,
         outcome=outcome,
     )
@@ -209,7 +309,9 @@ def cmd_cat(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_rm(ctx: Context, args: argparse.Namespace) -> int:
     where = parse_remote(args.path)
     client, out = ctx.client(), ctx.out
-    if not args.recursive:
+    if not args.recursive and not has_wildcard(where.key):
+        if args.filters:
+            raise CliError("--exclude and --include need --recursive", EXIT_BAD_ARGS)
         if where.is_prefix:
             raise CliError(f"{where} is a prefix (use --recursive)", EXIT_BAD_ARGS)
         if args.dry_run:
@@ -217,27 +319,27 @@ def cmd_rm(ctx: Context, args: argparse.Namespace) -> int:
         else:
             client.delete_object(where.bucket, where.key)
             out.note(f"delete: {where}")
-        out.json({"deleted": 0 if args.dry_run else 1, "dryrun": args.dry_run})
+        out.json({"action": "delete", "dest": str(where), "dryrun": args.dry_run})
         return EXIT_OK
-    prefix = where.as_prefix().key if where.key else ""
-    keys = [
-        e.key
-        for e in client.list_objects(where.bucket, prefix=prefix)
-        if isinstance(e, ObjectSummary)
-    ]
+    accepts = plan_options(args).filters.accepts
+    keys = [s.key for rel, s in list_objects(client, where) if accepts(rel)]
     if args.dry_run:
         for k in keys:
             out.note(f"(dryrun) delete: s3://{where.bucket}/{k}")
-        out.json({"deleted": 0, "planned": len(keys), "dryrun": True})
+            out.json({"action": "delete", "dest": f"s3://{where.bucket}/{k}", "dryrun": True})
         return EXIT_OK
     failed = client.delete_objects(where.bucket, keys)
     bad = {f.key for f in failed}
     for k in keys:
         if k not in bad:
             out.note(f"delete: s3://{where.bucket}/{k}")
+            out.json({"action": "delete", "dest": f"s3://{where.bucket}/{k}"})
     for f in failed:
-        print(f"delete failed: s3://{where.bucket}/{f.key}: {f.code}", file=sys.stderr)
-    out.json({"deleted": len(keys) - len(failed), "failed": len(failed), "dryrun": False})
+        out.error(
+            f"delete failed: s3://{where.bucket}/{f.key}: {f.code}",
+            {"code": f.code, "bucket": where.bucket, "key": f.key},
+        )
+    out.summary(f"deleted {len(keys) - len(failed)} objects, {len(failed)} failed")
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -297,46 +399,6 @@ def cmd_presign(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_extract(ctx: Context, args: argparse.Namespace) -> int:
-    where = parse_remote(args.source)
-    if where.is_prefix:
-        raise CliError(f"extract needs a tar object, got the prefix {where}", EXIT_BAD_ARGS)
-    if not hasattr(tarfile, "data_filter"):
-        raise CliError(
-            "extract needs tarfile's 'data' filter (Python 3.10.12+, 3.11.4+ or 3.12+)",
-            EXIT_BAD_CONFIG,
-        )
-    dest = args.dest
-    os.makedirs(dest, exist_ok=True)
-    client = ctx.client()
-    size = client.head_object(where.bucket, where.key).size or 0
-    members = 0
-    with (
-        ctx.out.progress(size, "extract") as progress,
-        client.open(where.bucket, where.key, readahead=args.readahead) as f,
-        tarfile.open(fileobj=f, mode="r|*") as tar,
-    ):
-        seen = 0
-        for member in tar:
-            tar.extract(member, dest, filter="data")
-            members += 1
-            pos = f.tell()
-            progress.add(pos - seen)
-            seen = pos
-        stats = f.stats
-    ctx.out.note(f"extract: {where} to {dest} ({members} members)")
-    ctx.out.json(
-        {
-            "source": str(where),
-            "dest": dest,
-            "members": members,
-            "bytes": stats.bytes_delivered,
-            "resumes": stats.resumes,
-        }
-    )
-    return EXIT_OK
-
-
 def cmd_bench(ctx: Context, args: argparse.Namespace) -> int:
     import importlib
 
@@ -372,6 +434,7 @@ COMMANDS: dict[str, Callable[[Context, argparse.Namespace], int]] = {
     "mb": cmd_mb,
     "rb": cmd_rb,
     "cp": cmd_cp,
+    "mv": cmd_mv,
     "sync": cmd_sync,
     "cat": cmd_cat,
     "rm": cmd_rm,

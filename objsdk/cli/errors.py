@@ -17,6 +17,7 @@ __all__ = [
     "EXIT_SERVICE",
     "EXIT_SKIPPED",
     "CliError",
+    "error_record",
     "exit_code_for",
     "message_for",
 ]
@@ -71,3 +72,25 @@ def message_for(exc: BaseException) -> str:
     if isinstance(exc, errors.ObjsdkError | CliError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+_CLI_CODES = {EXIT_BAD_ARGS: "InvalidArgument", EXIT_BAD_CONFIG: "InvalidConfiguration"}
+
+
+def error_record(exc: BaseException) -> dict[str, object]:
+    """``exc`` as the JSON object ``--json`` prints on stderr: ``code`` (the S3 error
+    code, else the kind of error), ``message``, and ``bucket``/``key`` where known."""
+    code = getattr(exc, "code", None)
+    if isinstance(exc, CliError):
+        code = _CLI_CODES.get(exc.code, "Failed")
+    record: dict[str, object] = {
+        "code": code if isinstance(code, str) else type(exc).__name__,
+        "message": message_for(exc),
+    }
+    for name in ("bucket", "key"):
+        value = getattr(exc, name, None)
+        if value is not None:
+            record[name] = value
+    if isinstance(exc, OSError) and exc.filename is not None:
+        record["path"] = str(exc.filename)
+    return record

@@ -3,13 +3,25 @@ the :class:`Outcome` counters they add to. Pure data."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from .filters import Filters
 from .paths import Location
 
-__all__ = ["STREAM_CHUNK", "Cancelled", "Job", "Kind", "Outcome", "TransferOptions"]
+Symlinks = Literal["files", "all", "none"]
+
+__all__ = [
+    "STREAM_CHUNK",
+    "Cancelled",
+    "Job",
+    "Kind",
+    "Outcome",
+    "PlanOptions",
+    "Symlinks",
+    "TransferOptions",
+]
 
 Kind = Literal["upload", "download", "copy", "stdin", "stdout", "delete"]
 STREAM_CHUNK = 1 << 20
@@ -24,6 +36,8 @@ class Job:
     dst: Location
     size: int = 0
     mtime: datetime | None = None  # the source object's date, given to downloaded files
+    root: str | None = None  # a local deletion's destination directory: it stays inside
+    listed: bool = False  # size and mtime come from a listing (a download may trust them)
 
     @property
     def action(self) -> str:
@@ -39,10 +53,16 @@ class Job:
 @dataclass(frozen=True)
 class TransferOptions:
     parallel: int = 4
-    jobs: int = 4
+    jobs: int = 16
     part_size: int | None = None
     multipart_threshold: int | None = None
     content_type: str | None = None
+    guess_mime_type: bool = True  # Content-Type from the file name when not given
+    metadata: dict[str, str] | None = None
+    cache_control: str | None = None
+    content_encoding: str | None = None
+    storage_class: str | None = None
+    move: bool = False  # mv: each source is removed once its copy is verified
 
 
 @dataclass
@@ -56,3 +76,15 @@ class Outcome:
 
 class Cancelled(Exception):
     """Raised from progress callbacks to stop transfers after Ctrl-C."""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What decides which files and objects a ``cp``, ``sync`` or ``rm`` takes."""
+
+    symlinks: Symlinks = "files"
+    filters: Filters = field(default_factory=Filters)
+    checksum: bool = False  # sync: compare content
+    delete: bool = False  # sync: delete what the source lacks
+    size_only: bool = False  # sync: compare sizes alone
+    exact_timestamps: bool = False  # sync down: same size but another time is a change

@@ -3,35 +3,93 @@ directory, the objects under a prefix, and which keys are safe as local paths.""
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
+import re
 import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from objsdk import ObjectSummary
 
-from .jobs import Outcome
+from .filters import has_wildcard, wildcard_base
+from .jobs import Outcome, Symlinks
 from .output import Output
 from .paths import RemotePath, safe_relative
 
 if TYPE_CHECKING:
     from objsdk import Client
 
-__all__ = ["key_prefix", "list_objects", "local_file", "safe_local_name", "walk_files"]
+__all__ = [
+    "inside",
+    "key_prefix",
+    "list_objects",
+    "local_file",
+    "local_target",
+    "new_plan",
+    "safe_local_name",
+    "walk_files",
+]
 
 
-def walk_files(root: str, out: Output, outcome: Outcome) -> Iterator[tuple[str, os.stat_result]]:
-    """Regular files under ``root`` as (relative posix path, stat), sorted; others skipped."""
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, root).replace(os.sep, "/")
+def walk_files(
+    root: str,
+    out: Output,
+    outcome: Outcome,
+    *,
+    symlinks: Symlinks = "files",
+    quiet: bool = False,
+) -> Iterator[tuple[str, os.stat_result]]:
+    """Regular files under ``root`` as (relative posix path, stat), a directory's files
+    (sorted) before its subdirectories; unreadable and special files are warned about
+    and counted as skipped.
+
+    ``symlinks``: ``"files"`` (the default) follows links to files but never crosses a
+    symlinked directory (noted, unless ``quiet``); ``"all"`` crosses them too
+    (``--follow-symlinks``), each real directory once, so loops (``a -> .``,
+    ``sub/up -> ..``) end; ``"none"`` leaves every symlink out
+    (``--no-follow-symlinks``, as the aws CLI). A walk of a destination, whose files
+    may be deleted, uses ``"files"``: nothing outside it is ever reached.
+    """
+    root_st = os.stat(root)
+    walked = {(root_st.st_dev, root_st.st_ino)}
+    stack = [(root, "")]
+    while stack:
+        dirpath, rel_dir = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            out.warn(f"skipping {dirpath}: {e.strerror}")
+            outcome.skipped += 1
+            continue
+        subdirs: list[tuple[str, str]] = []
+        for entry in entries:
+            path, rel = entry.path, rel_dir + entry.name
+            link = entry.is_symlink()
+            if link and symlinks == "none":
+                continue
             try:
                 st = os.stat(path)
             except OSError as e:
                 out.warn(f"skipping {path}: {e.strerror}")
                 outcome.skipped += 1
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if link and symlinks != "all":
+                    if not quiet:
+                        out.warn(
+                            f"not following symlinked directory {path} (--follow-symlinks does)"
+                        )
+                    continue
+                ident = (st.st_dev, st.st_ino)
+                if ident in walked:
+                    if not quiet:
+                        out.warn(f"not following {path}: its directory is walked already")
+                    continue
+                walked.add(ident)
+                subdirs.append((path, rel + "/"))
                 continue
             if not stat.S_ISREG(st.st_mode):
                 out.warn(f"skipping {path}: not a regular file")
@@ -42,19 +100,41 @@ def walk_files(root: str, out: Output, outcome: Outcome) -> Iterator[tuple[str, 
                 outcome.skipped += 1
                 continue
             yield rel, st
+        stack.extend(reversed(subdirs))
+
+
+def inside(root: str, path: str) -> bool:
+    """True when no component of ``path`` below ``root`` is a symlink to elsewhere (a
+    deletion at ``path`` then happens in the tree under ``root``, nowhere else)."""
+    real_root = os.path.realpath(root)
+    rel = os.path.relpath(os.path.dirname(os.path.abspath(path)), os.path.abspath(root))
+    expected = os.path.normpath(os.path.join(real_root, rel))
+    return (
+        rel != ".."
+        and not rel.startswith(".." + os.sep)
+        and (os.path.realpath(os.path.dirname(os.path.abspath(path))) == expected)
+    )
 
 
 def key_prefix(src: RemotePath) -> str:
-    """The prefix the objects under ``src`` share: its key as a "directory" ("" for a bucket)."""
+    """The prefix the objects under ``src`` share: its key as a "directory" ("" for a
+    bucket); for a key with wildcards, the prefix before the first one, to its last ``/``."""
+    if has_wildcard(src.key):
+        return wildcard_base(src.key)
     return src.as_prefix().key if src.key else ""
 
 
 def list_objects(client: Client, src: RemotePath) -> Iterator[tuple[str, ObjectSummary]]:
-    """Objects under ``src`` as a prefix, as (key relative to it, summary)."""
+    """Objects under ``src`` as a prefix (or matching its wildcards, ``*`` crossing
+    ``/`` as in s5cmd), as (key relative to the prefix, summary)."""
     prefix = key_prefix(src)
+    pattern = re.compile(fnmatch.translate(src.key)) if has_wildcard(src.key) else None
     for entry in client.list_objects(src.bucket, prefix=prefix):
-        if isinstance(entry, ObjectSummary) and not entry.key.endswith("/"):
-            yield entry.key[len(prefix) :], entry
+        if not isinstance(entry, ObjectSummary) or entry.key.endswith("/"):
+            continue
+        if pattern is not None and not pattern.match(entry.key):
+            continue
+        yield entry.key[len(prefix) :], entry
 
 
 def safe_local_name(src: RemotePath, key: str, out: Output, outcome: Outcome) -> str | None:
@@ -65,6 +145,36 @@ def safe_local_name(src: RemotePath, key: str, out: Output, outcome: Outcome) ->
         out.warn(f"skipping s3://{src.bucket}/{key}: not a safe local path")
         outcome.skipped += 1
     return rel
+
+
+def local_target(
+    root: str, rel: str, symlinks: Symlinks, src: str, out: Output, outcome: Outcome
+) -> str | None:
+    """The local path for ``rel`` under ``root``, or None (warned, counted as skipped)
+    when a symlinked directory inside ``root`` would take the write elsewhere and
+    ``--follow-symlinks`` was not given. Folders are looked up once per plan: call
+    :func:`new_plan` before each."""
+    path = local_file(root, rel)
+    if symlinks != "all" and not _folder_inside(root, os.path.dirname(path)):
+        out.warn(
+            f"skipping {src}: {path} is reached through a symlinked directory "
+            "(--follow-symlinks writes through it)"
+        )
+        outcome.skipped += 1
+        return None
+    return path
+
+
+@functools.lru_cache(maxsize=4096)
+def _folder_inside(root: str, folder: str) -> bool:
+    """:func:`inside` for the files of one folder, looked up once per plan (the many
+    files of a folder share the answer)."""
+    return inside(root, os.path.join(folder, "x"))
+
+
+def new_plan() -> None:
+    """Forget the folders :func:`local_target` looked up (the disk may have changed)."""
+    _folder_inside.cache_clear()
 
 
 def local_file(root: str, rel: str) -> str:

@@ -38,29 +38,61 @@ def _jsonable(value: Any) -> Any:
 
 
 class Output:
-    """Where results (stdout) and notes (stderr) go, and in which form."""
+    """Where results (stdout) and notes (stderr) go, and in which form.
 
-    def __init__(self, *, json_mode: bool, quiet: bool) -> None:
+    ``quiet``: no progress bar, no per-file lines, no summary; ``no_progress``: no bar;
+    ``only_errors`` (``--only-show-errors``): warnings and errors only. Per-file lines
+    go through the bar's writer while a bar is shown, so they never cut it mid-line.
+    """
+
+    def __init__(
+        self,
+        *,
+        json_mode: bool,
+        quiet: bool,
+        no_progress: bool = False,
+        only_errors: bool = False,
+    ) -> None:
         self.json_mode = json_mode
-        self.quiet = quiet
+        self.quiet = quiet or only_errors
+        self.no_progress = no_progress
         self._lock = threading.Lock()
+        self._bar: Progress | None = None
 
     def line(self, text: str) -> None:
         """A result line for humans (not printed in JSON mode)."""
         if not self.json_mode:
-            with self._lock:
-                print(text, flush=True)
+            self._print(text)
 
     def note(self, text: str) -> None:
-        """A progress note ("upload: a to s3://b/a"), on stdout unless --quiet or --json."""
+        """A per-file line ("upload: a to s3://b/a"), on stdout unless --quiet or --json."""
         if not self.quiet and not self.json_mode:
-            with self._lock:
-                print(text, flush=True)
+            self._print(text)
+
+    def _print(self, text: str) -> None:
+        with self._lock:
+            bar = self._bar
+            if bar is not None and bar.write(text):
+                return
+            print(text, flush=True)
 
     def warn(self, text: str) -> None:
-        """A warning on stderr (always printed)."""
+        """A warning on stderr (always printed; with --json as ``{"warning": text}``)."""
         with self._lock:
-            print(f"warning: {text}", file=sys.stderr, flush=True)
+            if self.json_mode:
+                print(json.dumps({"warning": text}), file=sys.stderr, flush=True)
+            else:
+                print(f"warning: {text}", file=sys.stderr, flush=True)
+
+    def error(self, text: str, record: dict[str, Any] | None = None) -> None:
+        """An error on stderr: one line, or with --json one JSON object (``code``,
+        ``message``, ``bucket``, ``key``...)."""
+        with self._lock:
+            if self.json_mode:
+                value = {"message": text, **(record or {})}
+                print(json.dumps(_jsonable(value), sort_keys=True), file=sys.stderr, flush=True)
+            else:
+                print(text, file=sys.stderr, flush=True)
 
     def json(self, value: Any) -> None:
         """One JSON document on one line (only in JSON mode)."""
@@ -68,19 +100,44 @@ class Output:
             with self._lock:
                 print(json.dumps(_jsonable(value), sort_keys=True), flush=True)
 
+    def summary(self, text: str) -> None:
+        """The closing line of a run of transfers, on stderr (not with --quiet or --json)."""
+        if not self.quiet and not self.json_mode:
+            with self._lock:
+                print(text, file=sys.stderr, flush=True)
+
     def progress(self, total: int, desc: str) -> Progress:
-        """A byte counter shown as a tqdm bar when stdout is a terminal and not --quiet."""
-        show = not self.quiet and not self.json_mode and sys.stdout.isatty()
-        return Progress(total, desc, show=show)
+        """A byte counter shown as a tqdm bar when stdout is a terminal, unless --quiet,
+        --no-progress or --json."""
+        show = (
+            not self.quiet and not self.no_progress and not self.json_mode and sys.stdout.isatty()
+        )
+        bar = Progress(total, desc, show=show, on_close=self._closed)
+        with self._lock:
+            self._bar = bar
+        return bar
+
+    def _closed(self, bar: Progress) -> None:
+        with self._lock:
+            if self._bar is bar:
+                self._bar = None
 
 
 class Progress:
     """Thread-safe byte progress; a tqdm bar on stderr, shown after half a second."""
 
-    def __init__(self, total: int, desc: str, *, show: bool) -> None:
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        *,
+        show: bool,
+        on_close: Callable[[Progress], None] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._bar: Any = None
         self._done = 0
+        self._on_close = on_close
         if show:
             try:
                 from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
@@ -136,10 +193,22 @@ class Progress:
 
         return report
 
+    def write(self, text: str) -> bool:
+        """Print ``text`` on stdout above the bar (cleared and redrawn around it);
+        False when no bar is shown, for the caller to print it itself."""
+        with self._lock:
+            if self._bar is None:
+                return False
+            self._bar.write(text, file=sys.stdout)
+            return True
+
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+        if self._on_close is not None:
+            self._on_close(self)
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
 
     def __enter__(self) -> Progress:
         return self

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
-from collections.abc import Callable
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from .._version import __version__
 from .errors import EXIT_BAD_ARGS, CliError
+from .filters import FilterAction
 
 __all__ = ["GLOBAL_DEFAULTS", "build_parser", "parse_size"]
 
@@ -55,10 +57,31 @@ _non_negative = _int_at_least(0, "must not be negative")
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad arguments raise CliError (exit 252) instead of argparse's exit 2."""
+    """Bad arguments raise CliError (exit 252) instead of argparse's exit 2, naming the
+    option at fault. Options are never abbreviated (``--inc`` is not ``--include``), as
+    with the aws CLI: a typo is an error, not another option."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise CliError(f"{self.prog}: {message} (see {self.prog.split()[0]} --help)", EXIT_BAD_ARGS)
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where = f"{self.prog} {ns.command}" if getattr(ns, "command", None) else self.prog
+            options = [a for a in extras if a.startswith("-") and a != "-"]
+            if options:
+                bad = options[0].split("=", 1)[0]
+                raise CliError(f"{where}: unknown option {bad} (see {where} --help)", EXIT_BAD_ARGS)
+            raise CliError(
+                f"{where}: unexpected argument {extras[0]!r} (see {where} --help)", EXIT_BAD_ARGS
+            )
+        return ns
 
 
 GLOBAL_DEFAULTS = {
@@ -68,6 +91,8 @@ GLOBAL_DEFAULTS = {
     "quiet": False,
     "json": False,
     "debug": False,
+    "no_progress": False,
+    "only_show_errors": False,
 }
 
 
@@ -80,14 +105,18 @@ def _global_options() -> _Parser:
     group.add_argument("--region", default=s, help="region (else AWS_REGION...)")
     group.add_argument("--profile", default=s, help="profile in ~/.aws (else AWS_PROFILE)")
     group.add_argument("-q", "--quiet", action="store_true", default=s, help="no progress output")
+    group.add_argument("--no-progress", action="store_true", default=s, help="no progress bar")
+    group.add_argument(
+        "--only-show-errors", action="store_true", default=s, help="print errors and warnings only"
+    )
     group.add_argument("--json", action="store_true", default=s, help="JSON output")
     group.add_argument("--debug", action="store_true", default=s, help="log and show tracebacks")
     return g
 
 
 def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> None:
-    p.add_argument("--parallel", type=_positive, default=4, help="parts in flight per file")
-    p.add_argument("--jobs", type=_positive, default=4, help="files transferred at once")
+    p.add_argument("--parallel", type=_positive, default=4, help="parts in flight per file (4)")
+    p.add_argument("--jobs", type=_positive, default=16, help="files in flight at once (16)")
     p.add_argument("--part-size", type=parse_size, default=None, help="multipart part size")
     if threshold:
         p.add_argument(
@@ -96,8 +125,110 @@ def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> 
             default=None,
             help="files at least this big are uploaded in parts (default 64MiB)",
         )
-    p.add_argument("--content-type", default=None, help="Content-Type of uploaded objects")
-    p.add_argument("--dry-run", action="store_true", help="print what would be done")
+    _dry_run(p)
+    _object_fields(p)
+
+
+def _dry_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dry-run",
+        "--dryrun",
+        dest="dry_run",
+        action="store_true",
+        help="print what would be done",
+    )
+
+
+def _metadata(text: str) -> dict[str, str]:
+    """``k=v[,k2=v2...]`` or a JSON object, as the aws CLI's ``--metadata``."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"not a JSON object: {e}") from None
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise argparse.ArgumentTypeError('a JSON object of strings, e.g. {"k": "v"}')
+        return {str(k): v for k, v in value.items()}
+    pairs: dict[str, str] = {}
+    for item in text.split(","):
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE[,KEY=VALUE...], got {text!r}")
+        pairs[k.strip()] = v
+    return pairs
+
+
+class _MergeMetadata(argparse.Action):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        merged = dict(getattr(namespace, self.dest, None) or {})
+        merged.update(values)
+        setattr(namespace, self.dest, merged)
+
+
+def _object_fields(p: argparse.ArgumentParser) -> None:
+    """What is stored with uploaded objects."""
+    p.add_argument(
+        "--content-type", default=None, help="Content-Type (default: guessed from the name)"
+    )
+    p.add_argument(
+        "--no-guess-mime-type",
+        dest="guess_mime_type",
+        action="store_false",
+        help="no Content-Type guessed from file names",
+    )
+    p.add_argument(
+        "--metadata",
+        type=_metadata,
+        action=_MergeMetadata,
+        default=None,
+        metavar="K=V[,K=V]",
+        help="user metadata (x-amz-meta-*); repeatable, or a JSON object",
+    )
+    p.add_argument("--cache-control", default=None, help="Cache-Control stored with objects")
+    p.add_argument("--content-encoding", default=None, help="Content-Encoding stored with objects")
+    p.add_argument(
+        "--storage-class", default=None, help="storage class (STANDARD, STANDARD_IA, GLACIER...)"
+    )
+
+
+def _filter_options(p: argparse.ArgumentParser) -> None:
+    """``--exclude``/``--include``, kept in the order given (the last match decides)."""
+    for flag, what in (("--exclude", "leave out"), ("--include", "take back")):
+        p.add_argument(
+            flag,
+            action=FilterAction,
+            dest="filters",
+            metavar="PATTERN",
+            default=None,
+            help=f"{what} paths matching PATTERN (relative to the source; * crosses /)",
+        )
+
+
+def _selection_options(p: argparse.ArgumentParser) -> None:
+    """Which local files and objects a recursive command takes."""
+    follow = p.add_mutually_exclusive_group()
+    follow.add_argument(
+        "--follow-symlinks",
+        dest="follow_symlinks",
+        action="store_const",
+        const=True,
+        default=None,
+        help="cross symlinked local directories (each once); default: links to files only",
+    )
+    follow.add_argument(
+        "--no-follow-symlinks",
+        dest="follow_symlinks",
+        action="store_const",
+        const=False,
+        help="leave every local symlink out",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,7 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="objsdk",
         description="Copy, list and stream objects on S3-compatible storage.",
         parents=[common],
-        epilog="Exit codes: 0 ok, 1 a transfer failed, 2 files skipped, 130 interrupted, "
+        epilog="Exit codes: 0 ok, 1 a transfer failed, 2 files skipped, 130 interrupted "
+        "(143 SIGTERM, 129 SIGHUP), "
         "252 bad arguments, 253 bad configuration, 254 service error, 255 other.",
     )
     parser.add_argument("--version", action="version", version=f"objsdk {__version__}")
@@ -119,7 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("ls", "list buckets, or the objects and prefixes under s3://bucket/prefix")
     p.add_argument("path", nargs="?", help="s3://bucket[/prefix]")
     p.add_argument("-r", "--recursive", action="store_true", help="every key, not one level")
-    p.add_argument("--bytes", action="store_true", help="exact sizes instead of KiB/MiB...")
+    p.add_argument(
+        "--human-readable", action="store_true", help="sizes in KiB, MiB... (default: bytes)"
+    )
+    p.add_argument("--bytes", action="store_true", help=argparse.SUPPRESS)  # the default now
     p.add_argument("--summarize", action="store_true", help="print totals")
 
     p = add("mb", "make a bucket")
@@ -134,6 +269,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest")
     p.add_argument("-r", "--recursive", action="store_true", help="a directory or prefix")
     _transfer_options(p)
+    _selection_options(p)
+    _filter_options(p)
+
+    p = add("mv", "move: copy, then remove the source once the copy is verified")
+    p.add_argument("source")
+    p.add_argument("dest")
+    p.add_argument("-r", "--recursive", action="store_true", help="a directory or prefix")
+    _transfer_options(p)
+    _selection_options(p)
+    _filter_options(p)
 
     p = add("sync", "copy what is new or changed, like 'aws s3 sync'")
     p.add_argument("source")
@@ -142,7 +287,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--checksum", action="store_true", help="compare content (CRC32C/MD5), not size+time"
     )
+    p.add_argument("--size-only", action="store_true", help="compare sizes only, not times")
+    p.add_argument(
+        "--exact-timestamps",
+        action="store_true",
+        help="downloads: a same-sized file whose time differs from the object's is copied",
+    )
     _transfer_options(p)
+    _selection_options(p)
+    _filter_options(p)
 
     p = add("cat", "write an object (or a byte range of it) to standard output")
     p.add_argument("path", help="s3://bucket/key")
@@ -152,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("rm", "delete an object, or everything under a prefix")
     p.add_argument("path", help="s3://bucket/key or s3://bucket/prefix/")
     p.add_argument("-r", "--recursive", action="store_true", help="everything under the prefix")
-    p.add_argument("--dry-run", action="store_true", help="print what would be deleted")
+    _dry_run(p)
+    _filter_options(p)
 
     p = add("stat", "show an object's size, ETag, date, type, checksums and metadata")
     p.add_argument("path", help="s3://bucket/key")

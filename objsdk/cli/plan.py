@@ -6,8 +6,9 @@ import os
 from typing import TYPE_CHECKING
 
 from .errors import EXIT_BAD_ARGS, CliError
-from .jobs import Job, Kind, Outcome
-from .listing import list_objects, local_file, safe_local_name, walk_files
+from .filters import has_wildcard
+from .jobs import Job, Kind, Outcome, PlanOptions
+from .listing import list_objects, local_target, new_plan, safe_local_name, walk_files
 from .output import Output
 from .paths import LocalPath, Location, RemotePath, parse_location
 
@@ -25,14 +26,27 @@ def _local_target(dst: LocalPath, name: str) -> str:
 
 
 def plan_cp(
-    client: Client, source: str, dest: str, *, recursive: bool, out: Output, outcome: Outcome
+    client: Client,
+    source: str,
+    dest: str,
+    *,
+    recursive: bool,
+    out: Output,
+    outcome: Outcome,
+    opts: PlanOptions | None = None,
 ) -> list[Job]:
-    """The jobs ``cp source dest`` means (raises CliError for impossible combinations)."""
+    """The jobs ``cp source dest`` means (raises CliError for impossible combinations).
+
+    A source key with wildcards (``s3://b/logs/*.gz``) means the objects it matches, as
+    if ``--recursive`` from the prefix before the first wildcard.
+    """
+    new_plan()
+    opts = opts or PlanOptions()
     src, dst = parse_location(source), parse_location(dest)
     if isinstance(src, LocalPath) and isinstance(dst, LocalPath):
         raise CliError("cp needs at least one s3:// location (for local copies use cp(1))", 252)
-    if recursive:
-        return _plan_recursive(client, src, dst, out, outcome)
+    if recursive or (isinstance(src, RemotePath) and has_wildcard(src.key)):
+        return _plan_recursive(client, src, dst, out, outcome, opts)
 
     if isinstance(src, LocalPath):
         assert isinstance(dst, RemotePath)
@@ -58,25 +72,38 @@ def plan_cp(
 
 
 def _plan_recursive(
-    client: Client, src: Location, dst: Location, out: Output, outcome: Outcome
+    client: Client,
+    src: Location,
+    dst: Location,
+    out: Output,
+    outcome: Outcome,
+    opts: PlanOptions,
 ) -> list[Job]:
+    accepts = opts.filters.accepts
     if isinstance(src, LocalPath):
         assert isinstance(dst, RemotePath)
         if src.is_stdio or not os.path.isdir(src.path):
             raise CliError(f"--recursive needs a local directory, got {src.path}", EXIT_BAD_ARGS)
         return [
             Job("upload", LocalPath(os.path.join(src.path, rel)), dst.join(rel), st.st_size)
-            for rel, st in walk_files(src.path, out, outcome)
+            for rel, st in walk_files(src.path, out, outcome, symlinks=opts.symlinks)
+            if accepts(rel)
         ]
+    if isinstance(dst, LocalPath) and dst.is_stdio:
+        raise CliError("--recursive cannot write to standard output", EXIT_BAD_ARGS)
     jobs: list[Job] = []
     for rel, summary in list_objects(client, src):
+        if not accepts(rel):
+            continue
         if isinstance(dst, LocalPath):
-            if dst.is_stdio:
-                raise CliError("--recursive cannot write to standard output", EXIT_BAD_ARGS)
             safe = safe_local_name(src, summary.key, out, outcome)
             if safe is None:
                 continue
-            target: Location = LocalPath(local_file(dst.path, safe))
+            where = f"s3://{src.bucket}/{summary.key}"
+            path = local_target(dst.path, safe, opts.symlinks, where, out, outcome)
+            if path is None:
+                continue
+            target: Location = LocalPath(path)
             kind: Kind = "download"
         else:
             target = dst.join(rel)
@@ -88,6 +115,7 @@ def _plan_recursive(
                 target,
                 summary.size,
                 summary.last_modified,
+                listed=True,
             )
         )
     return jobs

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import os
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import crc32c
 
 from .errors import EXIT_BAD_ARGS, CliError
-from .jobs import STREAM_CHUNK, Job, Outcome
-from .listing import list_objects, local_file, safe_local_name, walk_files
+from .jobs import STREAM_CHUNK, Job, Outcome, PlanOptions
+from .listing import list_objects, local_file, local_target, new_plan, safe_local_name, walk_files
 from .output import Output
 from .paths import LocalPath, RemotePath, parse_location
 
@@ -58,17 +60,38 @@ def _same_content_remote_remote(client: Client, a: RemotePath, b: RemotePath) ->
     return bool(ia.etag) and ia.etag == ib.etag and "-" not in (ia.etag or "")
 
 
+def _seconds(t: float) -> int:
+    """A time to the whole second: many services (AWS, moto, SeaweedFS, s3rver) keep
+    LastModified in whole seconds, so a file changed within the second of its upload,
+    compared to the sub-second, would look newer than its object forever."""
+    return math.floor(t)
+
+
+def _unchanged_by_time(src_time: float | None, dst_time: float | None, exact: bool) -> bool:
+    """True when times say the destination is current: it is not older than the source
+    (to the second), or with ``exact`` (``--exact-timestamps``) the same second."""
+    if src_time is None or dst_time is None:
+        return True
+    if exact:
+        return _seconds(src_time) == _seconds(dst_time)
+    return _seconds(src_time) <= _seconds(dst_time)
+
+
 def plan_sync(
     client: Client,
     source: str,
     dest: str,
     *,
-    checksum: bool,
-    delete: bool,
+    opts: PlanOptions,
     out: Output,
     outcome: Outcome,
 ) -> list[Job]:
-    """What ``sync`` copies (new, or changed by size, by date, or by checksum) and deletes."""
+    """What ``sync`` copies (new, or changed by size, by date, or by checksum) and deletes.
+
+    ``--exclude``/``--include`` apply to both sides: a file they leave out is neither
+    copied nor deleted.
+    """
+    new_plan()
     src, dst = parse_location(source), parse_location(dest)
     if isinstance(src, LocalPath) and isinstance(dst, LocalPath):
         raise CliError("sync needs at least one s3:// location", EXIT_BAD_ARGS)
@@ -78,75 +101,92 @@ def plan_sync(
         raise CliError("sync works on directories and prefixes, not standard streams", 252)
     if isinstance(src, LocalPath):
         assert isinstance(dst, RemotePath)
-        return _sync_up(client, src, dst, checksum, delete, out, outcome)
+        return _sync_up(client, src, dst, opts, out, outcome)
     if isinstance(dst, LocalPath):
-        return _sync_down(client, src, dst, checksum, delete, out, outcome)
-    return _sync_remote(client, src, dst, checksum, delete)
+        return _sync_down(client, src, dst, opts, out, outcome)
+    return _sync_remote(client, src, dst, opts)
 
 
 def _sync_up(
     client: Client,
     src: LocalPath,
     dst: RemotePath,
-    checksum: bool,
-    delete: bool,
+    opts: PlanOptions,
     out: Output,
     outcome: Outcome,
 ) -> list[Job]:
     """A local directory to a prefix: uploads, and deletions of objects with no file."""
     if not os.path.isdir(src.path):
         raise CliError(f"no such directory: {src.path}", EXIT_BAD_ARGS)
+    accepts = opts.filters.accepts
     jobs: list[Job] = []
-    remote = dict(list_objects(client, dst))
+    remote = {rel: s for rel, s in list_objects(client, dst) if accepts(rel)}
     seen = set()
-    for rel, st in walk_files(src.path, out, outcome):
+    for rel, st in walk_files(src.path, out, outcome, symlinks=opts.symlinks):
+        if not accepts(rel):
+            continue
         seen.add(rel)
         path = os.path.join(src.path, rel)
         target = dst.join(rel)
         have = remote.get(rel)
         if have is not None and have.size == st.st_size:
-            if checksum:
+            if opts.size_only:
+                continue
+            if opts.checksum:
                 if _same_content_local_remote(client, path, target):
                     continue
-            elif have.last_modified is None or st.st_mtime <= have.last_modified.timestamp():
+            elif _unchanged_by_time(st.st_mtime, _ts(have.last_modified), exact=False):
                 continue
         jobs.append(Job("upload", LocalPath(path), target, st.st_size))
-    if delete:
+    if opts.delete:
         jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(remote) - seen)]
     return jobs
+
+
+def _ts(t: datetime | None) -> float | None:
+    return None if t is None else t.timestamp()
 
 
 def _sync_down(
     client: Client,
     src: RemotePath,
     dst: LocalPath,
-    checksum: bool,
-    delete: bool,
+    opts: PlanOptions,
     out: Output,
     outcome: Outcome,
 ) -> list[Job]:
     """A prefix to a local directory: downloads, and deletions of files with no object."""
+    accepts = opts.filters.accepts
     local: dict[str, os.stat_result] = {}
     if os.path.isdir(dst.path):
-        local = dict(walk_files(dst.path, out, Outcome()))
+        # Never across a symlinked directory, whatever --follow-symlinks says: what this
+        # walk finds, --delete may remove.
+        walk = walk_files(dst.path, out, Outcome(), symlinks="files", quiet=True)
+        local = {rel: st for rel, st in walk if accepts(rel)}
     elif os.path.exists(dst.path):
         raise CliError(f"{dst.path} exists and is not a directory", EXIT_BAD_ARGS)
     jobs: list[Job] = []
     seen = set()
-    for _rel, summary in list_objects(client, src):
+    for rel, summary in list_objects(client, src):
+        if not accepts(rel):
+            continue
         safe = safe_local_name(src, summary.key, out, outcome)
         if safe is None:
             continue
         seen.add(safe)
-        path = local_file(dst.path, safe)
+        where = f"s3://{src.bucket}/{summary.key}"
+        path = local_target(dst.path, safe, opts.symlinks, where, out, outcome)
+        if path is None:
+            continue
         st_local = local.get(safe)
         if st_local is not None and st_local.st_size == summary.size:
-            if checksum:
+            if opts.size_only:
+                continue
+            if opts.checksum:
                 if _same_content_local_remote(client, path, RemotePath(src.bucket, summary.key)):
                     continue
-            elif (
-                summary.last_modified is None
-                or summary.last_modified.timestamp() <= st_local.st_mtime
+            elif _unchanged_by_time(
+                _ts(summary.last_modified), st_local.st_mtime, exact=opts.exact_timestamps
             ):
                 continue
         jobs.append(
@@ -156,37 +196,41 @@ def _sync_down(
                 LocalPath(path),
                 summary.size,
                 summary.last_modified,
+                listed=True,
             )
         )
-    if delete:
+    if opts.delete:
         for rel in sorted(set(local) - seen):
-            jobs.append(Job("delete", None, LocalPath(local_file(dst.path, rel))))
+            jobs.append(Job("delete", None, LocalPath(local_file(dst.path, rel)), root=dst.path))
     return jobs
 
 
-def _sync_remote(
-    client: Client, src: RemotePath, dst: RemotePath, checksum: bool, delete: bool
-) -> list[Job]:
+def _sync_remote(client: Client, src: RemotePath, dst: RemotePath, opts: PlanOptions) -> list[Job]:
     """A prefix to a prefix: server-side copies, and deletions of objects not in ``src``."""
+    accepts = opts.filters.accepts
     jobs: list[Job] = []
-    dst_objects = dict(list_objects(client, dst))
+    dst_objects = {rel: s for rel, s in list_objects(client, dst) if accepts(rel)}
     seen = set()
     for rel, summary in list_objects(client, src):
+        if not accepts(rel):
+            continue
         seen.add(rel)
         have = dst_objects.get(rel)
         source_path = RemotePath(src.bucket, summary.key)
         target = dst.join(rel)
         if have is not None and have.size == summary.size:
-            if checksum:
+            if opts.size_only:
+                continue
+            if opts.checksum:
                 if _same_content_remote_remote(client, source_path, target):
                     continue
-            elif (
-                summary.last_modified is None
-                or have.last_modified is None
-                or summary.last_modified <= have.last_modified
+            elif _unchanged_by_time(
+                _ts(summary.last_modified), _ts(have.last_modified), exact=False
             ):
                 continue
-        jobs.append(Job("copy", source_path, target, summary.size, summary.last_modified))
-    if delete:
+        jobs.append(
+            Job("copy", source_path, target, summary.size, summary.last_modified, listed=True)
+        )
+    if opts.delete:
         jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(dst_objects) - seen)]
     return jobs

@@ -1,33 +1,33 @@
-"""``cp`` and ``sync``'s transfers carried out: :func:`run_jobs` runs a plan
-(from :mod:`.plan` or :mod:`.sync`), one job at a time in the calling thread for a single
-transfer, ``--jobs`` at a time in a thread pool for many. Interruption (Ctrl-C) cancels
-every transfer in flight through its progress callback, so each one cleans up as on any
-failure: an upload aborts its multipart upload, a download keeps its resumable temporary
-file (never the final name).
+"""One job of ``cp``, ``mv`` or ``sync`` carried out (:class:`Runner`); :mod:`.run`
+runs a whole plan. Interruption (Ctrl-C, SIGTERM, SIGHUP) cancels every transfer in
+flight through its progress callback, so each one cleans up as on any failure: an
+upload aborts its multipart upload, a download keeps its resumable temporary file (never
+the final name). ``mv`` removes each source only once its copy is verified.
 """
 
 from __future__ import annotations
 
 import io
+import mimetypes
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, cast
 
 from objsdk import errors
 
-from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, message_for
+from .errors import EXIT_FAILED, CliError
 from .jobs import STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
+from .listing import inside
 from .output import Output, Progress
 from .paths import LocalPath, RemotePath
+from .smallfile import SMALL_OBJECT, Batch, download_small
 
 if TYPE_CHECKING:
-    from objsdk import Client
+    from objsdk import Client, ObjectInfo
 
-__all__ = ["check_dest_bucket", "run_jobs", "stream_to_stdout"]
+__all__ = ["Runner", "stream_to_stdout"]
 
 MAX_COPY = 5 << 30  # S3's limit for one CopyObject
 
@@ -43,6 +43,7 @@ class Runner:
         self.cancel = threading.Event()
         self.lock = threading.Lock()
         self.progress: Progress | None = None
+        self.batch = Batch()
 
     def check(self) -> None:
         if self.cancel.is_set():
@@ -59,10 +60,91 @@ class Runner:
             kwargs["part_size"] = self.opts.part_size
         if self.opts.content_type:
             kwargs["content_type"] = self.opts.content_type
+        if self.opts.metadata:
+            kwargs["metadata"] = self.opts.metadata
         return kwargs
 
+    def _upload(self, src: LocalPath, dst: RemotePath) -> int:
+        """A file to an object, with the fields the options store (Content-Type guessed
+        from the file name unless given or ``--no-guess-mime-type``, as aws and s5cmd)."""
+        kwargs = self.write_options()
+        if self.opts.multipart_threshold is not None:
+            kwargs["multipart_threshold"] = self.opts.multipart_threshold
+        if "content_type" not in kwargs and self.opts.guess_mime_type:
+            guessed, _ = mimetypes.guess_type(src.path)
+            if guessed:
+                kwargs["content_type"] = guessed
+        o, c = self.opts, self.client
+        if o.cache_control or o.content_encoding or o.storage_class:
+            # Fields Client.upload does not take yet: the same upload, called below it.
+            from .._transfer.upload import upload
+
+            info = upload(
+                c.transport,
+                dst.bucket,
+                dst.key,
+                src.path,
+                cut_memory=getattr(c, "_cut_memory", None),
+                cache_control=o.cache_control,
+                content_encoding=o.content_encoding,
+                storage_class=o.storage_class,
+                **kwargs,
+            )
+        else:
+            info = c.upload(dst.bucket, dst.key, src.path, **kwargs)
+        return info.size or 0
+
+    def _download(self, job: Job, src: RemotePath, dst: LocalPath) -> int:
+        move = self.opts.move
+        if job.listed and job.size <= SMALL_OBJECT:
+            self.check()
+            # mv: the object goes only once its file is on disk under its final name.
+            after = (lambda: self.remove_source(job)) if move else None
+            n = download_small(
+                self.client, src.bucket, src.key, dst.path, job.mtime, self.batch, after, job.size
+            )
+            if self.progress is not None:
+                self.progress.add(n)
+            return n
+        parent = os.path.dirname(dst.path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        result = self.client.download(
+            src.bucket,
+            src.key,
+            dst.path,
+            parallel=self.opts.parallel,
+            progress=self.callback(),
+            **({"part_size": self.opts.part_size} if self.opts.part_size else {}),
+        )
+        mtime = job.mtime or result.info.last_modified
+        if mtime is not None:
+            ts = mtime.timestamp()
+            os.utime(dst.path, (ts, ts))
+        size = result.info.size or 0
+        with self.lock:
+            self.outcome.reused += size - result.bytes_fetched
+        if move:
+            self.remove_source(job)
+        return size
+
+    def remove_source(self, job: Job) -> None:
+        """``mv``: the source of a finished, verified copy goes."""
+        src = job.src
+        if isinstance(src, RemotePath):
+            self.client.delete_object(src.bucket, src.key)
+        elif isinstance(src, LocalPath) and not src.is_stdio:
+            os.unlink(src.path)
+
     def run_one(self, job: Job) -> int:
-        """Carry out ``job``; return the bytes moved."""
+        """Carry out ``job``; return the bytes moved. With ``mv``, the source goes once
+        the copy is verified (for a small download, once its file has its final name)."""
+        n = self._carry_out(job)
+        if self.opts.move and job.kind in ("upload", "copy"):
+            self.remove_source(job)
+        return n
+
+    def _carry_out(self, job: Job) -> int:
         c = self.client
         self.check()
         src, dst = job.src, job.dst
@@ -70,16 +152,18 @@ class Runner:
             if isinstance(dst, RemotePath):
                 c.delete_object(dst.bucket, dst.key)
             else:
-                os.unlink(dst.path)
+                if job.root is None or not inside(job.root, dst.path):
+                    raise CliError(
+                        f"not deleting {dst.path}: a symlinked directory leads there from "
+                        f"outside {job.root}",
+                        EXIT_FAILED,
+                    )
+                os.unlink(dst.path)  # a symlink itself is removed, never its target
             return 0
         if job.kind == "upload":
             assert isinstance(src, LocalPath)
             assert isinstance(dst, RemotePath)
-            kwargs = self.write_options()
-            if self.opts.multipart_threshold is not None:
-                kwargs["multipart_threshold"] = self.opts.multipart_threshold
-            info = c.upload(dst.bucket, dst.key, src.path, **kwargs)
-            return info.size or job.size
+            return self._upload(src, dst) or job.size
         if job.kind == "stdin":
             assert isinstance(dst, RemotePath)
             total = 0
@@ -95,34 +179,19 @@ class Runner:
         if job.kind == "download":
             assert isinstance(src, RemotePath)
             assert isinstance(dst, LocalPath)
-            parent = os.path.dirname(dst.path)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            result = c.download(
-                src.bucket,
-                src.key,
-                dst.path,
-                parallel=self.opts.parallel,
-                progress=self.callback(),
-                **({"part_size": self.opts.part_size} if self.opts.part_size else {}),
-            )
-            mtime = job.mtime or result.info.last_modified
-            if mtime is not None:
-                ts = mtime.timestamp()
-                os.utime(dst.path, (ts, ts))
-            size = result.info.size or 0
-            with self.lock:
-                self.outcome.reused += size - result.bytes_fetched
-            return size
+            return self._download(job, src, dst)
         if job.kind == "stdout":
             assert isinstance(src, RemotePath)
             return stream_to_stdout(c, src, 0, None, self.check)
         assert job.kind == "copy"
         assert isinstance(src, RemotePath)
         assert isinstance(dst, RemotePath)
-        size = job.size or (c.head_object(src.bucket, src.key).size or 0)
+        before = c.head_object(src.bucket, src.key) if self.opts.move else None
+        size = job.size or ((before or c.head_object(src.bucket, src.key)).size or 0)
         if size <= MAX_COPY:
             c.copy_object(src.bucket, src.key, dst.bucket, dst.key)
+            if before is not None:
+                _check_copy(before, c.head_object(dst.bucket, dst.key))
             if self.progress is not None:
                 self.progress.add(size)
             return size
@@ -139,6 +208,26 @@ class Runner:
                 if self.progress is not None:
                     self.progress.add(n)
         return size
+
+
+def _check_copy(src: ObjectInfo, dst: ObjectInfo) -> None:
+    """Before ``mv`` deletes an object it copied: the copy has its size, and the same
+    value for every checksum both store (a single-part ETag is an MD5 of the bytes)."""
+    same = src.size == dst.size
+    for algo, value in src.checksums.items():
+        other = dst.checksums.get(algo)
+        if other is not None and "-" not in value and "-" not in other:
+            same = same and value == other
+    etags = (src.etag or "", dst.etag or "")
+    if all(e and "-" not in e for e in etags):
+        same = same and etags[0] == etags[1]
+    if not same:
+        raise errors.IntegrityError(
+            f"the copy differs from its source (size {src.size} vs {dst.size}): "
+            f"s3://{src.bucket}/{src.key} is kept",
+            bucket=src.bucket,
+            key=src.key,
+        )
 
 
 def stream_to_stdout(
@@ -167,126 +256,3 @@ def stream_to_stdout(
             sent += n
     out.flush()
     return sent
-
-
-def run_jobs(
-    client: Client,
-    jobs: list[Job],
-    opts: TransferOptions,
-    out: Output,
-    outcome: Outcome,
-    *,
-    dry_run: bool = False,
-    single: bool = False,
-) -> int:
-    """Carry out ``jobs`` and return the exit code (0, 1 if any failed, 2 if any skipped).
-
-    ``single``: one transfer the user named; its error propagates as it is (so a missing
-    key is a service error, 254) instead of being counted as a failed transfer.
-    """
-    started = time.monotonic()
-    if dry_run:
-        for job in jobs:
-            out.note(f"(dryrun) {job.describe()}")
-        out.json({"dryrun": True, "planned": [_job_json(j) for j in jobs]})
-        return EXIT_SKIPPED if outcome.skipped else EXIT_OK
-
-    runner = Runner(client, opts, out, outcome)
-    total = sum(j.size for j in jobs)
-    desc = "transfer" if len(jobs) != 1 else jobs[0].kind
-    with out.progress(total, desc) as progress:
-        runner.progress = progress
-        try:
-            if single or len(jobs) <= 1 or opts.jobs <= 1:
-                for job in jobs:
-                    _run_reported(runner, job, propagate=single)
-            else:
-                _run_pool(runner, jobs)
-        except KeyboardInterrupt:
-            runner.cancel.set()
-            raise
-    if any(j.kind == "stdout" for j in jobs):
-        # Standard output carries the object itself: no summary after it.
-        return EXIT_FAILED if outcome.failed else EXIT_OK
-    out.json(
-        {
-            "transferred": outcome.done,
-            "failed": outcome.failed,
-            "skipped": outcome.skipped,
-            "bytes": outcome.bytes,
-            "bytes_reused": outcome.reused,
-            "seconds": round(time.monotonic() - started, 3),
-        }
-    )
-    if outcome.failed:
-        return EXIT_FAILED
-    if outcome.skipped:
-        return EXIT_SKIPPED
-    return EXIT_OK
-
-
-def _job_json(job: Job) -> dict[str, Any]:
-    return {
-        "action": job.action,
-        "source": None if job.src is None else str(job.src),
-        "dest": str(job.dst),
-    }
-
-
-def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
-    try:
-        n = runner.run_one(job)
-    except (KeyboardInterrupt, Cancelled):
-        raise
-    except BrokenPipeError:
-        raise
-    except Exception as e:
-        if propagate and not isinstance(
-            e, errors.ReadError | errors.SourceChangedError | errors.ProtocolError | errors.Timeout
-        ):
-            raise
-        with runner.lock:
-            runner.outcome.failed += 1
-        print(f"{job.describe()} failed: {message_for(e)}", file=sys.stderr, flush=True)
-        return
-    with runner.lock:
-        runner.outcome.done += 1
-        runner.outcome.bytes += n
-    if job.kind != "stdout":
-        runner.out.note(job.describe())
-
-
-def _run_pool(runner: Runner, jobs: list[Job]) -> None:
-    pool = ThreadPoolExecutor(max_workers=runner.opts.jobs, thread_name_prefix="objsdk-cp")
-    pending: set[Future[None]] = set()
-    try:
-        it = iter(jobs)
-        for job in it:
-            pending.add(pool.submit(_run_reported, runner, job, propagate=False))
-            if len(pending) >= runner.opts.jobs * 2:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    f.result()
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                f.result()
-    except BaseException:
-        runner.cancel.set()
-        for f in pending:
-            f.cancel()
-        # Transfers in flight see the cancellation at their next progress report and
-        # clean up (abort the multipart upload, keep the download's resumable file).
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
-
-
-def check_dest_bucket(client: Client, jobs: list[Job]) -> None:
-    """Fail once, up front, when the destination bucket is missing (not once per file)."""
-    buckets = {j.dst.bucket for j in jobs if isinstance(j.dst, RemotePath)}
-    for b in sorted(buckets):
-        if not client.bucket_exists(b):
-            raise errors.NoSuchBucket(
-                404, "NoSuchBucket", "The specified bucket does not exist", bucket=b
-            )

@@ -1,0 +1,175 @@
+"""A plan (from :mod:`.plan` or :mod:`.sync`) carried out: one job at a time in the
+calling thread for a single transfer, ``--jobs`` at a time on one worker pool for many,
+every worker on the client's one connection pool. Each finished job prints its line
+(``upload: a to s3://b/a``, or a JSON object with ``--json``), failures print theirs
+on stderr, and a run of many ends with a summary line (files, bytes, rate).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any
+
+from objsdk import errors
+
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, error_record, message_for
+from .jobs import Cancelled, Job, Outcome, TransferOptions
+from .output import Output, human_size
+from .paths import RemotePath
+from .transfer import Runner
+
+if TYPE_CHECKING:
+    from objsdk import Client
+
+__all__ = ["check_dest_bucket", "run_jobs"]
+
+
+def run_jobs(
+    client: Client,
+    jobs: list[Job],
+    opts: TransferOptions,
+    out: Output,
+    outcome: Outcome,
+    *,
+    dry_run: bool = False,
+    single: bool = False,
+) -> int:
+    """Carry out ``jobs`` and return the exit code (0, 1 if any failed, 2 if any skipped).
+
+    ``single``: one transfer the user named; its error propagates as it is (so a missing
+    key is a service error, 254) instead of being counted as a failed transfer.
+    """
+    started = time.monotonic()
+    if dry_run:
+        for job in jobs:
+            out.note(f"(dryrun) {_describe(job, opts)}")
+            out.json({**_job_json(job, opts), "dryrun": True})
+        out.json({"dryrun": True, "planned": len(jobs)})
+        return EXIT_SKIPPED if outcome.skipped else EXIT_OK
+
+    runner = Runner(client, opts, out, outcome)
+    total = sum(j.size for j in jobs)
+    desc = "transfer" if len(jobs) != 1 else jobs[0].kind
+    try:
+        with out.progress(total, desc) as progress:
+            runner.progress = progress
+            try:
+                if single or len(jobs) <= 1 or opts.jobs <= 1:
+                    for job in jobs:
+                        _run_reported(runner, job, propagate=single)
+                else:
+                    _run_pool(runner, jobs)
+            except KeyboardInterrupt:
+                runner.cancel.set()
+                raise
+    finally:
+        # Files complete on disk take their names, durably, even when the run was
+        # interrupted: their bytes were verified.
+        runner.batch.flush()
+        for what, e in runner.batch.failures:
+            outcome.failed += 1
+            outcome.done -= 1
+            out.error(f"{what} failed: {message_for(e)}", error_record(e))
+    if any(j.kind == "stdout" for j in jobs):
+        # Standard output carries the object itself: no summary after it.
+        return EXIT_FAILED if outcome.failed else EXIT_OK
+    seconds = time.monotonic() - started
+    out.json(
+        {
+            "transferred": outcome.done,
+            "failed": outcome.failed,
+            "skipped": outcome.skipped,
+            "bytes": outcome.bytes,
+            "bytes_reused": outcome.reused,
+            "seconds": round(seconds, 3),
+        }
+    )
+    if not single and (outcome.done or outcome.failed):
+        rate = human_size(int(outcome.bytes / seconds)) if seconds > 0 else "-"
+        out.summary(
+            f"{'moved' if opts.move else 'transferred'} {outcome.done} files, "
+            f"{human_size(outcome.bytes)} in {seconds:.1f} s ({rate}/s)"
+            + (f", {outcome.failed} failed" if outcome.failed else "")
+            + (f", {outcome.skipped} skipped" if outcome.skipped else "")
+        )
+    if outcome.failed:
+        return EXIT_FAILED
+    if outcome.skipped:
+        return EXIT_SKIPPED
+    return EXIT_OK
+
+
+def _describe(job: Job, opts: TransferOptions) -> str:
+    return job.describe().replace(job.action, "move", 1) if opts.move else job.describe()
+
+
+def _job_json(job: Job, opts: TransferOptions) -> dict[str, Any]:
+    return {
+        "action": "move" if opts.move and job.kind != "delete" else job.action,
+        "source": None if job.src is None else str(job.src),
+        "dest": str(job.dst),
+    }
+
+
+def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
+    try:
+        n = runner.run_one(job)
+    except (KeyboardInterrupt, Cancelled):
+        raise
+    except BrokenPipeError:
+        raise
+    except Exception as e:
+        if propagate and not isinstance(
+            e, errors.ReadError | errors.SourceChangedError | errors.ProtocolError | errors.Timeout
+        ):
+            raise
+        with runner.lock:
+            runner.outcome.failed += 1
+        runner.out.error(
+            f"{_describe(job, runner.opts)} failed: {message_for(e)}",
+            {**error_record(e), **_job_json(job, runner.opts)},
+        )
+        return
+    with runner.lock:
+        runner.outcome.done += 1
+        runner.outcome.bytes += n
+    if job.kind != "stdout":
+        runner.out.note(_describe(job, runner.opts))
+        runner.out.json({**_job_json(job, runner.opts), "bytes": n})
+
+
+def _run_pool(runner: Runner, jobs: list[Job]) -> None:
+    workers = min(runner.opts.jobs, len(jobs))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="objsdk-cp")
+    pending: set[Future[None]] = set()
+    try:
+        for job in jobs:
+            pending.add(pool.submit(_run_reported, runner, job, propagate=False))
+            if len(pending) >= workers * 2:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    f.result()
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                f.result()
+    except BaseException:
+        runner.cancel.set()
+        for f in pending:
+            f.cancel()
+        # Transfers in flight see the cancellation at their next progress report and
+        # clean up (abort the multipart upload, keep the download's resumable file).
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def check_dest_bucket(client: Client, jobs: list[Job]) -> None:
+    """Fail once, up front, when the destination bucket is missing (not once per file)."""
+    buckets = {j.dst.bucket for j in jobs if isinstance(j.dst, RemotePath)}
+    for b in sorted(buckets):
+        if not client.bucket_exists(b):
+            raise errors.NoSuchBucket(
+                404, "NoSuchBucket", "The specified bucket does not exist", bucket=b
+            )

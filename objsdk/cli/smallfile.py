@@ -1,0 +1,210 @@
+"""Objects that arrive in one response, written to local files without the machinery of
+large downloads.
+
+``Client.download`` keeps a resume record beside a temporary file, locks it, and fetches
+parts in threads: worth it for an object of many parts, pure cost for a 4 KiB one (four
+opens, three fsyncs, three unlinks, two renames and a thread per object). An object up
+to :data:`SMALL_OBJECT` is instead read whole by one verified GET (``Client.open`` with
+no read-ahead: pinned to the first answer's ETag, its stored checksum checked) and
+written to a temporary name in the destination's directory (``.objsdk-<random>.tmp``,
+created exclusively). Nothing is kept to resume: there is nothing worth resuming.
+
+Durability is batched (:class:`Batch`): a temporary file takes its final name only once
+its bytes are on disk, and that is done for many files at once: when
+:data:`BATCH_FILES` files or :data:`BATCH_BYTES` bytes are waiting, and when the run ends
+(also when it is interrupted), one ``syncfs`` flushes them all (an ``fsync`` of each
+where the system has no ``syncfs``), then each is renamed over its final name, then each
+directory holding new names is fsynced once. So no final name ever holds a partial file,
+even after a power cut, and a ``cp`` that returns has every file and name on disk; a
+killed run leaves at most the ``.objsdk-*.tmp`` files of its last batch, which a rerun
+ignores and ``sync --delete`` removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from objsdk import errors
+
+if TYPE_CHECKING:
+    from objsdk import Client
+
+__all__ = ["BATCH_BYTES", "BATCH_FILES", "SMALL_OBJECT", "Batch", "download_small"]
+
+# Up to one default part: the size at which Client.download would use one GET anyway.
+SMALL_OBJECT = 8 << 20
+BATCH_FILES = 256
+BATCH_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A complete temporary file waiting for its final name."""
+
+    tmp: str
+    dest: str
+    size: int
+    after: Callable[[], None] | None = None  # run once the file has its name, durably
+
+
+def _syncfs() -> Any:
+    """libc's ``syncfs(fd)`` (Linux), or None."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+class Batch:
+    """Temporary files that take their final names together, once flushed to disk.
+
+    Thread-safe: workers :meth:`add` their finished files; whoever fills the batch
+    flushes it. A rename that fails (a directory appeared at the name) is kept in
+    :attr:`failures` for the caller to report, as ``(what failed, error)``; its
+    temporary file is removed. So is an error of an item's ``after``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._pending: list[Pending] = []
+        self._bytes = 0
+        self._syncfs = _syncfs()
+        self.failures: list[tuple[str, Exception]] = []
+
+    def add(self, item: Pending) -> None:
+        with self._lock:
+            self._pending.append(item)
+            self._bytes += item.size
+            full = len(self._pending) >= BATCH_FILES or self._bytes >= BATCH_BYTES
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Make the waiting files durable, give them their names, fsync their folders."""
+        with self._flush_lock:
+            with self._lock:
+                items, self._pending, self._bytes = self._pending, [], 0
+            if not items:
+                return
+            self._sync(items)
+            dirs, named = set(), []
+            for item in items:
+                try:
+                    os.replace(item.tmp, item.dest)
+                except OSError as e:
+                    with contextlib.suppress(OSError):
+                        os.unlink(item.tmp)
+                    self._failed(f"download to {item.dest}", e)
+                    continue
+                dirs.add(os.path.dirname(item.tmp) or ".")
+                named.append(item)
+            for d in sorted(dirs):
+                _fsync_path(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            for item in named:
+                if item.after is not None:
+                    try:
+                        item.after()
+                    except Exception as e:
+                        self._failed(f"removing the source of {item.dest}", e)
+
+    def _failed(self, what: str, e: Exception) -> None:
+        with self._lock:
+            self.failures.append((what, e))
+
+    def _sync(self, items: list[Pending]) -> None:
+        if self._syncfs is not None:
+            fd = os.open(items[0].tmp, os.O_RDONLY)
+            try:
+                if self._syncfs(fd) == 0:
+                    return  # every file of the batch lives on this one filesystem...
+            finally:
+                os.close(fd)
+        for item in items:  # ...or each is flushed on its own
+            _fsync_path(item.tmp, os.O_RDONLY)
+
+
+def _fsync_path(path: str, flags: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(path, flags)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _read_whole(client: Client, bucket: str, key: str, size: int | None) -> memoryview:
+    """The object's bytes, its stored checksum checked once the last byte is in."""
+    with client.open(bucket, key, readahead=0) as f:
+        if size is None:
+            return memoryview(f.read())
+        buf = bytearray(size)
+        view = memoryview(buf)
+        n = 0
+        while n < size and (got := f.readinto(view[n:])):
+            n += got
+        more = f.read()  # b"" at the end; the rest if the object grew since the listing
+        if not more:
+            return view[:n]
+        return memoryview(bytes(view[:n]) + more)
+
+
+def download_small(
+    client: Client,
+    bucket: str,
+    key: str,
+    dest: str,
+    mtime: datetime | None,
+    batch: Batch,
+    after: Callable[[], None] | None = None,
+    size: int | None = None,
+) -> int:
+    """Write the object to a temporary file beside ``dest`` by one verified GET, and
+    hand it to ``batch`` to take its final name (then ``after`` runs); return its size.
+
+    ``size`` (from the listing) lets the bytes go straight from the socket into one
+    buffer; the object may have changed since, so the answer's own length decides. The
+    file gets ``mtime`` (the object's date) before it takes its final name.
+    """
+    data = _read_whole(client, bucket, key, size)
+    directory = os.path.dirname(dest)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        # A random name no other job picks; O_EXCL refuses anything already there.
+        tmp = os.path.join(directory, f".objsdk-{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        try:
+            view = data
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        if mtime is not None:
+            ts = mtime.timestamp()
+            os.utime(tmp, (ts, ts))
+        if os.path.isdir(dest) and not os.path.islink(dest):
+            raise errors.InvalidArgument(
+                f"cannot write s3://{bucket}/{key} to {dest}: a directory is there"
+            )
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    batch.add(Pending(tmp, dest, len(data), after))
+    return len(data)

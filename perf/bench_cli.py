@@ -1,0 +1,230 @@
+"""The command line against the usual ones: ``objsdk cp --recursive`` up and down for
+many small files and some medium ones, and one large file each way, interleaved with
+``s5cmd`` and ``aws s3`` on the same server.
+
+Workloads (full mode; ``--quick`` shrinks them to check the script runs):
+  2,000 x 4 KiB up / down         many small files: per-file cost dominates
+  200 x 1 MiB up / down           medium files: per-file cost and bandwidth
+  1 x 1 GiB up / down             one large file: bandwidth and parallel parts
+
+Peers: ``s5cmd`` (built from its Go module on first use, like MinIO; skipped when no Go
+toolchain is found) and ``aws s3`` (when ``aws`` is on PATH). Each tool is a fresh
+process per run, run ``--runs`` times in rotating order; the table shows the median wall
+time, the median CPU of the child process (user + sys) and the speed relative to s5cmd.
+Downloads go to a fresh directory on the same filesystem, removed between runs.
+
+    python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--only small|medium|large]
+                             [--json out.json]
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import MiB, ensure_bucket, parser, server, write_json
+
+BUCKET = "objsdk-perf-cli"
+S5CMD_MODULE = "github.com/peak/s5cmd/v2"
+S5CMD_VERSION = "v2.3.0"
+
+
+@dataclass
+class Timing:
+    name: str
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+
+def s5cmd_binary() -> str | None:
+    """``$OBJSDK_S5CMD_BINARY``, one on PATH, or s5cmd built once from its Go module
+    into objsdk's cache beside MinIO; None without a Go toolchain.
+
+    Built from the downloaded module (``go mod download``, then ``go build`` there)
+    rather than by ``go install module@version``, which also asks the module proxy for
+    the module's version list, and some proxies refuse that list for this module.
+    """
+    explicit = os.environ.get("OBJSDK_S5CMD_BINARY") or shutil.which("s5cmd")
+    if explicit:
+        return explicit
+    import fcntl
+    import json
+
+    from objsdk.testing.gobuild import cache_dir, find_go
+
+    go = find_go()
+    target = cache_dir() / "bin" / f"s5cmd-{S5CMD_VERSION}" / "s5cmd"
+    if target.is_file():
+        return str(target)
+    if go is None:
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent.parent / f".s5cmd-{S5CMD_VERSION}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_file():
+            print(f"building s5cmd {S5CMD_VERSION} once (a minute or two)...", flush=True)
+            info = subprocess.run(
+                [go, "mod", "download", "-json", f"{S5CMD_MODULE}@{S5CMD_VERSION}"],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            source = json.loads(info.stdout)["Dir"]
+            staging = target.with_name("s5cmd.tmp")
+            subprocess.run(
+                [go, "build", "-mod=mod", "-buildvcs=false", "-o", str(staging), "."],
+                cwd=source, check=True,
+            )  # fmt: skip
+            staging.replace(target)
+    return str(target)
+
+
+def objsdk_command() -> list[str]:
+    script = Path(sys.executable).parent / "objsdk"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "objsdk.cli"]
+
+
+def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Run one command; return its wall seconds and its CPU seconds (user + sys)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr[-2000:]!r}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def make_files(root: Path, count: int, size: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root / f"f{i:05d}.bin").write_bytes(os.urandom(size))
+
+
+def interleaved(
+    commands: dict[str, Callable[[], list[str]]],
+    env: dict[str, str],
+    runs: int,
+    settle: Callable[[], None],
+) -> dict[str, Timing]:
+    names = list(commands)
+    timings = {n: Timing(n) for n in names}
+    for r in range(runs + 1):  # the first round warms caches and is not counted
+        for n in names[r % len(names) :] + names[: r % len(names)]:
+            settle()
+            wall, cpu = run_child(commands[n](), env)
+            if r:
+                timings[n].wall.append(wall)
+                timings[n].cpu.append(cpu)
+    settle()
+    return timings
+
+
+def report(title: str, timings: dict[str, Timing], nbytes: int) -> dict[str, object]:
+    base = statistics.median(timings["s5cmd"].wall) if "s5cmd" in timings else None
+    print(f"\n## {title}")
+    print(f"{'tool':<10} {'median s':>9} {'MB/s':>8} {'child cpu s':>12} {'vs s5cmd':>9}")
+    rows = []
+    for t in timings.values():
+        wall, cpu = statistics.median(t.wall), statistics.median(t.cpu)
+        ratio = base / wall if base else float("nan")
+        print(f"{t.name:<10} {wall:>9.3f} {nbytes / wall / 1e6:>8.1f} {cpu:>12.3f} {ratio:>8.2f}x")
+        rows.append(
+            {
+                "tool": t.name,
+                "median_s": round(wall, 4),
+                "cpu_s": round(cpu, 4),
+                "vs_s5cmd": round(ratio, 3),
+                "runs_s": [round(w, 4) for w in t.wall],
+            }
+        )
+    return {"title": title, "bytes": nbytes, "rows": rows}
+
+
+def main() -> None:
+    p = parser(__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small workloads, to check it runs")
+    p.add_argument("--jobs", type=int, default=None, help="objsdk --jobs (default: its own)")
+    p.add_argument("--big-mib", type=int, default=None, help="the large file's size")
+    p.add_argument("--no-peers", action="store_true", help="objsdk alone")
+    p.add_argument(
+        "--only",
+        choices=("small", "medium", "large"),
+        action="append",
+        help="run only these workloads (repeatable; default: all three)",
+    )
+    args = p.parse_args()
+    runs = 1 if args.quick and args.runs == 5 else args.runs
+    small_n, medium_n = (100, 10) if args.quick else (2000, 200)
+    big = (args.big_mib or (32 if args.quick else 1024)) * MiB
+    everything = {
+        "small": (f"{small_n} x 4 KiB", small_n, 4096),
+        "medium": (f"{medium_n} x 1 MiB", medium_n, MiB),
+        "large": (f"1 x {big // MiB} MiB", 1, big),
+    }
+    workloads = [everything[w] for w in (args.only or everything)]
+    s5 = None if args.no_peers else s5cmd_binary()
+    aws = None if args.no_peers else shutil.which("aws")
+    print(f"objsdk: {' '.join(objsdk_command())}")
+    print(f"s5cmd: {s5 or 'not available (no Go toolchain)'}; aws: {aws or 'not installed'}")
+    sections = []
+    with server() as srv, tempfile.TemporaryDirectory(prefix="objsdk-bench-cli-") as tmp:
+        ensure_bucket(srv.client, BUCKET)
+        env = {**os.environ, **srv.env(), "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "3"}
+        url = srv.endpoint
+        jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+        for title, count, size in workloads:
+            src = Path(tmp) / f"src-{count}-{size}"
+            make_files(src, count, size)
+            data = f"s3://{BUCKET}/{count}x{size}/data/"
+            subprocess.run(
+                [*objsdk_command(), "cp", "-r", "-q", str(src), data], env=env, check=True
+            )
+            out = Path(tmp) / "out"
+
+            def clear(out: Path = out) -> None:
+                shutil.rmtree(out, ignore_errors=True)
+
+            up: dict[str, Callable[[], list[str]]] = {}
+            down: dict[str, Callable[[], list[str]]] = {}
+            dest = f"s3://{BUCKET}/{count}x{size}"
+            up["objsdk"] = lambda src=src, dest=dest: [
+                *objsdk_command(), "cp", "-r", "-q", *jobs, str(src), f"{dest}/objsdk/",
+            ]  # fmt: skip
+            down["objsdk"] = lambda data=data, out=out: [
+                *objsdk_command(), "cp", "-r", "-q", *jobs, data, str(out),
+            ]  # fmt: skip
+            if s5:
+                up["s5cmd"] = lambda src=src, dest=dest: [
+                    s5, "--endpoint-url", url, "cp", f"{src}/*", f"{dest}/s5cmd/",
+                ]  # fmt: skip
+                down["s5cmd"] = lambda data=data, out=out: [
+                    s5, "--endpoint-url", url, "cp", f"{data}*", f"{out}/",
+                ]  # fmt: skip
+            if aws:
+                up["aws"] = lambda src=src, dest=dest: [
+                    aws, "s3", "cp", "--recursive", "--only-show-errors", "--endpoint-url", url,
+                    str(src), f"{dest}/aws/",
+                ]  # fmt: skip
+                down["aws"] = lambda data=data, out=out: [
+                    aws, "s3", "cp", "--recursive", "--only-show-errors", "--endpoint-url", url,
+                    data, str(out),
+                ]  # fmt: skip
+            nbytes = count * size
+            sections.append(report(f"{title} up", interleaved(up, env, runs, clear), nbytes))
+            sections.append(report(f"{title} down", interleaved(down, env, runs, clear), nbytes))
+            shutil.rmtree(src)
+    write_json(args.json, sections)
+
+
+if __name__ == "__main__":
+    main()

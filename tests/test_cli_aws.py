@@ -1,0 +1,421 @@
+"""The aws CLI's flags and commands, with the aws CLI's semantics, run as the console
+script in a subprocess against the local MinIO."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import COMMAND, Run, env, keys, run, tree
+
+from objsdk import Client
+
+__all__ = ["env", "run"]  # fixtures, used by name
+
+pytestmark = pytest.mark.integration
+
+
+def _files(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+
+
+MIXED = {"a.txt": b"a", "b.log": b"bb", "sub/c.txt": b"ccc", "sub/d.log": b"dddd"}
+
+
+def _boto3(local_minio: Any) -> Any:
+    import boto3  # type: ignore[import-untyped,unused-ignore]
+
+    return boto3.client(
+        "s3",
+        endpoint_url=local_minio.endpoint,
+        aws_access_key_id=local_minio.access_key,
+        aws_secret_access_key=local_minio.secret_key,
+        region_name="us-east-1",
+    )
+
+
+# -- --exclude / --include -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        (["--exclude", "*", "--include", "*.txt"], ["a.txt", "sub/c.txt"]),
+        (["--include", "*.txt", "--exclude", "*"], []),  # the last match decides
+        (["--exclude", "sub/*"], ["a.txt", "b.log"]),  # * crosses /
+        (["--exclude", "*.log", "--include", "sub/d.log"], ["a.txt", "sub/c.txt", "sub/d.log"]),
+    ],
+)
+def test_cp_recursive_applies_exclude_and_include_in_order(
+    run: Run, client: Client, bucket: str, tmp_path: Path, filters: list[str], expected: list[str]
+) -> None:
+    _files(tmp_path / "src", MIXED)
+    res = run("cp", "-r", "src", f"s3://{bucket}/up", *filters)
+    assert res.code == 0, res.err
+    assert keys(client, bucket) == [f"up/{k}" for k in expected]
+
+
+def test_cp_recursive_down_and_rm_recursive_apply_filters(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    for rel, data in MIXED.items():
+        client.put_object(bucket, f"p/{rel}", data)
+    down = run("cp", "-r", f"s3://{bucket}/p", "out", "--exclude", "*.log")
+    assert down.code == 0, down.err
+    assert tree(tmp_path / "out") == {"a.txt": b"a", "sub/c.txt": b"ccc"}
+    rm = run("rm", "-r", f"s3://{bucket}/p", "--exclude", "*", "--include", "sub/*")
+    assert rm.code == 0, rm.err
+    assert keys(client, bucket) == ["p/a.txt", "p/b.log"]
+
+
+def test_sync_delete_leaves_excluded_files_alone(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", {"keep.txt": b"k"})
+    client.put_object(bucket, "s/stale.txt", b"old")
+    client.put_object(bucket, "s/notes.log", b"excluded, so never deleted")
+    res = run("sync", "--delete", "src", f"s3://{bucket}/s", "--exclude", "*.log")
+    assert res.code == 0, res.err
+    assert keys(client, bucket) == ["s/keep.txt", "s/notes.log"]
+
+
+# -- sync comparisons ------------------------------------------------------------------------
+
+
+def test_sync_size_only_ignores_times(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", {"f.txt": b"AAAA"})
+    assert run("sync", "src", f"s3://{bucket}/s").code == 0
+    (tmp_path / "src" / "f.txt").write_bytes(b"BBBB")
+    future = 4_000_000_000
+    os.utime(tmp_path / "src" / "f.txt", (future, future))  # newer than the object
+    same_size = run("sync", "--size-only", "src", f"s3://{bucket}/s")
+    assert same_size.code == 0, same_size.err
+    assert same_size.out == ""
+    assert client.get_object(bucket, "s/f.txt") == b"AAAA"
+    res = run("sync", "src", f"s3://{bucket}/s")
+    assert res.out.strip() == f"upload: src/f.txt to s3://{bucket}/s/f.txt"
+
+
+def test_sync_exact_timestamps_downloads_a_same_sized_file_of_another_time(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "d/f.txt", b"remote")
+    assert run("sync", f"s3://{bucket}/d", "local").code == 0
+    local = tmp_path / "local" / "f.txt"
+    local.write_bytes(b"LOCAL!")  # same size, newer than the object
+    later = local.stat().st_mtime + 100
+    os.utime(local, (later, later))
+    assert run("sync", f"s3://{bucket}/d", "local").out == ""
+    res = run("sync", "--exact-timestamps", f"s3://{bucket}/d", "local")
+    assert res.code == 0, res.err
+    assert local.read_bytes() == b"remote"
+    assert run("sync", "--exact-timestamps", f"s3://{bucket}/d", "local").out == ""
+
+
+def test_dryrun_is_an_alias_of_dry_run(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", {"f.txt": b"x"})
+    res = run("sync", "--dryrun", "src", f"s3://{bucket}/s")
+    assert res.code == 0, res.err
+    assert res.out.strip() == f"(dryrun) upload: src/f.txt to s3://{bucket}/s/f.txt"
+    assert keys(client, bucket) == []
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def test_only_show_errors_prints_nothing_but_errors(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", MIXED)
+    res = run("cp", "-r", "--only-show-errors", "src", f"s3://{bucket}/q")
+    assert res.code == 0, res.err
+    assert res.out == ""
+    assert res.err == ""
+    assert len(keys(client, bucket)) == 4
+    bad = run("cp", "--only-show-errors", f"s3://{bucket}/missing", "x")
+    assert bad.code == 254
+    assert "NoSuchKey" in bad.err
+
+
+def test_recursive_copy_ends_with_a_summary_line(run: Run, bucket: str, tmp_path: Path) -> None:
+    _files(tmp_path / "src", MIXED)
+    res = run("cp", "-r", "src", f"s3://{bucket}/sum")
+    assert res.code == 0, res.err
+    assert res.out.count("upload: ") == 4
+    assert res.err.strip().splitlines()[-1].startswith("transferred 4 files, 10 Bytes in ")
+
+
+def test_json_prints_a_line_per_file_and_per_deletion(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", {"a.txt": b"a", "b.txt": b"b"})
+    client.put_object(bucket, "j/stale.txt", b"old")
+    res = run("--json", "sync", "--delete", "src", f"s3://{bucket}/j")
+    assert res.code == 0, res.err
+    *lines, summary = res.json_lines()
+    assert sorted((x["action"], x["dest"]) for x in lines) == [
+        ("delete", f"s3://{bucket}/j/stale.txt"),
+        ("upload", f"s3://{bucket}/j/a.txt"),
+        ("upload", f"s3://{bucket}/j/b.txt"),
+    ]
+    assert summary["transferred"] == 3
+    rm = run("--json", "rm", "-r", f"s3://{bucket}/j")
+    assert sorted(x["dest"] for x in rm.json_lines()) == [
+        f"s3://{bucket}/j/a.txt",
+        f"s3://{bucket}/j/b.txt",
+    ]
+
+
+def test_json_errors_are_objects_on_stderr(run: Run) -> None:
+    res = run("--json", "ls", "s3://no-such-bucket-here")
+    assert res.code == 254
+    (error,) = [json.loads(line) for line in res.err.splitlines()]
+    assert error["code"] == "NoSuchBucket"
+    assert error["bucket"] == "no-such-bucket-here"
+    assert error["exit_code"] == 254
+    assert "no-such-bucket-here" in error["message"]
+
+
+@pytest.mark.parametrize("option", ["--exclude-all", "--inc"])  # never an abbreviation
+def test_an_unknown_option_is_named(run: Run, bucket: str, option: str) -> None:
+    res = run("cp", option, "*.tmp", "src", f"s3://{bucket}/")
+    assert res.code == 252
+    assert f"unknown option {option}" in res.err
+    assert res.err.count("\n") == 1
+
+
+# -- mv --------------------------------------------------------------------------------------
+
+
+def test_mv_file_to_object_to_object_to_file(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    (tmp_path / "m.bin").write_bytes(b"moving")
+    up = run("mv", "m.bin", f"s3://{bucket}/a/m.bin")
+    assert up.code == 0, up.err
+    assert up.out.strip() == f"move: m.bin to s3://{bucket}/a/m.bin"
+    assert not (tmp_path / "m.bin").exists()
+    across = run("mv", f"s3://{bucket}/a/m.bin", f"s3://{bucket}/b/")
+    assert across.code == 0, across.err
+    assert keys(client, bucket) == ["b/m.bin"]
+    down = run("mv", f"s3://{bucket}/b/m.bin", "back.bin")
+    assert down.code == 0, down.err
+    assert (tmp_path / "back.bin").read_bytes() == b"moving"
+    assert keys(client, bucket) == []
+
+
+def test_mv_recursive_moves_a_tree(run: Run, client: Client, bucket: str, tmp_path: Path) -> None:
+    _files(tmp_path / "src", MIXED)
+    res = run("mv", "-r", "src", f"s3://{bucket}/t")
+    assert res.code == 0, res.err
+    assert len(keys(client, bucket)) == 4
+    assert tree(tmp_path / "src") == {}
+
+
+def test_mv_keeps_the_source_when_the_copy_fails(run: Run, tmp_path: Path) -> None:
+    (tmp_path / "m.bin").write_bytes(b"stay")
+    res = run("mv", "m.bin", "s3://no-such-bucket-here/m.bin")
+    assert res.code == 254
+    assert (tmp_path / "m.bin").read_bytes() == b"stay"
+
+
+# -- what is stored with uploads -------------------------------------------------------------
+
+
+def test_content_type_is_guessed_from_the_name_unless_given(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", {"page.html": b"<p>", "data.json": b"{}", "x.unknownext": b"?"})
+    assert run("cp", "-r", "src", f"s3://{bucket}/g").code == 0
+    assert client.head_object(bucket, "g/page.html").content_type == "text/html"
+    assert client.head_object(bucket, "g/data.json").content_type == "application/json"
+    assert client.head_object(bucket, "g/x.unknownext").content_type != "text/html"
+    given = run("cp", "src/page.html", f"s3://{bucket}/t.html", "--content-type", "text/plain")
+    assert given.code == 0, given.err
+    assert client.head_object(bucket, "t.html").content_type == "text/plain"
+    off = run("cp", "src/page.html", f"s3://{bucket}/n.html", "--no-guess-mime-type")
+    assert off.code == 0, off.err
+    assert client.head_object(bucket, "n.html").content_type != "text/html"
+
+
+def test_metadata_cache_control_content_encoding_and_storage_class_are_stored(
+    run: Run, local_minio: Any, bucket: str, tmp_path: Path
+) -> None:
+    (tmp_path / "f.txt").write_bytes(b"fields")
+    res = run(
+        "cp", "f.txt", f"s3://{bucket}/f.txt", "--metadata", "team=ml,run=7",
+        "--metadata", '{"stage": "dev"}', "--cache-control", "max-age=60",
+        "--content-encoding", "identity", "--storage-class", "REDUCED_REDUNDANCY",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    head = _boto3(local_minio).head_object(Bucket=bucket, Key="f.txt")
+    assert head["Metadata"] == {"team": "ml", "run": "7", "stage": "dev"}
+    assert head["CacheControl"] == "max-age=60"
+    assert head["ContentEncoding"] == "identity"
+    assert head["StorageClass"] == "REDUCED_REDUNDANCY"
+
+
+def test_bad_metadata_is_a_bad_argument(run: Run, bucket: str, tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_bytes(b"x")
+    res = run("cp", "f.txt", f"s3://{bucket}/f", "--metadata", "novalue")
+    assert res.code == 252
+    assert "--metadata" in res.err
+
+
+# -- wildcards -------------------------------------------------------------------------------
+
+
+def test_wildcards_in_s3_sources_for_cp_ls_and_rm(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    for k in ("logs/a.gz", "logs/b.txt", "logs/2024/c.gz", "other/d.gz"):
+        client.put_object(bucket, k, k.encode())
+    cp = run("cp", f"s3://{bucket}/logs/*.gz", "out/")
+    assert cp.code == 0, cp.err
+    assert tree(tmp_path / "out") == {"a.gz": b"logs/a.gz", "2024/c.gz": b"logs/2024/c.gz"}
+    ls = run("ls", f"s3://{bucket}/logs/*.gz")
+    assert ls.code == 0, ls.err
+    assert [line.split()[-1] for line in ls.out.splitlines()] == ["logs/2024/c.gz", "logs/a.gz"]
+    rm = run("rm", f"s3://{bucket}/logs/?.gz")
+    assert rm.code == 0, rm.err
+    assert keys(client, bucket) == ["logs/2024/c.gz", "logs/b.txt", "other/d.gz"]
+
+
+# -- exit codes (aws-cli v2's) ---------------------------------------------------------------
+
+
+def test_exit_0_when_everything_was_done(run: Run, bucket: str, tmp_path: Path) -> None:
+    _files(tmp_path / "src", {"f": b"1"})
+    assert run("cp", "-r", "src", f"s3://{bucket}/").code == 0
+
+
+def test_exit_1_when_a_transfer_failed_and_the_others_completed(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "p/ok.txt", b"ok")
+    client.put_object(bucket, "p/blocked/x.txt", b"x")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "blocked").write_bytes(b"a file where a folder is needed")
+    res = run("cp", "-r", f"s3://{bucket}/p", "out")
+    assert res.code == 1, res.err
+    assert "blocked/x.txt" in res.err
+    assert (tmp_path / "out" / "ok.txt").read_bytes() == b"ok"
+
+
+def test_exit_2_when_files_were_skipped(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", {"f.txt": b"1"})
+    os.mkfifo(tmp_path / "src" / "pipe")
+    res = run("cp", "-r", "src", f"s3://{bucket}/s")
+    assert res.code == 2, res.err
+    assert "not a regular file" in res.err
+    assert keys(client, bucket) == ["s/f.txt"]
+
+
+def test_help_lists_mv(env: dict[str, str]) -> None:
+    proc = subprocess.run([*COMMAND, "--help"], env=env, capture_output=True, timeout=60)
+    assert proc.returncode == 0
+    assert b" mv " in proc.stdout
+
+
+# -- a terminal that stays readable ----------------------------------------------------------
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """Run with stdout and stderr on one pseudo-terminal, as at a shell; return the exit
+    code and everything the terminal received."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    received = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run(
+            [*COMMAND, *args], cwd=cwd, stdout=follower, stderr=follower, env=env, timeout=60
+        )
+    finally:
+        os.close(follower)
+        reader.join(timeout=10)
+        os.close(leader)
+    # The terminal turns each \n into \r\n; a bare \r is what redraws a bar.
+    return proc.returncode, received.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_per_file_lines_never_land_inside_the_progress_bar(
+    env: dict[str, str], minio_proxy: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    for i in range(4):
+        client.put_object(bucket, f"slow/f{i}.bin", os.urandom(1 << 20))
+    minio_proxy.add_toxic("bandwidth", rate=1024)  # ~1 s per file
+    proxied = {**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}
+    code, screen = _on_a_terminal(
+        ["cp", "-r", f"s3://{bucket}/slow", "out", "--jobs", "2"], proxied, tmp_path
+    )
+    assert code == 0, screen
+    assert "%" in screen  # the bar was drawn
+    lines = [line.split("\r")[-1] for line in screen.split("\n") if "download: " in line]
+    assert len(lines) == 4
+    assert all(line.startswith("download: s3://") for line in lines), lines
+    quiet_code, quiet = _on_a_terminal(
+        ["cp", "-r", "--no-progress", f"s3://{bucket}/slow", "again", "--jobs", "2"],
+        proxied,
+        tmp_path,
+    )
+    assert quiet_code == 0, quiet
+    assert "%" not in quiet
+    assert quiet.count("download: s3://") == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["cp", "-", "s3://{b}/k", "--storage-class", "STANDARD"], "--storage-class"),
+        (["cp", "s3://{b}/a", "s3://{b}/c", "--metadata", "k=v"], "--metadata"),
+        (["cp", "s3://{b}/a", "s3://{b}/c", "--cache-control", "no-cache"], "--cache-control"),
+    ],
+)
+def test_a_field_that_cannot_be_stored_is_an_error_not_dropped(
+    run: Run, client: Client, bucket: str, args: list[str], flag: str
+) -> None:
+    client.put_object(bucket, "a", b"a")
+    res = run(*(a.format(b=bucket) for a in args), stdin=b"data")
+    assert res.code == 252
+    assert f"{flag} is not supported" in res.err
+    assert keys(client, bucket) == ["a"]
+
+
+def test_json_warnings_are_objects_on_stderr(run: Run, bucket: str, tmp_path: Path) -> None:
+    _files(tmp_path / "src", {"f.txt": b"1"})
+    os.mkfifo(tmp_path / "src" / "pipe")
+    res = run("--json", "cp", "-r", "src", f"s3://{bucket}/w")
+    assert res.code == 2, res.err
+    (warning,) = [json.loads(line) for line in res.err.splitlines()]
+    assert "not a regular file" in warning["warning"]
