@@ -1,4 +1,4 @@
-"""An fsspec filesystem on objsdk: ``objsdk://bucket/key`` for pandas, pyarrow and Dask.
+"""``ObjsdkFileSystem``: the fsspec filesystem for ``objsdk://bucket/key`` URLs.
 
 Installed with the ``fsspec`` extra and registered for the ``objsdk`` protocol through
 the ``fsspec.specs`` entry point, so ``pandas.read_parquet("objsdk://bucket/data.parquet")``
@@ -7,8 +7,8 @@ just works. ``s3://`` belongs to s3fs and is never claimed here; call
 
 * Reads return objsdk's resilient :class:`~objsdk.ObjectFile` (seekable; a broken stream
   resumes from the next byte, pinned to the ETag seen when the file was opened).
-* Writes go through :class:`~objsdk.ObjectWriter` (bounded memory, multipart, aborted if
-  the ``with`` block fails: a failed write never leaves a partial object).
+* Writes go through :class:`~objsdk.filesystem.FileWriter` (bounded memory, multipart,
+  stored only on a clean close: a failed write never leaves a partial object).
 * ``cat_ranges`` fetches its ranges in parallel; ``put``/``get`` use the parallel,
   resumable upload and download.
 * Storage options: ``endpoint_url``, ``key``, ``secret``, ``token``, ``region``,
@@ -33,6 +33,7 @@ from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unu
 
 from objsdk import Client, ObjectSummary, Prefix, errors
 from objsdk._io.objectfile import open_pinned
+from objsdk.filesystem.writer import FileWriter
 
 __all__ = ["ObjsdkFileSystem", "register_s3_alias"]
 
@@ -82,7 +83,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from ._core.config import resolve_config
+        from objsdk._core.config import resolve_config
 
         # s3fs spells the endpoint and region inside client_kwargs (boto3's names).
         extra = dict(client_kwargs or {})
@@ -341,7 +342,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             options["part_size"] = self.part_size
         if kwargs.get("content_type"):
             options["content_type"] = kwargs["content_type"]
-        return self.client.open_write(bucket, key, **options)
+        return FileWriter(self.client, bucket, key, autocommit=autocommit, **options)
 
     def cat_file(
         self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any

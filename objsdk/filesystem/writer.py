@@ -1,0 +1,76 @@
+"""``FileWriter``: the :class:`~objsdk.ObjectWriter` that fsspec files are, storing the
+object only on a clean close.
+
+fsspec and the tools on it close files without saying why: ``TextIOWrapper.__exit__``,
+``OpenFile.__exit__``, compression wrappers and pandas' handles all call ``close()``
+whether the block that wrote succeeded or raised. So the writer asks Python: a
+``close()`` that runs while an exception is propagating (``sys.exc_info()`` during a
+``with`` exit or a ``finally``) that was not already being handled when the file was
+opened aborts the upload, and nothing is stored. A file opened inside an ``except`` block
+(writing an error report) still stores on its clean close.
+
+In an fsspec transaction (``with fs.transaction:``, or ``autocommit=False``) a clean
+``close()`` only holds the upload; the transaction's ``commit()`` stores it and its
+``discard()`` aborts it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from objsdk._transfer.writer import ObjectWriter
+
+__all__ = ["FileWriter", "raising_since"]
+
+
+def raising_since(handled_before: BaseException | None) -> bool:
+    """True while an exception other than ``handled_before`` is propagating or handled."""
+    current = sys.exc_info()[1]
+    return current is not None and current is not handled_before
+
+
+class FileWriter(ObjectWriter):
+    """An :class:`~objsdk.ObjectWriter` that commits only on a clean close (see the
+    module docstring). ``autocommit=False`` holds the upload at ``close()`` until
+    :meth:`commit` or :meth:`discard`."""
+
+    def __init__(
+        self, client: Any, bucket: str, key: str, *, autocommit: bool = True, **kw: Any
+    ) -> None:
+        super().__init__(client, bucket, key, **kw)
+        self.autocommit = autocommit
+        self._handled_at_open = sys.exc_info()[1]
+        self._held = False  # closed by the caller, waiting for commit() or discard()
+
+    @property
+    def closed(self) -> bool:
+        return self._held or super().closed
+
+    def close(self) -> None:
+        """Store the object, unless an exception raised since the file was opened is
+        propagating (then abort), or the file is in a transaction (then hold)."""
+        if self.closed:
+            return
+        if raising_since(self._handled_at_open):
+            self.abort()
+        elif self.autocommit:
+            super().close()
+        else:
+            self._held = True
+
+    def commit(self) -> None:
+        """Store a held upload (called by fsspec's transaction)."""
+        if self._held:
+            self._held = False
+            super().close()
+
+    def discard(self) -> None:
+        """Abort the upload, held or still open (called by fsspec's transaction)."""
+        self._held = False
+        self.abort()
+
+    def __del__(self) -> None:
+        # A held upload never committed is aborted like an unclosed one, never stored.
+        self.__dict__["_held"] = False
+        super().__del__()
