@@ -23,6 +23,7 @@ of a bare bucket name creates the bucket and is otherwise a no-op.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,13 +33,31 @@ import fsspec  # type: ignore[import-untyped,unused-ignore]
 from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unused-ignore]
 
 from objsdk import Client, ObjectSummary, Prefix, errors
+from objsdk._core.config import credentials_for, resolve_config
 from objsdk._io.objectfile import open_pinned
+from objsdk.filesystem.oserrors import as_oserror, translated
 from objsdk.filesystem.writer import FileWriter
 
 __all__ = ["ObjsdkFileSystem", "register_s3_alias"]
 
 _PROTOCOLS = ("objsdk", "s3", "s3a")
 MAX_COPY = 5 << 30
+
+
+def _secret_for(endpoint_url: str | None, key: str) -> tuple[str, str | None]:
+    """The secret (and token) this process has for access key ``key``."""
+    try:
+        return credentials_for(
+            endpoint_url or "the endpoint", key, os.environ, home=os.path.expanduser("~")
+        )
+    except errors.InvalidArgument:
+        shown = key[:4] + "..." if len(key) > 4 else "..."
+        raise errors.InvalidArgument(
+            f"the storage options name access key {shown} without its secret (an "
+            "ObjsdkFileSystem is pickled without it unless made with pickle_credentials=True) "
+            "and this process has none for that key: pass secret=..., or set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or an AWS profile)"
+        ) from None
 
 
 def register_s3_alias() -> None:
@@ -50,15 +69,17 @@ def register_s3_alias() -> None:
     fsspec.register_implementation("s3a", ObjsdkFileSystem, clobber=True)
 
 
-def _missing(path: str, err: BaseException) -> OSError:
-    """The Python exception fsspec users expect for an objsdk error about ``path``."""
-    e: OSError
-    if isinstance(err, errors.AccessDenied):
-        e = PermissionError(f"access denied: {path} ({err})")
-    else:
-        e = FileNotFoundError(f"no such file or directory: {path} ({err})")
-    e.filename = path
-    return e
+# Storage options that hold a secret: left out of pickles and to_dict()/to_json() unless
+# pickle_credentials=True, as a pickled Client leaves out its secret key.
+_SECRET_OPTIONS = ("secret", "password", "token")
+_SECRET_CLIENT_KWARGS = (
+    "secret_key",
+    "session_token",
+    "aws_secret_access_key",
+    "aws_session_token",
+)
+# Cat_ranges' ranges in flight when the storage options set no ``parallel``.
+CAT_RANGES_PARALLEL = 8
 
 
 class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
@@ -76,21 +97,26 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         region: str | None = None,
         profile: str | None = None,
         client_kwargs: dict[str, Any] | None = None,
-        readahead: int = 0,
-        parallel: int = 4,
+        readahead: int | None = None,
+        parallel: int | None = None,
         part_size: int | None = None,
         anon: bool = False,
+        pickle_credentials: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from objsdk._core.config import resolve_config
-
         # s3fs spells the endpoint and region inside client_kwargs (boto3's names).
         extra = dict(client_kwargs or {})
         endpoint_url = endpoint_url or extra.pop("endpoint_url", None)
         region = region or extra.pop("region_name", None)
+        key = key or extra.pop("aws_access_key_id", None)
+        secret = secret or extra.pop("aws_secret_access_key", None)
+        token = token or extra.pop("aws_session_token", None)
         if anon:
             key = secret = token = None
+        elif key is not None and secret is None:
+            # Unpickled without its secret (the default): this process's own, for that key.
+            secret, token = _secret_for(endpoint_url, key)
         cfg = resolve_config(
             os.environ,
             endpoint=endpoint_url,
@@ -106,19 +132,53 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 "AWS_ENDPOINT_URL, or put endpoint_url in ~/.aws/config"
             )
         self.endpoint_url = cfg.endpoint
+        # None: the client's own defaults (adaptive read-ahead and parts in flight).
         self.readahead = readahead
         self.parallel = parallel
         self.part_size = part_size
+        self.pickle_credentials = pickle_credentials
         options: dict[str, Any] = {**cfg.client_kwargs(), **extra}
         if anon:  # unsigned requests, for public buckets
             options.update(access_key=None, secret_key=None, session_token=None)
-        self.client = Client(cfg.endpoint, **options)
+        self.client = Client(cfg.endpoint, pickle_credentials=pickle_credentials, **options)
 
     def __repr__(self) -> str:
         # The storage options hold the secret: show the endpoint only.
         return f"<ObjsdkFileSystem endpoint_url={self.endpoint_url!r}>"
 
     __str__ = __repr__
+
+    # -- pickling and to_json(): no secret unless pickle_credentials=True ----------------
+
+    def _shared_options(self) -> dict[str, Any]:
+        options = dict(self.storage_options)
+        if not self.pickle_credentials:
+            for name in _SECRET_OPTIONS:
+                options.pop(name, None)
+            if isinstance(options.get("client_kwargs"), dict):
+                options["client_kwargs"] = {
+                    k: v
+                    for k, v in options["client_kwargs"].items()
+                    if k not in _SECRET_CLIENT_KWARGS
+                }
+        return options
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return fsspec.spec.make_instance, (type(self), self.storage_args, self._shared_options())
+
+    def to_dict(self, *, include_password: bool = True) -> dict[str, Any]:
+        """fsspec's JSON-able description: without the secret unless the filesystem was
+        made with ``pickle_credentials=True``."""
+        from fsspec.json import FilesystemJSONEncoder  # type: ignore[import-untyped,unused-ignore]
+
+        out: dict[str, Any] = super().to_dict(include_password=include_password)
+        for name in self.storage_options:
+            out.pop(name, None)
+        shared = self._shared_options()
+        if not include_password:
+            shared.pop("password", None)
+        out.update(FilesystemJSONEncoder().make_serializable(shared))
+        return out
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -182,8 +242,8 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                         entries.append(self._dir_entry(f"{bucket}/{e.prefix}"))
                     elif isinstance(e, ObjectSummary) and e.key != prefix:
                         entries.append(self._file_entry(bucket, e))
-            except (errors.NoSuchBucket, errors.AccessDenied) as err:
-                raise _missing(path, err) from None
+            except errors.S3Error as err:
+                raise as_oserror(err, path) from err
             if not entries and key:
                 info = self.info(path)  # a file lists as itself; raises if missing
                 if info["type"] == "file":
@@ -201,14 +261,14 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             except errors.AccessDenied:
                 exists = True  # it exists, we just may not HEAD it
             if not exists:
-                raise _missing(path, errors.NoSuchBucket(404, "NoSuchBucket", bucket=bucket))
+                raise FileNotFoundError(errno.ENOENT, f"no bucket {bucket!r}", path)
             return self._dir_entry(bucket)
         try:
             head = self.client.head_object(bucket, key)
-        except (errors.NoSuchKey, errors.InvalidObjectName):
-            pass
-        except (errors.NoSuchBucket, errors.AccessDenied) as err:
-            raise _missing(path, err) from None
+        except (errors.NoSuchKey, errors.InvalidObjectName) as err:
+            missing = err
+        except errors.S3Error as err:
+            raise as_oserror(err, path) from err
         else:
             return {
                 "name": path,
@@ -224,9 +284,10 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         try:
             for _ in self.client.list_objects(bucket, prefix=key + "/", page_size=1):
                 return self._dir_entry(path)
-        except (errors.NoSuchBucket, errors.AccessDenied) as err:
-            raise _missing(path, err) from None
-        raise _missing(path, errors.NoSuchKey(404, "NoSuchKey", bucket=bucket, key=key))
+        except errors.S3Error as err:
+            raise as_oserror(err, path) from err
+        # Neither an object nor a prefix: the HEAD's answer says why.
+        raise as_oserror(missing, path) from missing
 
     def find(
         self,
@@ -283,30 +344,25 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
 
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
         bucket, key = self.split_path(path)
-        if not key:
-            try:
+        with translated(path):
+            if not key or (create_parents and not self.client.bucket_exists(bucket)):
                 self.client.create_bucket(bucket)
-            except errors.BucketAlreadyExists:
-                raise FileExistsError(f"bucket {bucket!r} already exists") from None
-        elif create_parents and not self.client.bucket_exists(bucket):
-            self.client.create_bucket(bucket)
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
         bucket, key = self.split_path(path)
-        if not self.client.bucket_exists(bucket):
-            self.client.create_bucket(bucket)
-        elif not key and not exist_ok:
-            raise FileExistsError(f"bucket {bucket!r} already exists")
+        with translated(path):
+            if not self.client.bucket_exists(bucket):
+                self.client.create_bucket(bucket)
+            elif not key and not exist_ok:
+                raise FileExistsError(errno.EEXIST, "bucket already exists", path)
 
     def rmdir(self, path: str) -> None:
         bucket, key = self.split_path(path)
         if not key:
             try:
                 self.client.delete_bucket(bucket)
-            except (errors.NoSuchBucket, errors.AccessDenied) as err:
-                raise _missing(path, err) from None
-            except errors.BucketNotEmpty:
-                raise OSError(f"bucket {bucket!r} is not empty") from None
+            except errors.S3Error as err:
+                raise as_oserror(err, path) from err
 
     # -- reading -------------------------------------------------------------------------
 
@@ -325,8 +381,8 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         if "r" in mode:
             try:
                 head = self.client.head_object(bucket, key)
-            except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
-                raise _missing(path, err) from None
+            except errors.S3Error as err:
+                raise as_oserror(err, path) from err
             # Pinned to the version just seen: its ETag and size, no second HEAD.
             options: dict[str, Any] = {"readahead": kwargs.get("readahead", self.readahead)}
             if self.part_size:
@@ -337,7 +393,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         if "x" in mode and self.exists(path):
             # Checked, then written: not atomic against a concurrent writer.
             raise FileExistsError(f"{path} already exists")
-        options = {"parallel": self.parallel}
+        options = {} if self.parallel is None else {"parallel": self.parallel}
         if self.part_size:
             options["part_size"] = self.part_size
         if kwargs.get("content_type"):
@@ -359,10 +415,10 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 return b""
             length = None if end is None else end - offset
             return self.client.get_object(bucket, key, offset=offset, length=length)
-        except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
-            raise _missing(path, err) from None
         except errors.InvalidRange:
             return b""
+        except errors.S3Error as err:
+            raise as_oserror(err, path) from err
 
     def cat_ranges(
         self,
@@ -391,7 +447,8 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                     return e
                 raise
 
-        with ThreadPoolExecutor(max_workers=max(1, min(self.parallel, len(paths)))) as pool:
+        parallel = self.parallel or CAT_RANGES_PARALLEL
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(paths)))) as pool:
             return list(pool.map(one, zip(paths, starts, ends, strict=True)))
 
     def get_file(
@@ -422,8 +479,8 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             self.client.download(
                 bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
             )
-        except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
-            raise _missing(rpath, err) from None
+        except errors.S3Error as err:
+            raise as_oserror(err, rpath) from err
 
     # -- writing -------------------------------------------------------------------------
 
@@ -433,8 +490,8 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         bucket, key = self.split_path(path)
         try:
             self.client.upload(bucket, key, value, parallel=self.parallel)
-        except (errors.NoSuchBucket, errors.AccessDenied) as err:
-            raise _missing(path, err) from None
+        except errors.S3Error as err:
+            raise as_oserror(err, path) from err
 
     def put_file(
         self,
@@ -455,8 +512,8 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             self.client.upload(
                 bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
             )
-        except (errors.NoSuchBucket, errors.AccessDenied) as err:
-            raise _missing(rpath, err) from None
+        except errors.S3Error as err:
+            raise as_oserror(err, rpath) from err
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         b1, k1 = self.split_path(path1)
@@ -471,8 +528,8 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             with self._open(path1, "rb") as r, self.client.open_write(b2, k2) as w:
                 while chunk := r.read(8 << 20):
                     w.write(chunk)
-        except (errors.NoSuchKey, errors.NoSuchBucket, errors.AccessDenied) as err:
-            raise _missing(path1, err) from None
+        except errors.S3Error as err:
+            raise as_oserror(err, path1) from err
 
     def rm_file(self, path: str) -> None:
         bucket, key = self.split_path(path)
