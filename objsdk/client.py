@@ -13,15 +13,10 @@ from typing import IO, TYPE_CHECKING, Any
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
 from objsdk._core.config import credentials_for, resolve_config
+from objsdk._core.metadata import ObjectHeaders, standard_headers
 from objsdk._core.ranges import format_range
-from objsdk._core.s3xml import (
-    build_delete_body,
-    error_in_body,
-    parse_copy_result,
-    parse_delete_result,
-    parse_list_buckets,
-)
-from objsdk._core.signing import Credentials, encode_key_path, payload_sha256, presign_url
+from objsdk._core.s3xml import build_delete_body, parse_delete_result
+from objsdk._core.signing import Credentials, payload_sha256, presign_url
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
@@ -29,10 +24,16 @@ from objsdk._core.sizes import (
     DEFAULT_READAHEAD_PART_SIZE,
     DEFAULT_WRITER_PARALLEL,
 )
+from objsdk._core.sse import SSE
 from objsdk._io.head import head_object
 from objsdk._io.listing import list_objects
 from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
+from objsdk._s3.buckets import BucketsAPI
+from objsdk._s3.copy import copy_object as _copy_object
+from objsdk._s3.encryption import encrypting
+from objsdk._s3.tagging import TaggingAPI
+from objsdk._s3.versions import VersionsAPI
 from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
@@ -45,10 +46,11 @@ from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.retry import Policy, make_retry
-from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
+from objsdk.models import DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
+    from typing_extensions import Unpack
 
 __all__ = ["Client"]
 
@@ -59,7 +61,7 @@ DELETE_BATCH = 1000
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
 
-class Client:
+class Client(BucketsAPI, VersionsAPI, TaggingAPI):
     """A client for one S3-compatible endpoint (MinIO, AWS S3, ...).
 
     ``timeout`` is ``(connect_seconds, read_seconds)``; ``retries`` is a count or a
@@ -68,6 +70,8 @@ class Client:
     checks TLS certificates: True (the system's CAs), False, or a CA bundle path; None
     takes ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE`` from the environment if set, else
     True. ``transport`` replaces the HTTP stack (a ``MockTransport`` in unit tests).
+    ``sse`` (``SSES3()``, ``SSEKMS(key_id)``, ``SSEC(key)``) encrypts what is written and
+    goes with every request it belongs on (see :mod:`objsdk._core.sse`).
     Thread-safe: share one client across threads.
     """
 
@@ -86,6 +90,7 @@ class Client:
         verify: bool | str | None = None,
         transport: Transport | None = None,
         pickle_credentials: bool = False,
+        sse: SSE | None = None,
     ) -> None:
         if addressing_style not in ("path", "virtual"):
             raise errors.InvalidArgument(
@@ -107,6 +112,7 @@ class Client:
             "addressing_style": addressing_style,
             "verify": verify,
             "pickle_credentials": pickle_credentials,
+            "sse": sse,  # an SSEC pickles without its key
         }
         self.endpoint = Endpoint.parse(endpoint, virtual_hosted=addressing_style == "virtual")
         self.region = region
@@ -126,6 +132,7 @@ class Client:
             retry=make_retry(retries),
             verify=verify,
         )
+        self._transport = encrypting(self._transport, sse)
         # Whether this client's last adaptive upload saw a connection cut mid-part.
         self._cut_memory = CutMemory()
 
@@ -220,45 +227,6 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- buckets ---------------------------------------------------------------------
-
-    def create_bucket(self, bucket: str) -> None:
-        """Create ``bucket`` (in the client's region)."""
-        check_bucket(bucket)
-        body = b""
-        if self.region != "us-east-1":
-            # us-east-1 is the default location and must not be named explicitly.
-            body = (
-                "<CreateBucketConfiguration><LocationConstraint>"
-                f"{self.region}</LocationConstraint></CreateBucketConfiguration>"
-            ).encode()
-        self._transport.request(
-            "PUT",
-            operation="create_bucket",
-            bucket=bucket,
-            body=body,
-            payload_hash=payload_sha256(body),
-        )
-
-    def delete_bucket(self, bucket: str) -> None:
-        """Delete an empty bucket."""
-        check_bucket(bucket)
-        self._transport.request("DELETE", operation="delete_bucket", bucket=bucket, ok=(204, 200))
-
-    def bucket_exists(self, bucket: str) -> bool:
-        """True if ``bucket`` exists and is reachable; raises on access errors."""
-        check_bucket(bucket)
-        try:
-            self._transport.request("HEAD", operation="bucket_exists", bucket=bucket)
-        except errors.NoSuchBucket:
-            return False
-        return True
-
-    def list_buckets(self) -> list[BucketInfo]:
-        """All buckets the credentials can see."""
-        resp = self._transport.request("GET", operation="list_buckets")
-        return parse_list_buckets(resp.content)
-
     # -- objects ---------------------------------------------------------------------
 
     def put_object(
@@ -284,9 +252,16 @@ class Client:
         )
 
     def get_object(
-        self, bucket: str, key: str, *, offset: int = 0, length: int | None = None
+        self,
+        bucket: str,
+        key: str,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        version_id: str | None = None,
     ) -> bytes:
-        """The object's bytes from ``offset``, ``length`` of them (to the end if None).
+        """The object's bytes from ``offset``, ``length`` of them (to the end if None), of
+        ``version_id`` if given, else of the current version.
 
         Reads the whole answer into memory; use :meth:`open` to stream large objects.
         """
@@ -303,7 +278,7 @@ class Client:
                 f"(bucket {bucket!r}, key {key!r})"
             )
         if length == 0:
-            self.head_object(bucket, key)  # still report a missing bucket or key
+            self.head_object(bucket, key, version_id=version_id)  # still report a missing one
             return b""
         # The stored bytes, as ObjectFile and downloads return them: never decoded, and no
         # server is invited to compress on the fly.
@@ -314,7 +289,13 @@ class Client:
             headers["Range"] = format_range(offset, end)
             operation = f"get_object(offset={offset}, length={length})"
         resp = self._transport.request(
-            "GET", operation=operation, bucket=bucket, key=key, headers=headers, ok=(200, 206)
+            "GET",
+            operation=operation,
+            bucket=bucket,
+            key=key,
+            params=[("versionId", version_id)] if version_id else (),
+            headers=headers,
+            ok=(200, 206),
         )
         data = resp.content
         if resp.status == 200 and "Range" in headers:
@@ -417,6 +398,7 @@ class Client:
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
         multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+        **headers: Unpack[ObjectHeaders],
     ) -> UploadInfo:
         """Store a file (path or binary file object) or a buffer, fast and safely.
 
@@ -429,7 +411,8 @@ class Client:
         sends parts of 16 MiB. Every upload stores a CRC32C that reads verify. The
         answer is the stored object's :class:`ObjectInfo`, with the parts it was sent
         in, the parts in flight at the end and the broken connections that made a part
-        go again. See :func:`objsdk._transfer.upload.upload`.
+        go again. ``cache_control``, ``content_encoding``, ``content_disposition`` and
+        ``storage_class`` are stored with the object. See :func:`objsdk._transfer.upload.upload`.
         """
         return _upload(
             self._transport,
@@ -443,6 +426,7 @@ class Client:
             progress=progress,
             multipart_threshold=multipart_threshold,
             cut_memory=self._cut_memory,
+            extra_headers=standard_headers(bucket, key, **headers),
         )
 
     def open_write(
@@ -455,12 +439,13 @@ class Client:
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
+        **headers: Unpack[ObjectHeaders],
     ) -> ObjectWriter:
         """A writable binary file whose bytes become the object at ``close()``.
 
         Small writes are buffered into parts and streamed as a multipart upload (one PUT
         if it stays under a part); leaving a ``with`` block by an exception aborts it.
-        See :class:`ObjectWriter`.
+        The standard headers are those of :meth:`upload`. See :class:`ObjectWriter`.
         """
         return ObjectWriter(
             self,
@@ -471,6 +456,7 @@ class Client:
             content_type=content_type,
             metadata=metadata,
             progress=progress,
+            extra_headers=standard_headers(bucket, key, **headers),
         )
 
     def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:
@@ -479,12 +465,19 @@ class Client:
         check_key(key)
         return head_object(self._transport, bucket, key, version_id=version_id)
 
-    def delete_object(self, bucket: str, key: str) -> None:
-        """Delete ``key`` (S3 reports success for a key that does not exist)."""
+    def delete_object(self, bucket: str, key: str, *, version_id: str | None = None) -> None:
+        """Delete ``key`` (S3 reports success for a key that does not exist); in a
+        versioned bucket, that adds a delete marker, and ``version_id`` deletes that
+        version for good."""
         check_bucket(bucket)
         check_key(key)
         self._transport.request(
-            "DELETE", operation="delete_object", bucket=bucket, key=key, ok=(204, 200)
+            "DELETE",
+            operation="delete_object",
+            bucket=bucket,
+            key=key,
+            params=[("versionId", version_id)] if version_id else (),
+            ok=(204, 200),
         )
 
     def delete_objects(self, bucket: str, keys: Iterable[str]) -> list[DeleteError]:
@@ -510,31 +503,31 @@ class Client:
         return failures
 
     def copy_object(
-        self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str
+        self,
+        src_bucket: str,
+        src_key: str,
+        dst_bucket: str,
+        dst_key: str,
+        *,
+        version_id: str | None = None,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        **headers: Unpack[ObjectHeaders],
     ) -> ObjectInfo:
-        """Server-side copy of one object (up to 5 GiB, S3's single-copy limit)."""
-        for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
-            check_bucket(b)
-            check_key(k)
-        resp = self._transport.request(
-            "PUT",
-            operation=f"copy_object(from {src_bucket}/{src_key})",
-            bucket=dst_bucket,
-            key=dst_key,
-            headers={"x-amz-copy-source": f"/{src_bucket}/{encode_key_path(src_key)}"},
-        )
-        failure = error_in_body(
-            resp.status, resp.content, operation="copy_object", bucket=dst_bucket, key=dst_key
-        )
-        if failure is not None:
-            raise failure
-        etag, last_modified = parse_copy_result(resp.content)
-        return ObjectInfo(
-            bucket=dst_bucket,
-            key=dst_key,
-            etag=etag,
-            last_modified=last_modified,
-            version_id=resp.headers.get("x-amz-version-id"),
+        """Server-side copy of one object (up to 5 GiB, S3's single-copy limit), of its
+        ``version_id`` if given. The copy keeps the source's metadata and headers unless
+        ``content_type``, ``metadata`` or a standard header (as :meth:`upload`) is given:
+        then it has exactly those. See :func:`objsdk._s3.copy.copy_object`."""
+        return _copy_object(
+            self._transport,
+            src_bucket,
+            src_key,
+            dst_bucket,
+            dst_key,
+            version_id=version_id,
+            content_type=content_type,
+            metadata=metadata,
+            headers=standard_headers(dst_bucket, dst_key, **headers),
         )
 
     def list_objects(

@@ -79,6 +79,10 @@ def object_info_from_headers(bucket: str, key: str, headers: Mapping[str, str]) 
         version_id=headers.get("x-amz-version-id"),
         checksums=stored_checksums(headers),
         checksum_type=headers.get("x-amz-checksum-type"),
+        cache_control=headers.get("Cache-Control"),
+        content_encoding=headers.get("Content-Encoding"),
+        content_disposition=headers.get("Content-Disposition"),
+        storage_class=headers.get("x-amz-storage-class"),
     )
 
 

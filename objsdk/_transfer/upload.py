@@ -86,6 +86,7 @@ def upload(
     progress: Progress | None = None,
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
     cut_memory: CutMemory | None = None,
+    extra_headers: Mapping[str, str] | None = None,
 ) -> UploadInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
@@ -109,7 +110,8 @@ def upload(
     """
     check_bucket(bucket)
     check_key(key)
-    headers = object_headers(bucket, key, content_type, metadata)
+    # extra_headers (Cache-Control, storage class...) go with the PUT or the Create.
+    headers = {**object_headers(bucket, key, content_type, metadata), **(extra_headers or {})}
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
     check_count("multipart_threshold", multipart_threshold, 0, bucket, key)

@@ -1,0 +1,72 @@
+"""CopyObject: a server-side copy of one object (or one version of it), keeping or
+replacing its metadata and standard headers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import quote
+
+from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.headers import object_headers
+from objsdk._core.s3xml import error_in_body, parse_copy_result
+from objsdk._core.signing import encode_key_path
+from objsdk._transport.base import Transport
+from objsdk.models import ObjectInfo
+
+__all__ = ["copy_object"]
+
+# The headers that S3 copies from the source unless the request replaces them all
+# (x-amz-metadata-directive: REPLACE, CopyObject in the S3 API reference). The storage
+# class and encryption are the copy's own whatever the directive.
+_REPLACED = ("content-type", "cache-control", "content-encoding", "content-disposition")
+
+
+def copy_object(
+    transport: Transport,
+    src_bucket: str,
+    src_key: str,
+    dst_bucket: str,
+    dst_key: str,
+    *,
+    version_id: str | None = None,
+    content_type: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ObjectInfo:
+    """Copy ``src_key`` (``version_id`` of it, else the current version) to ``dst_key``.
+
+    Metadata and the standard headers come from the source, unless any of
+    ``content_type``, ``metadata`` or a replaced header (Cache-Control,
+    Content-Encoding, Content-Disposition) is given: then the copy has exactly those.
+    """
+    for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
+        check_bucket(b)
+        check_key(k)
+    source = f"/{src_bucket}/{encode_key_path(src_key)}"
+    if version_id:
+        source += f"?versionId={quote(version_id, safe='')}"
+    hdrs = {**object_headers(dst_bucket, dst_key, content_type, metadata), **(headers or {})}
+    replace = metadata is not None or any(h.lower() in _REPLACED for h in hdrs)
+    hdrs["x-amz-copy-source"] = source
+    if replace:
+        hdrs["x-amz-metadata-directive"] = "REPLACE"
+    resp = transport.request(
+        "PUT",
+        operation=f"copy_object(from {src_bucket}/{src_key})",
+        bucket=dst_bucket,
+        key=dst_key,
+        headers=hdrs,
+    )
+    failure = error_in_body(
+        resp.status, resp.content, operation="copy_object", bucket=dst_bucket, key=dst_key
+    )
+    if failure is not None:
+        raise failure
+    etag, last_modified = parse_copy_result(resp.content)
+    return ObjectInfo(
+        bucket=dst_bucket,
+        key=dst_key,
+        etag=etag,
+        last_modified=last_modified,
+        version_id=resp.headers.get("x-amz-version-id"),
+    )
