@@ -1,21 +1,20 @@
 """``ObjsdkFileSystem``: the fsspec filesystem for ``objsdk://bucket/key`` URLs.
 
-Installed with the ``fsspec`` extra and registered for the ``objsdk`` protocol through
-the ``fsspec.specs`` entry point, so ``pandas.read_parquet("objsdk://bucket/data.parquet")``
-just works. ``s3://`` belongs to s3fs and is never claimed here; call
-:func:`register_s3_alias` to send ``s3://`` URLs to this class in your own process.
-
-* Reads return objsdk's resilient :class:`~objsdk.ObjectFile` (seekable; a broken stream
-  resumes from the next byte, pinned to the ETag seen when the file was opened).
+* Reads return a :class:`~objsdk.filesystem.reader.FileReader`, objsdk's resilient
+  :class:`~objsdk.ObjectFile` (seekable; a broken stream resumes from the next byte,
+  pinned to the version seen when the file was opened), which fsspec's caches can chain.
 * Writes go through :class:`~objsdk.filesystem.FileWriter` (bounded memory, multipart,
-  stored only on a clean close: a failed write never leaves a partial object).
+  stored only on a clean close: a failed write never leaves a partial object); ``"ab"``
+  stores the old bytes and the new ones as one new object.
 * ``cat_ranges`` fetches its ranges in parallel; ``put``/``get`` use the parallel,
   resumable upload and download.
-* Storage options: ``endpoint_url``, ``key``, ``secret``, ``token``, ``region``,
-  ``profile``, ``anon``, ``client_kwargs`` (for :class:`~objsdk.Client`; s3fs's
-  ``client_kwargs={"endpoint_url": ..., "region_name": ...}`` is understood too),
-  ``readahead``, ``parallel``, ``part_size``. Without them the usual chain applies: environment
+* Storage options: objsdk's (``endpoint_url``, ``key``, ``secret``, ``token``, ``region``,
+  ``profile``, ``anon``, ``client_kwargs``, ``readahead``, ``parallel``, ``part_size``,
+  ``pickle_credentials``) and s3fs's, each honoured or refused by name
+  (:mod:`objsdk.filesystem.options`). Without them the usual chain applies: environment
   (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...), then the AWS shared files.
+* ``version_aware=True``: paths may name a version (``bucket/key?versionId=...``), and
+  ``ls``/``find`` take ``versions=True``, as in s3fs.
 
 Directories are implied by keys, as in s3fs: there are no empty directories, ``mkdir``
 of a bare bucket name creates the bucket and is otherwise a no-op.
@@ -25,23 +24,48 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import parse_qs
 
 import fsspec  # type: ignore[import-untyped,unused-ignore]
-from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unused-ignore]
 
 from objsdk import Client, ObjectSummary, Prefix, errors
 from objsdk._core.config import credentials_for, resolve_config
-from objsdk._io.objectfile import open_pinned
+from objsdk._core.metadata import standard_headers
+from objsdk._core.s3xml import http_date
+from objsdk.filesystem import entries
+from objsdk.filesystem.extras import S3fsExtras
+from objsdk.filesystem.options import (
+    OPEN_READ_OPTIONS,
+    OPEN_WRITE_OPTIONS,
+    Settings,
+    check_cache_type,
+    parse_storage_options,
+    sse_from_params,
+    write_options,
+)
 from objsdk.filesystem.oserrors import as_oserror, translated
-from objsdk.filesystem.writer import FileWriter
+from objsdk.filesystem.reader import FileReader
+from objsdk.filesystem.transfers import Transfers
+from objsdk.filesystem.writer import FileWriter, copy_existing
 
 __all__ = ["ObjsdkFileSystem", "register_s3_alias"]
 
 _PROTOCOLS = ("objsdk", "s3", "s3a")
-MAX_COPY = 5 << 30
+# Storage options that hold a secret: left out of pickles and to_dict()/to_json() unless
+# pickle_credentials=True, as a pickled Client leaves out its secret key.
+_SECRET_OPTIONS = ("secret", "password", "token")
+_SECRET_CLIENT_KWARGS = (
+    "secret_key",
+    "session_token",
+    "aws_secret_access_key",
+    "aws_session_token",
+)
+# The SSE-C key is never pickled, whatever pickle_credentials says (as Client's).
+_NEVER_PICKLED = ("SSECustomerKey", "SSECustomerKeyMD5")
+# s3fs's default block size for reads and writes (50 MiB) is not objsdk's: files read in
+# parts of the client's read-ahead size unless default_block_size or block_size is given.
+DEFAULT_BLOCK_SIZE = 8 << 20
 
 
 def _secret_for(endpoint_url: str | None, key: str) -> tuple[str, str | None]:
@@ -69,20 +93,7 @@ def register_s3_alias() -> None:
     fsspec.register_implementation("s3a", ObjsdkFileSystem, clobber=True)
 
 
-# Storage options that hold a secret: left out of pickles and to_dict()/to_json() unless
-# pickle_credentials=True, as a pickled Client leaves out its secret key.
-_SECRET_OPTIONS = ("secret", "password", "token")
-_SECRET_CLIENT_KWARGS = (
-    "secret_key",
-    "session_token",
-    "aws_secret_access_key",
-    "aws_session_token",
-)
-# Cat_ranges' ranges in flight when the storage options set no ``parallel``.
-CAT_RANGES_PARALLEL = 8
-
-
-class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
+class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # type: ignore[misc]
     """fsspec filesystem over objsdk (see the module docstring)."""
 
     protocol = ("objsdk",)
@@ -104,26 +115,32 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         pickle_credentials: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        # s3fs spells the endpoint and region inside client_kwargs (boto3's names).
-        extra = dict(client_kwargs or {})
-        endpoint_url = endpoint_url or extra.pop("endpoint_url", None)
-        region = region or extra.pop("region_name", None)
-        key = key or extra.pop("aws_access_key_id", None)
-        secret = secret or extra.pop("aws_secret_access_key", None)
-        token = token or extra.pop("aws_session_token", None)
-        if anon:
+        fsspec_own = {k: kwargs.pop(k) for k in ("add_docs", "add_aliases") if k in kwargs}
+        super().__init__(**fsspec_own)
+        settings = parse_storage_options(
+            key=key,
+            secret=secret,
+            token=token,
+            endpoint_url=endpoint_url,
+            region=region,
+            anon=anon,
+            client_kwargs=client_kwargs,
+            parallel=parallel,
+            s3fs=kwargs,
+        )
+        key, secret, token = settings.key, settings.secret, settings.token
+        if settings.anon:
             key = secret = token = None
         elif key is not None and secret is None:
             # Unpickled without its secret (the default): this process's own, for that key.
-            secret, token = _secret_for(endpoint_url, key)
+            secret, token = _secret_for(settings.endpoint_url, key)
         cfg = resolve_config(
             os.environ,
-            endpoint=endpoint_url,
+            endpoint=settings.endpoint_url,
             access_key=key,
             secret_key=secret,
             session_token=token,
-            region=region,
+            region=settings.region,
             profile=profile,
         )
         if not cfg.endpoint:
@@ -132,15 +149,20 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 "AWS_ENDPOINT_URL, or put endpoint_url in ~/.aws/config"
             )
         self.endpoint_url = cfg.endpoint
+        self.settings: Settings = settings
         # None: the client's own defaults (adaptive read-ahead and parts in flight).
         self.readahead = readahead
-        self.parallel = parallel
+        self.parallel = settings.parallel
         self.part_size = part_size
+        self.version_aware = settings.version_aware
+        self.blocksize = settings.block_size or part_size or DEFAULT_BLOCK_SIZE
         self.pickle_credentials = pickle_credentials
-        options: dict[str, Any] = {**cfg.client_kwargs(), **extra}
-        if anon:  # unsigned requests, for public buckets
+        options: dict[str, Any] = {**cfg.client_kwargs(), **settings.client_kwargs}
+        if settings.anon:  # unsigned requests, for public buckets
             options.update(access_key=None, secret_key=None, session_token=None)
-        self.client = Client(cfg.endpoint, pickle_credentials=pickle_credentials, **options)
+        self.client = Client(
+            cfg.endpoint, pickle_credentials=pickle_credentials, sse=settings.sse, **options
+        )
 
     def __repr__(self) -> str:
         # The storage options hold the secret: show the endpoint only.
@@ -152,6 +174,11 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
 
     def _shared_options(self) -> dict[str, Any]:
         options = dict(self.storage_options)
+        extra = options.get("s3_additional_kwargs")
+        if isinstance(extra, dict):
+            options["s3_additional_kwargs"] = {
+                k: v for k, v in extra.items() if k not in _NEVER_PICKLED
+            }
         if not self.pickle_credentials:
             for name in _SECRET_OPTIONS:
                 options.pop(name, None)
@@ -168,7 +195,7 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
 
     def to_dict(self, *, include_password: bool = True) -> dict[str, Any]:
         """fsspec's JSON-able description: without the secret unless the filesystem was
-        made with ``pickle_credentials=True``."""
+        made with ``pickle_credentials=True``, and never with an SSE-C key."""
         from fsspec.json import FilesystemJSONEncoder  # type: ignore[import-untyped,unused-ignore]
 
         out: dict[str, Any] = super().to_dict(include_password=include_password)
@@ -198,63 +225,85 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
 
     @staticmethod
     def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
-        return {}
+        # As s3fs: a URL naming a version makes the filesystem version aware.
+        _, _, query = str(path).partition("?")
+        return {"version_aware": True} if "versionId" in parse_qs(query) else {}
 
-    def split_path(self, path: str) -> tuple[str, str]:
-        """``"bucket/dir/key"`` -> ``("bucket", "dir/key")``."""
+    def split_path(self, path: str) -> tuple[str, str, str | None]:
+        """``"bucket/dir/key?versionId=v"`` -> ``("bucket", "dir/key", "v")`` (as s3fs)."""
         path = self._strip_protocol(path)
+        path, _, query = path.partition("?")
+        version_id = None
+        if query:
+            params = parse_qs(query, keep_blank_values=True)
+            if set(params) != {"versionId"} or len(params["versionId"]) != 1:
+                raise ValueError(f"a path takes one ?versionId=... and nothing else: {path!r}")
+            version_id = params["versionId"][0]
+            self._check_version_aware(version_id)
         bucket, _, key = path.partition("/")
         if not bucket:
             raise errors.InvalidArgument(f"no bucket in path {path!r}")
-        return bucket, key
+        return bucket, key, version_id
+
+    def _check_version_aware(self, version_id: str | None) -> None:
+        if version_id and not self.version_aware:
+            raise ValueError(
+                f"version {version_id!r} given to a filesystem made without "
+                "version_aware=True (as s3fs, versions need it)"
+            )
+
+    def _parent(self, path: str) -> Any:
+        return super()._parent(self._strip_protocol(path).partition("?")[0])
 
     # -- metadata ------------------------------------------------------------------------
 
-    @staticmethod
-    def _file_entry(bucket: str, obj: ObjectSummary) -> dict[str, Any]:
-        return {
-            "name": f"{bucket}/{obj.key}",
-            "size": obj.size,
-            "type": "file",
-            "ETag": obj.etag,
-            "LastModified": obj.last_modified,
-            "mtime": obj.last_modified,
-        }
-
-    @staticmethod
-    def _dir_entry(name: str) -> dict[str, Any]:
-        return {"name": name.rstrip("/"), "size": 0, "type": "directory"}
-
-    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+    def ls(
+        self, path: str, detail: bool = True, versions: bool = False, **kwargs: Any
+    ) -> list[Any]:
+        """The entries under ``path`` (fsspec's and s3fs's keys, see
+        :mod:`objsdk.filesystem.entries`); ``versions=True`` (version-aware filesystems)
+        lists every version of each object, each with its ``VersionId``."""
         path = self._strip_protocol(path)
+        if versions and not self.version_aware:
+            raise ValueError("ls(versions=True) needs a filesystem made with version_aware=True")
         if not path:
-            entries = [
-                {**self._dir_entry(b.name), "CreationDate": b.creation_date}
-                for b in self.client.list_buckets()
-            ]
-        else:
-            bucket, key = self.split_path(path)
-            prefix = key + "/" if key else ""
-            entries = []
-            try:
+            with translated(path):
+                listed = [entries.bucket_entry(b) for b in self.client.list_buckets()]
+            return listed if detail else sorted(e["name"] for e in listed)
+        bucket, key, _ = self.split_path(path)
+        prefix = key + "/" if key else ""
+        out: list[dict[str, Any]] = []
+        with translated(path):
+            if versions:
+                for v in self.client.list_object_versions(bucket, prefix):
+                    rest = v.key[len(prefix) :]
+                    if rest and "/" not in rest and not v.delete_marker:
+                        out.append(entries.version_entry(bucket, v))
+                    elif "/" in rest:
+                        d = entries.dir_entry(f"{bucket}/{prefix}{rest.split('/')[0]}")
+                        if d not in out:
+                            out.append(d)
+            else:
                 for e in self.client.list_objects(bucket, prefix=prefix, delimiter="/"):
                     if isinstance(e, Prefix):
-                        entries.append(self._dir_entry(f"{bucket}/{e.prefix}"))
+                        out.append(entries.dir_entry(f"{bucket}/{e.prefix}"))
                     elif isinstance(e, ObjectSummary) and e.key != prefix:
-                        entries.append(self._file_entry(bucket, e))
-            except errors.S3Error as err:
-                raise as_oserror(err, path) from err
-            if not entries and key:
-                info = self.info(path)  # a file lists as itself; raises if missing
-                if info["type"] == "file":
-                    entries = [info]
-        return entries if detail else sorted(e["name"] for e in entries)
+                        out.append(entries.listed_entry(bucket, e))
+        if not out and key:
+            info = self.info(path)  # a file lists as itself; raises if missing
+            if info["type"] == "file":
+                out = [info]
+        return out if detail else sorted(e["name"] for e in out)
 
-    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+    def info(self, path: str, version_id: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """The entry for ``path``: a HEAD for an object (of ``version_id``, or of the
+        version the path names), else a directory if keys lie under it."""
         path = self._strip_protocol(path)
         if not path:
-            return self._dir_entry("")
-        bucket, key = self.split_path(path)
+            return entries.dir_entry("")
+        bucket, key, in_path = self.split_path(path)
+        self._check_version_aware(version_id)
+        version_id = version_id or in_path
         if not key:
             try:
                 exists = self.client.bucket_exists(bucket)
@@ -262,30 +311,20 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 exists = True  # it exists, we just may not HEAD it
             if not exists:
                 raise FileNotFoundError(errno.ENOENT, f"no bucket {bucket!r}", path)
-            return self._dir_entry(bucket)
+            return entries.dir_entry(bucket)
         try:
-            head = self.client.head_object(bucket, key)
+            head = self.client.head_object(bucket, key, version_id=version_id)
         except (errors.NoSuchKey, errors.InvalidObjectName) as err:
             missing = err
         except errors.S3Error as err:
             raise as_oserror(err, path) from err
         else:
-            return {
-                "name": path,
-                "size": head.size or 0,
-                "type": "file",
-                "ETag": head.etag,
-                "LastModified": head.last_modified,
-                "mtime": head.last_modified,
-                "ContentType": head.content_type,
-                "VersionId": head.version_id,
-                "checksums": dict(head.checksums),
-            }
-        try:
+            return entries.head_entry(path, head)
+        if version_id:
+            raise as_oserror(missing, path) from missing
+        with translated(path):
             for _ in self.client.list_objects(bucket, prefix=key + "/", page_size=1):
-                return self._dir_entry(path)
-        except errors.S3Error as err:
-            raise as_oserror(err, path) from err
+                return entries.dir_entry(path)
         # Neither an object nor a prefix: the HEAD's answer says why.
         raise as_oserror(missing, path) from missing
 
@@ -298,9 +337,9 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         **kwargs: Any,
     ) -> Any:
         path = self._strip_protocol(path)
-        if maxdepth is not None or not path:
+        if maxdepth is not None or not path or kwargs.get("versions"):
             return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
-        bucket, key = self.split_path(path)
+        bucket, key, _ = self.split_path(path)
         prefix = key + "/" if key else ""
         out: dict[str, dict[str, Any]] = {}
         try:
@@ -312,15 +351,17 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                     parts = e.key[len(prefix) :].split("/")[:-1]
                     for i in range(1, len(parts) + 1):
                         d = f"{bucket}/{prefix}{'/'.join(parts[:i])}"
-                        out.setdefault(d, self._dir_entry(d))
+                        out.setdefault(d, entries.dir_entry(d))
                 if e.key.endswith("/"):
                     continue  # a directory marker object
-                entry = self._file_entry(bucket, e)
+                entry = entries.listed_entry(bucket, e)
                 out[entry["name"]] = entry
         except errors.NoSuchBucket:
             return {} if detail else []
+        except errors.S3Error as err:
+            raise as_oserror(err, path) from err
         if out and withdirs:
-            out.setdefault(path, self._dir_entry(path))
+            out.setdefault(path, entries.dir_entry(path))
         if not out and key:
             try:
                 info = self.info(path)
@@ -343,13 +384,13 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
     # -- directories (buckets) -----------------------------------------------------------
 
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
-        bucket, key = self.split_path(path)
+        bucket, key, _ = self.split_path(path)
         with translated(path):
             if not key or (create_parents and not self.client.bucket_exists(bucket)):
                 self.client.create_bucket(bucket)
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
-        bucket, key = self.split_path(path)
+        bucket, key, _ = self.split_path(path)
         with translated(path):
             if not self.client.bucket_exists(bucket):
                 self.client.create_bucket(bucket)
@@ -357,14 +398,12 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 raise FileExistsError(errno.EEXIST, "bucket already exists", path)
 
     def rmdir(self, path: str) -> None:
-        bucket, key = self.split_path(path)
+        bucket, key, _ = self.split_path(path)
         if not key:
-            try:
+            with translated(path):
                 self.client.delete_bucket(bucket)
-            except errors.S3Error as err:
-                raise as_oserror(err, path) from err
 
-    # -- reading -------------------------------------------------------------------------
+    # -- files ---------------------------------------------------------------------------
 
     def _open(
         self,
@@ -373,209 +412,123 @@ class ObjsdkFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         block_size: int | None = None,
         autocommit: bool = True,
         cache_options: dict[str, Any] | None = None,
+        *,
+        acl: Any = False,
+        version_id: str | None = None,
+        fill_cache: bool | None = None,
+        cache_type: str | None = None,
+        size: int | None = None,
+        requester_pays: bool | None = None,
         **kwargs: Any,
     ) -> Any:
-        bucket, key = self.split_path(path)
+        """Open an object: s3fs's ``_open`` arguments are honoured or refused by name
+        (see docs/fsspec.md); reads also take ``readahead`` and ``part_size``, writes
+        ``content_type``, ``metadata``, the standard headers (``cache_control``...) or
+        their boto3 names (``ContentType``...), ``parallel`` and ``part_size``."""
+        if acl not in (False, None, ""):
+            raise ValueError(f"acl={acl!r} is not supported by ObjsdkFileSystem (no ACLs)")
+        if fill_cache not in (None, True):
+            raise ValueError("fill_cache=False is not supported: objsdk files keep no cache")
+        if requester_pays:
+            raise ValueError("requester_pays=True is not supported by ObjsdkFileSystem")
+        if cache_options:
+            raise ValueError(
+                f"cache_options={cache_options!r} is not supported: objsdk files use no "
+                "fsspec cache (chain one in the URL: blockcache::objsdk://...)"
+            )
+        bucket, key, in_path = self.split_path(path)
+        self._check_version_aware(version_id)
+        version_id = version_id or in_path
         if not key:
-            raise IsADirectoryError(f"{path} is a bucket, not a file")
+            raise IsADirectoryError(errno.EISDIR, "a bucket, not a file", path)
+        if block_size is not None and (isinstance(block_size, bool) or block_size < 1):
+            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         if "r" in mode:
-            try:
-                head = self.client.head_object(bucket, key)
-            except errors.S3Error as err:
-                raise as_oserror(err, path) from err
-            # Pinned to the version just seen: its ETag and size, no second HEAD.
-            options: dict[str, Any] = {"readahead": kwargs.get("readahead", self.readahead)}
-            if self.part_size:
-                options["part_size"] = self.part_size
-            return open_pinned(self.client, head, **options)
-        if "a" in mode:
-            raise NotImplementedError("objects cannot be appended to: write a new object")
+            unknown = set(kwargs) - OPEN_READ_OPTIONS
+            if unknown:
+                raise TypeError(f"open() for reading got unknown arguments: {sorted(unknown)}")
+            return self._open_read(
+                path, bucket, key, version_id, block_size, cache_type, size, kwargs
+            )
+        if version_id:
+            raise ValueError(f"a version cannot be written: {path!r} names {version_id!r}")
+        if cache_type is not None or size is not None:
+            raise ValueError("cache_type and size apply to reading, not to mode " + repr(mode))
+        return self._open_write(path, bucket, key, mode, block_size, autocommit, kwargs)
+
+    def _open_read(
+        self,
+        path: str,
+        bucket: str,
+        key: str,
+        version_id: str | None,
+        block_size: int | None,
+        cache_type: str | None,
+        size: int | None,
+        kwargs: dict[str, Any],
+    ) -> FileReader:
+        kind = check_cache_type("cache_type", cache_type or self.settings.cache_type)
+        readahead = kwargs.get("readahead", self.readahead)
+        if kind == "none":
+            readahead = 0  # one stream, nothing kept
+        part = kwargs.get("part_size") or block_size or self.settings.block_size or self.part_size
+        options: dict[str, Any] = {"readahead": readahead}
+        if part:
+            options["part_size"] = part
+        if size is None:
+            with translated(path):
+                head = self.client.head_object(bucket, key, version_id=version_id)
+            # Pinned to the version just seen: its ETag, date and size, no second HEAD
+            # (as open_pinned does for an ObjectFile).
+            reader = FileReader(self.client, bucket, key, version_id=head.version_id, **options)
+            reader._reader.etag, reader._reader.size = head.etag, head.size
+            reader._reader.last_modified = http_date(head.last_modified)
+        else:  # the caller knows the size (fsspec's caches): no HEAD; pinned at first read
+            reader = FileReader(self.client, bucket, key, version_id=version_id, **options)
+            reader._reader.size = size
+        reader.blocksize = block_size or self.blocksize
+        reader.path, reader.fs = path, self
+        return reader
+
+    def _open_write(
+        self,
+        path: str,
+        bucket: str,
+        key: str,
+        mode: str,
+        block_size: int | None,
+        autocommit: bool,
+        kwargs: dict[str, Any],
+    ) -> FileWriter:
+        ours = {k: kwargs.pop(k) for k in list(kwargs) if k in OPEN_WRITE_OPTIONS}
+        if sse_from_params(dict(kwargs), "open()") is not None:
+            raise ValueError(
+                "encryption is the filesystem's: give it in s3_additional_kwargs, not to open()"
+            )
+        stored = {**self.settings.write, **write_options(kwargs, "open()"), **ours}
+        options: dict[str, Any] = {}
+        parallel = stored.pop("parallel", self.parallel)
+        if parallel is not None:
+            options["parallel"] = parallel
+        part = stored.pop("part_size", None) or block_size or self.settings.block_size
+        if part or self.part_size:
+            options["part_size"] = part or self.part_size
+        content_type = stored.pop("content_type", None)
+        metadata = stored.pop("metadata", None)
+        headers = standard_headers(bucket, key, **stored)
         if "x" in mode and self.exists(path):
             # Checked, then written: not atomic against a concurrent writer.
-            raise FileExistsError(f"{path} already exists")
-        options = {} if self.parallel is None else {"parallel": self.parallel}
-        if self.part_size:
-            options["part_size"] = self.part_size
-        if kwargs.get("content_type"):
-            options["content_type"] = kwargs["content_type"]
-        return FileWriter(self.client, bucket, key, autocommit=autocommit, **options)
-
-    def cat_file(
-        self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any
-    ) -> bytes:
-        bucket, key = self.split_path(path)
-        try:
-            if (start is not None and start < 0) or (end is not None and end < 0):
-                size = self.client.head_object(bucket, key).size or 0
-                start = None if start is None else (start if start >= 0 else max(0, size + start))
-                end = None if end is None else (end if end >= 0 else max(0, size + end))
-            offset = start or 0
-            if end is not None and end <= offset:
-                self.client.head_object(bucket, key)  # still report a missing file
-                return b""
-            length = None if end is None else end - offset
-            return self.client.get_object(bucket, key, offset=offset, length=length)
-        except errors.InvalidRange:
-            return b""
-        except errors.S3Error as err:
-            raise as_oserror(err, path) from err
-
-    def cat_ranges(
-        self,
-        paths: list[str],
-        starts: Any,
-        ends: Any,
-        max_gap: int | None = None,
-        on_error: str = "return",
-        **kwargs: Any,
-    ) -> list[Any]:
-        """Fetch the byte ranges in parallel (one ranged GET each, ``parallel`` at once)."""
-        if not isinstance(paths, list):
-            raise TypeError("paths must be a list")
-        if not isinstance(starts, list):
-            starts = [starts] * len(paths)
-        if not isinstance(ends, list):
-            ends = [ends] * len(paths)
-        if len(starts) != len(paths) or len(ends) != len(paths):
-            raise ValueError("paths, starts and ends must have the same length")
-
-        def one(args: tuple[str, int | None, int | None]) -> Any:
-            try:
-                return self.cat_file(*args)
-            except Exception as e:
-                if on_error == "return":
-                    return e
-                raise
-
-        parallel = self.parallel or CAT_RANGES_PARALLEL
-        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(paths)))) as pool:
-            return list(pool.map(one, zip(paths, starts, ends, strict=True)))
-
-    def get_file(
-        self,
-        rpath: str,
-        lpath: Any,
-        callback: Any = DEFAULT_CALLBACK,
-        outfile: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        bucket, key = self.split_path(rpath)
-        if outfile is None and fsspec.utils.isfilelike(lpath):
-            outfile = lpath
-        if outfile is None and (not key or self.isdir(rpath)):
-            os.makedirs(lpath, exist_ok=True)
-            return
-        try:
-            if outfile is not None:
-                with self._open(rpath, "rb") as f:
-                    callback.set_size(f.size)
-                    while chunk := f.read(1 << 20):
-                        outfile.write(chunk)
-                        callback.relative_update(len(chunk))
-                return
-            parent = os.path.dirname(os.fspath(lpath))
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            self.client.download(
-                bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
-            )
-        except errors.S3Error as err:
-            raise as_oserror(err, rpath) from err
-
-    # -- writing -------------------------------------------------------------------------
-
-    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
-        if mode == "create" and self.exists(path):
-            raise FileExistsError(f"{path} already exists")
-        bucket, key = self.split_path(path)
-        try:
-            self.client.upload(bucket, key, value, parallel=self.parallel)
-        except errors.S3Error as err:
-            raise as_oserror(err, path) from err
-
-    def put_file(
-        self,
-        lpath: str,
-        rpath: str,
-        callback: Any = DEFAULT_CALLBACK,
-        mode: str = "overwrite",
-        **kwargs: Any,
-    ) -> None:
-        if mode == "create" and self.exists(rpath):
-            raise FileExistsError(f"{rpath} already exists")
-        if os.path.isdir(lpath):
-            return  # directories are implied by keys
-        bucket, key = self.split_path(rpath)
-        if not key:
-            raise IsADirectoryError(f"{rpath} is a bucket; give a key to upload to")
-        try:
-            self.client.upload(
-                bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
-            )
-        except errors.S3Error as err:
-            raise as_oserror(err, rpath) from err
-
-    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
-        b1, k1 = self.split_path(path1)
-        b2, k2 = self.split_path(path2)
-        if not k1 or self.isdir(path1):
-            return  # directories are implied by keys
-        try:
-            size = self.client.head_object(b1, k1).size or 0
-            if size <= MAX_COPY:
-                self.client.copy_object(b1, k1, b2, k2)
-                return
-            with self._open(path1, "rb") as r, self.client.open_write(b2, k2) as w:
-                while chunk := r.read(8 << 20):
-                    w.write(chunk)
-        except errors.S3Error as err:
-            raise as_oserror(err, path1) from err
-
-    def rm_file(self, path: str) -> None:
-        bucket, key = self.split_path(path)
-        if key:
-            self.client.delete_object(bucket, key)
-
-    def _rm(self, path: str) -> None:
-        self.rm_file(path)
-
-    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
-        """Delete files (``delete_objects``, 1000 per request); with ``recursive``, a bare
-        bucket name also deletes the bucket once it is empty."""
-        paths = self.expand_path(path, recursive=recursive, maxdepth=maxdepth)
-        by_bucket: dict[str, list[str]] = {}
-        buckets: list[str] = []
-        for p in paths:
-            bucket, key = self.split_path(p)
-            if key:
-                by_bucket.setdefault(bucket, []).append(key)
-            else:
-                buckets.append(bucket)
-        for bucket, keys in by_bucket.items():
-            failed = self.client.delete_objects(bucket, keys)
-            if failed:
-                first = failed[0]
-                raise OSError(
-                    f"could not delete {len(failed)} of {len(keys)} keys in bucket {bucket!r}, "
-                    f"e.g. {first.key!r}: {first.code}"
-                )
-        for bucket in buckets:
-            self.rmdir(bucket)
-
-    def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> str:
-        bucket, key = self.split_path(path)
-        return self.client.presign(kwargs.get("method", "GET"), bucket, key, expires=expiration)
-
-
-def _progress(callback: Any) -> Callable[[int, Any], None]:
-    """An objsdk ``progress(done, total)`` reporting to an fsspec callback."""
-    sized = False
-
-    def report(done: int, total: Any) -> None:
-        nonlocal sized
-        if not sized and total is not None:
-            callback.set_size(total)
-            sized = True
-        callback.absolute_update(done)
-
-    return report
+            raise FileExistsError(errno.EEXIST, "the object exists", path)
+        writer = FileWriter(
+            self.client,
+            bucket,
+            key,
+            autocommit=autocommit,
+            content_type=content_type,
+            metadata=metadata,
+            extra_headers=headers,
+            **options,
+        )
+        if "a" in mode:
+            copy_existing(self, path, writer)
+        return writer

@@ -74,3 +74,24 @@ class FileWriter(ObjectWriter):
         # A held upload never committed is aborted like an unclosed one, never stored.
         self.__dict__["_held"] = False
         super().__del__()
+
+
+def copy_existing(fs: Any, path: str, writer: FileWriter) -> None:
+    """Start ``writer`` (opened with ``"ab"``) with the object's current bytes, if any.
+
+    S3 cannot append: the appended object is a new one, the old bytes streamed in from a
+    pinned read (so a concurrent replacement fails the append instead of mixing two
+    versions), then what the caller writes. Nothing changes until the writer's clean
+    close; a failure aborts it.
+    """
+    try:
+        source = fs._open(path, "rb")
+    except FileNotFoundError:
+        return  # appending to nothing: a new object
+    try:
+        with source:
+            while chunk := source.read(8 << 20):
+                writer.write(chunk)
+    except BaseException:
+        writer.abort()
+        raise
