@@ -25,8 +25,13 @@ _TABLE: tuple[tuple[type[errors.S3Error], type[OSError], int], ...] = (
     (errors.InvalidObjectName, OSError, errno.EINVAL),
     (errors.InvalidRange, OSError, errno.EINVAL),
     (errors.SlowDown, OSError, errno.EBUSY),
-    (errors.S3Error, OSError, errno.EIO),
 )
+# Codes objsdk has no class for (a server's own, such as MinIO's InvalidTokenId), by
+# HTTP status: refused is refused, not found is not found.
+_BY_STATUS: dict[int, tuple[type[OSError], int]] = {
+    403: (PermissionError, errno.EACCES),
+    404: (FileNotFoundError, errno.ENOENT),
+}
 
 
 def as_oserror(err: errors.S3Error, path: str) -> OSError:
@@ -34,7 +39,8 @@ def as_oserror(err: errors.S3Error, path: str) -> OSError:
     for source, target, code in _TABLE:
         if isinstance(err, source):
             return target(code, str(err), path)
-    raise AssertionError("S3Error is the table's last row")  # pragma: no cover
+    target, code = _BY_STATUS.get(err.status, (OSError, errno.EIO))
+    return target(code, str(err), path)
 
 
 @contextmanager
