@@ -26,6 +26,20 @@ class FileReader(ObjectFile):
     fs: Any
     cache: Any = None
 
+    @property
+    def closed(self) -> bool:
+        return super().closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        # fsspec's cache layers mark the files they close (``f.closed = True``).
+        if value:
+            self.close()
+
+    def close(self) -> None:
+        self.cache = None  # as fsspec's files drop theirs
+        super().close()
+
     def _fetch_range(self, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of the pinned version, leaving the position as it was."""
         pos = self.tell()
