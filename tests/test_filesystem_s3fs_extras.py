@@ -208,7 +208,7 @@ def test_version_aware_paths_read_list_and_delete_versions(
     with fsspec.open(url, "rb", **options) as f:
         assert f.read() == b"x\n1\n"
     assert vfs.cat_file(f"{versioned}/t.csv?versionId={old}") == b"x\n1\n"
-    listed = vfs.ls(versioned, versions=True)
+    listed = vfs.ls(versioned, detail=True, versions=True)
     assert sorted(e["VersionId"] for e in listed) == sorted(v["VersionId"] for v in history)
     vfs.cp_file(f"{versioned}/t.csv?versionId={old}", f"{versioned}/restored.csv")
     assert vfs.cat_file(f"{versioned}/restored.csv") == b"x\n1\n"
@@ -230,3 +230,61 @@ def test_a_reader_is_an_object_file_with_fsspec_attributes(
         assert f._fetch_range(1, 3) == b"bc"
         assert f.tell() == 0
         assert f.readable()
+
+
+# -- s3fs's answers where fsspec leaves the choice ---------------------------------------
+
+
+def test_s3fs_shaped_answers(fs: ObjsdkFileSystem, client: Client, bucket: str) -> None:
+    assert fs.pipe_file(f"{bucket}/d/a.json", b"{}") == {
+        "ETag": client.head_object(bucket, "d/a.json").etag,
+        "VersionId": None,
+    }
+    assert fs.ls(f"{bucket}/d") == [f"{bucket}/d/a.json"]  # names, as s3fs's ls
+    assert fs.info(f"{bucket}/d/a.json")["ContentType"] == "application/json"  # guessed
+    with fs.open(f"{bucket}/d/b.csv", "wb") as w:
+        w.write(b"x")
+    assert client.head_object(bucket, "d/b.csv").content_type == "text/csv"
+    assert w.version_id is None
+    assert w.blocksize == w.part_size
+    with pytest.raises(IsADirectoryError):
+        fs.modified(f"{bucket}/d")
+    with pytest.raises(ValueError, match="truncate"):
+        fs.touch(f"{bucket}/d/a.json", truncate=False)
+    with pytest.raises(FileNotFoundError):
+        fs.mkdir("no-such-bucket-for-mkdir/a/b", create_parents=False)
+    assert fs.rm(f"{bucket}/d", recursive=True) == [f"{bucket}/d/a.json", f"{bucket}/d/b.csv"]
+
+
+def test_find_with_a_prefix_lists_only_names_starting_with_it(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    for name in ("p/test_1", "p/test_10", "p/test_2", "p/other", "p2"):
+        client.put_object(bucket, name, b"x")
+    assert fs.find(f"{bucket}/p", prefix="test_1") == [f"{bucket}/p/test_1", f"{bucket}/p/test_10"]
+    assert fs.find(bucket, prefix="p") == [
+        f"{bucket}/p/other",
+        f"{bucket}/p/test_1",
+        f"{bucket}/p/test_10",
+        f"{bucket}/p/test_2",
+        f"{bucket}/p2",
+    ]
+
+
+def test_a_write_into_a_missing_bucket_is_file_not_found(fs: ObjsdkFileSystem) -> None:
+    def write() -> None:
+        with fs.open("no-such-bucket-for-writes/k", "wb") as f:
+            f.write(b"x")
+
+    with pytest.raises(FileNotFoundError, match="NoSuchBucket"):
+        write()
+
+
+def test_a_versioned_write_and_read_name_their_version(
+    vfs: ObjsdkFileSystem, client: Client, versioned: str
+) -> None:
+    with vfs.open(f"{versioned}/k", "wb") as w:
+        w.write(b"v1")
+    assert w.version_id == client.head_object(versioned, "k").version_id
+    with vfs.open(f"{versioned}/k") as f:
+        assert f.version_id == w.version_id

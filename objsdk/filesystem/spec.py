@@ -23,6 +23,7 @@ of a bare bucket name creates the bucket and is otherwise a no-op.
 from __future__ import annotations
 
 import errno
+import mimetypes
 import os
 from typing import Any
 from urllib.parse import parse_qs
@@ -258,11 +259,12 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
     # -- metadata ------------------------------------------------------------------------
 
     def ls(
-        self, path: str, detail: bool = True, versions: bool = False, **kwargs: Any
+        self, path: str, detail: bool = False, versions: bool = False, **kwargs: Any
     ) -> list[Any]:
-        """The entries under ``path`` (fsspec's and s3fs's keys, see
-        :mod:`objsdk.filesystem.entries`); ``versions=True`` (version-aware filesystems)
-        lists every version of each object, each with its ``VersionId``."""
+        """The names under ``path`` (as s3fs; ``detail=True``: the entries, with fsspec's
+        and s3fs's keys, see :mod:`objsdk.filesystem.entries`); ``versions=True``
+        (version-aware filesystems) lists every version of each object, with its
+        ``VersionId``."""
         path = self._strip_protocol(path)
         if versions and not self.version_aware:
             raise ValueError("ls(versions=True) needs a filesystem made with version_aware=True")
@@ -336,11 +338,16 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         detail: bool = False,
         **kwargs: Any,
     ) -> Any:
+        """Every object under ``path`` (one paginated listing); with s3fs's ``prefix``, only
+        those whose name after ``path/`` starts with it."""
         path = self._strip_protocol(path)
+        start = kwargs.pop("prefix", "") or ""
+        if start and (maxdepth is not None or not path):
+            raise ValueError("find(prefix=...) takes a bucket or directory path and no maxdepth")
         if maxdepth is not None or not path or kwargs.get("versions"):
             return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         bucket, key, _ = self.split_path(path)
-        prefix = key + "/" if key else ""
+        prefix = (key + "/" if key else "") + start
         out: dict[str, dict[str, Any]] = {}
         try:
             for e in self.client.list_objects(bucket, prefix=prefix):
@@ -360,9 +367,9 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             return {} if detail else []
         except errors.S3Error as err:
             raise as_oserror(err, path) from err
-        if out and withdirs:
+        if out and withdirs and not start:
             out.setdefault(path, entries.dir_entry(path))
-        if not out and key:
+        if not out and key and not start:
             try:
                 info = self.info(path)
             except FileNotFoundError:
@@ -373,10 +380,22 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         return {n: out[n] for n in names} if detail else names
 
     def created(self, path: str) -> Any:
-        return self.info(path).get("LastModified")
+        return self.modified(path)
 
     def modified(self, path: str) -> Any:
-        return self.info(path).get("LastModified")
+        """The object's Last-Modified (IsADirectoryError for a directory or bucket)."""
+        info = self.info(path)
+        if info["type"] != "file":
+            raise IsADirectoryError(errno.EISDIR, "a directory has no modification time", path)
+        return info["LastModified"]
+
+    def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        """Store an empty object; ``truncate=False`` on an existing one is refused (S3
+        cannot change an object's date without rewriting it), as s3fs does."""
+        if not truncate and self.exists(path):
+            raise ValueError(f"touch(truncate=False) of the existing object {path!r}")
+        with self.open(path, "wb", **kwargs):
+            pass
 
     def invalidate_cache(self, path: str | None = None) -> None:
         pass  # nothing is cached: every listing asks the server
@@ -386,7 +405,11 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
         bucket, key, _ = self.split_path(path)
         with translated(path):
-            if not key or (create_parents and not self.client.bucket_exists(bucket)):
+            if not key:
+                self.client.create_bucket(bucket)
+            elif not self.client.bucket_exists(bucket):
+                if not create_parents:
+                    raise FileNotFoundError(errno.ENOENT, "no such bucket", path)
                 self.client.create_bucket(bucket)
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
@@ -513,7 +536,8 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         part = stored.pop("part_size", None) or block_size or self.settings.block_size
         if part or self.part_size:
             options["part_size"] = part or self.part_size
-        content_type = stored.pop("content_type", None)
+        # As s3fs: a type guessed from the name unless one is given.
+        content_type = stored.pop("content_type", None) or mimetypes.guess_type(key)[0]
         metadata = stored.pop("metadata", None)
         headers = standard_headers(bucket, key, **stored)
         if "x" in mode and self.exists(path):

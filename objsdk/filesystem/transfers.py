@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import errno
+import mimetypes
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,12 +45,16 @@ class Transfers:
         def rmdir(self, path: str) -> None: ...
         def _open(self, path: str, mode: str = ..., **kwargs: Any) -> Any: ...
 
-    def _upload_options(self) -> dict[str, Any]:
-        """What every upload gets: parts in flight, a fixed part size when asked, and
-        what the storage options say a write stores."""
+    def _upload_options(self, key: str) -> dict[str, Any]:
+        """What every upload gets: parts in flight, a fixed part size when asked, what
+        the storage options say a write stores, and (as s3fs) a content type guessed from
+        the key's name unless one is given."""
         from objsdk.filesystem.options import default_part_size
 
         options: dict[str, Any] = {"parallel": self.parallel, **self.settings.write}
+        guessed = mimetypes.guess_type(key)[0]
+        if guessed and not options.get("content_type"):
+            options["content_type"] = guessed
         part = default_part_size(self.settings)
         if part is not None:
             options["part_size"] = part
@@ -151,14 +156,18 @@ class Transfers:
                 bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
             )
 
-    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+    def pipe_file(
+        self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any
+    ) -> dict[str, Any]:
+        """Store ``value``; return the object's ``ETag`` and ``VersionId`` (as s3fs)."""
         if mode == "create" and self.exists(path):
             raise FileExistsError(errno.EEXIST, "the object exists", path)
         bucket, key, version_id = self.split_path(path)
         if version_id:
             raise ValueError(f"a version cannot be written: {path!r}")
         with translated(path):
-            self.client.upload(bucket, key, value, **self._upload_options())
+            info = self.client.upload(bucket, key, value, **self._upload_options(key))
+        return {"ETag": info.etag, "VersionId": info.version_id}
 
     def put_file(
         self,
@@ -183,7 +192,7 @@ class Transfers:
                 key,
                 os.fspath(lpath),
                 progress=_progress(callback),
-                **self._upload_options(),
+                **self._upload_options(key),
             )
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
@@ -209,10 +218,10 @@ class Transfers:
     def _rm(self, path: str) -> None:
         self.rm_file(path)
 
-    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
+    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> list[str]:
         """Delete files (``delete_objects``, 1000 per request; a path naming a version
         deletes that version); with ``recursive``, a bare bucket name also deletes the
-        bucket once it is empty."""
+        bucket once it is empty. Returns the paths deleted (as s3fs)."""
         paths = self.expand_path(path, recursive=recursive, maxdepth=maxdepth)
         by_bucket: dict[str, list[str]] = {}
         buckets: list[str] = []
@@ -237,6 +246,9 @@ class Transfers:
                 )
         for bucket in buckets:
             self.rmdir(bucket)
+        # The objects (and buckets) deleted: not the "directories" above them.
+        parents = {p.rsplit("/", 1)[0] for p in paths if "/" in p}
+        return [p for p in paths if p not in parents or not self.split_path(p)[1]]
 
 
 def _progress(callback: Any) -> Callable[[int, Any], None]:

@@ -19,7 +19,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from objsdk import errors
 from objsdk._transfer.writer import ObjectWriter
+from objsdk.filesystem.oserrors import as_oserror, translated
 
 __all__ = ["FileWriter", "raising_since"]
 
@@ -55,15 +57,33 @@ class FileWriter(ObjectWriter):
         if raising_since(self._handled_at_open):
             self.abort()
         elif self.autocommit:
-            super().close()
+            with translated(f"{self.bucket}/{self.key}"):
+                super().close()
         else:
             self._held = True
+
+    @property
+    def blocksize(self) -> int:
+        """The part size (fsspec's name for it)."""
+        return self.part_size
+
+    @property
+    def version_id(self) -> str | None:
+        """The stored object's version, once closed in a versioned bucket."""
+        return self.info.version_id if self.info is not None else None
+
+    def write(self, b: Any) -> int:
+        try:
+            return super().write(b)
+        except errors.S3Error as err:
+            raise as_oserror(err, f"{self.bucket}/{self.key}") from err
 
     def commit(self) -> None:
         """Store a held upload (called by fsspec's transaction)."""
         if self._held:
             self._held = False
-            super().close()
+            with translated(f"{self.bucket}/{self.key}"):
+                super().close()
 
     def discard(self) -> None:
         """Abort the upload, held or still open (called by fsspec's transaction)."""
