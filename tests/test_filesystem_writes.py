@@ -170,3 +170,20 @@ def test_a_transaction_stores_its_files_at_its_end_and_nothing_if_it_fails(
     with pytest.raises(Boom):
         fail_in_transaction()
     assert sorted(_keys(client, bucket)) == ["one", "two"]
+
+
+def test_autocommit_false_holds_the_upload_until_commit_or_discard(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    with fs.open(f"{bucket}/kept", "wb", autocommit=False) as kept:
+        kept.write(b"1")
+    with fs.open(f"{bucket}/dropped", "wb", autocommit=False) as dropped:
+        dropped.write(b"2")
+    assert _keys(client, bucket) == []
+    kept.commit()
+    dropped.discard()
+    assert _keys(client, bucket) == ["kept"]
+    with pytest.raises(ValueError, match="nothing to commit"):
+        dropped.commit()  # a discarded upload cannot come back
+    with pytest.raises(ValueError, match="nothing to commit"):
+        kept.commit()

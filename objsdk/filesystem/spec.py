@@ -295,7 +295,13 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             info = self.info(path)  # a file lists as itself; raises if missing
             if info["type"] == "file":
                 out = [info]
-        return out if detail else sorted(e["name"] for e in out)
+        if detail:
+            return out
+        # As s3fs: versions are named by their version-aware paths.
+        return sorted(
+            e["name"] + (f"?versionId={e['VersionId']}" if versions and "IsLatest" in e else "")
+            for e in out
+        )
 
     def info(self, path: str, version_id: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """The entry for ``path``: a HEAD for an object (of ``version_id``, or of the
@@ -342,10 +348,13 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         those whose name after ``path/`` starts with it."""
         path = self._strip_protocol(path)
         start = kwargs.pop("prefix", "") or ""
-        if start and (maxdepth is not None or not path):
-            raise ValueError("find(prefix=...) takes a bucket or directory path and no maxdepth")
+        if start and not path:
+            raise ValueError("find(prefix=...) takes a bucket or directory path")
         if maxdepth is not None or not path or kwargs.get("versions"):
-            return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
+            found = super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs)
+            head = f"{path}/{start}"
+            found = {n: e for n, e in found.items() if not start or n.startswith(head)}
+            return found if detail else sorted(found)
         bucket, key, _ = self.split_path(path)
         prefix = (key + "/" if key else "") + start
         out: dict[str, dict[str, Any]] = {}

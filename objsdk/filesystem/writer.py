@@ -79,11 +79,13 @@ class FileWriter(ObjectWriter):
             raise as_oserror(err, f"{self.bucket}/{self.key}") from err
 
     def commit(self) -> None:
-        """Store a held upload (called by fsspec's transaction)."""
-        if self._held:
-            self._held = False
-            with translated(f"{self.bucket}/{self.key}"):
-                super().close()
+        """Store the upload, held or still open (called by fsspec's transaction); one
+        already stored or discarded has nothing to commit (ValueError)."""
+        if self.closed and not self._held:
+            raise ValueError(f"nothing to commit for {self.bucket}/{self.key}: already closed")
+        self._held = False
+        with translated(f"{self.bucket}/{self.key}"):
+            super().close()
 
     def discard(self) -> None:
         """Abort the upload, held or still open (called by fsspec's transaction)."""

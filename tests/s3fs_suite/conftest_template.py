@@ -6,7 +6,6 @@ from s3fs_adapter import wipe
 @pytest.fixture(autouse=True)
 def objsdk_fresh_server():
     wipe()
-    yield
 
 
 def pytest_collection_modifyitems(items):
