@@ -288,3 +288,27 @@ def test_a_versioned_write_and_read_name_their_version(
     assert w.version_id == client.head_object(versioned, "k").version_id
     with vfs.open(f"{versioned}/k") as f:
         assert f.version_id == w.version_id
+
+
+def test_recursive_rm_removes_directory_marker_objects(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "logs/", b"")  # an "empty directory" made by other tools
+    client.put_object(bucket, "data/", b"")
+    client.put_object(bucket, "data/x", b"1")
+    fs.rm(f"{bucket}/logs", recursive=True)
+    fs.rm(f"{bucket}/data", recursive=True)
+    assert list(client.list_objects(bucket)) == []
+
+
+def test_put_and_pipe_take_what_a_write_stores_in_boto3_names(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "style.json"
+    src.write_text("{}")
+    fs.put(str(src), f"{bucket}/style.json", ContentType="text/css")
+    fs.pipe_file(f"{bucket}/p.bin", b"x", Metadata={"k": "v"})
+    assert client.head_object(bucket, "style.json").content_type == "text/css"
+    assert client.head_object(bucket, "p.bin").metadata == {"k": "v"}
+    with pytest.raises(ValueError, match="ACL"):
+        fs.pipe_file(f"{bucket}/q", b"x", ACL="public-read")

@@ -43,15 +43,21 @@ class Transfers:
         def isdir(self, path: str) -> bool: ...
         def expand_path(self, path: Any, recursive: bool = ..., maxdepth: Any = ...) -> Any: ...
         def rmdir(self, path: str) -> None: ...
+        def _strip_protocol(self, path: Any) -> Any: ...
         def _open(self, path: str, mode: str = ..., **kwargs: Any) -> Any: ...
 
-    def _upload_options(self, key: str) -> dict[str, Any]:
+    def _upload_options(self, key: str, given: dict[str, Any]) -> dict[str, Any]:
         """What every upload gets: parts in flight, a fixed part size when asked, what
-        the storage options say a write stores, and (as s3fs) a content type guessed from
-        the key's name unless one is given."""
-        from objsdk.filesystem.options import default_part_size
+        the storage options and the call (``ContentType``, ``Metadata``... in boto3's
+        names, as s3fs takes them) say a write stores, and (as s3fs) a content type
+        guessed from the key's name unless one is given."""
+        from objsdk.filesystem.options import default_part_size, write_options
 
-        options: dict[str, Any] = {"parallel": self.parallel, **self.settings.write}
+        options: dict[str, Any] = {
+            "parallel": self.parallel,
+            **self.settings.write,
+            **write_options(given, "put/pipe"),
+        }
         guessed = mimetypes.guess_type(key)[0]
         if guessed and not options.get("content_type"):
             options["content_type"] = guessed
@@ -166,7 +172,7 @@ class Transfers:
         if version_id:
             raise ValueError(f"a version cannot be written: {path!r}")
         with translated(path):
-            info = self.client.upload(bucket, key, value, **self._upload_options(key))
+            info = self.client.upload(bucket, key, value, **self._upload_options(key, kwargs))
         return {"ETag": info.etag, "VersionId": info.version_id}
 
     def put_file(
@@ -192,7 +198,7 @@ class Transfers:
                 key,
                 os.fspath(lpath),
                 progress=_progress(callback),
-                **self._upload_options(key),
+                **self._upload_options(key, kwargs),
             )
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
@@ -225,12 +231,19 @@ class Transfers:
         paths = self.expand_path(path, recursive=recursive, maxdepth=maxdepth)
         by_bucket: dict[str, list[str]] = {}
         buckets: list[str] = []
+        parents = {p.rsplit("/", 1)[0] for p in paths if "/" in p}
+        if recursive:
+            parents |= {
+                self._strip_protocol(p) for p in (path if isinstance(path, list) else [path])
+            }
         for p in paths:
             bucket, key, version_id = self.split_path(p)
             if version_id:
                 self.rm_file(p)
             elif key:
                 by_bucket.setdefault(bucket, []).append(key)
+                if p in parents:  # a "directory": its marker object too, if any
+                    by_bucket[bucket].append(key + "/")
             else:
                 buckets.append(bucket)
         for bucket, keys in by_bucket.items():
@@ -247,7 +260,6 @@ class Transfers:
         for bucket in buckets:
             self.rmdir(bucket)
         # The objects (and buckets) deleted: not the "directories" above them.
-        parents = {p.rsplit("/", 1)[0] for p in paths if "/" in p}
         return [p for p in paths if p not in parents or not self.split_path(p)[1]]
 
 

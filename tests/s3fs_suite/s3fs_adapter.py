@@ -4,8 +4,9 @@ ObjsdkFileSystem, the server is the runner's MinIO, and every test starts with n
 
 from __future__ import annotations
 
-import os
 from typing import Any
+
+import fsspec
 
 from objsdk import BucketNotEmpty, Client
 from objsdk.filesystem import ObjsdkFileSystem
@@ -53,4 +54,5 @@ def wipe() -> None:
                 continue
 
 
-ENDPOINT = os.environ.get("AWS_ENDPOINT_URL", "")
+# s3:// URLs (fsspec.open, url_to_fs) reach the adapter too, as they reach s3fs.
+fsspec.register_implementation("s3", S3FileSystem, clobber=True)
