@@ -53,17 +53,22 @@ class Transfers:
         guessed from the key's name unless one is given."""
         from objsdk.filesystem.options import default_part_size, write_options
 
+        given = dict(given)
+        # s3fs's put_file/pipe_file keywords: part size and parts in flight.
+        chunksize, concurrency = given.pop("chunksize", None), given.pop("max_concurrency", None)
         options: dict[str, Any] = {
-            "parallel": self.parallel,
+            "parallel": concurrency or self.parallel,
             **self.settings.write,
             **write_options(given, "put/pipe"),
         }
+        if chunksize is not None:
+            options["part_size"] = chunksize
         guessed = mimetypes.guess_type(key)[0]
         if guessed and not options.get("content_type"):
             options["content_type"] = guessed
         part = default_part_size(self.settings)
         if part is not None:
-            options["part_size"] = part
+            options.setdefault("part_size", part)
         return options
 
     def cat_file(
