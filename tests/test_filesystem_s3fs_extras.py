@@ -312,3 +312,18 @@ def test_put_and_pipe_take_what_a_write_stores_in_boto3_names(
     assert client.head_object(bucket, "p.bin").metadata == {"k": "v"}
     with pytest.raises(ValueError, match="ACL"):
         fs.pipe_file(f"{bucket}/q", b"x", ACL="public-read")
+
+
+def test_put_and_pipe_take_s3fs_part_size_and_concurrency(
+    fs: ObjsdkFileSystem, bucket: str
+) -> None:
+    seen: list[dict[str, Any]] = []
+    real = fs.client.upload
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    fs.client.upload = spy  # type: ignore[method-assign]
+    fs.pipe_file(f"{bucket}/k", b"x", chunksize=6 << 20, max_concurrency=3)
+    assert (seen[0]["part_size"], seen[0]["parallel"]) == (6 << 20, 3)
