@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,8 +105,6 @@ def test_sse_c_objects_are_written_and_read_only_with_their_key(
 
 
 def test_the_sse_c_key_is_not_in_the_client_pickle(kms_minio: LocalMinio) -> None:
-    import pickle
-
     key = os.urandom(32)
     # Not even with the credentials: SSE-C's key is never pickled.
     client = kms_minio.client(
@@ -118,3 +117,42 @@ def test_the_sse_c_key_is_not_in_the_client_pickle(kms_minio: LocalMinio) -> Non
     assert repr(copy._config["sse"]) == "SSEC(key=<not pickled>)"
     with pytest.raises(InvalidArgument, match="never pickled"):
         copy.get_object("any-bucket", "k")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"ServerSideEncryption": "AES256"},
+        {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": KMS_KEY},
+        {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": os.urandom(32)},
+    ],
+    ids=["SSE-S3", "SSE-KMS", "SSE-C"],
+)
+def test_fsspec_s3_additional_kwargs_encrypt_what_pandas_writes(
+    kms_minio: LocalMinio, sse_bucket: str, extra: dict[str, Any]
+) -> None:
+    import pandas as pd
+
+    from objsdk.filesystem import ObjsdkFileSystem
+
+    options = {
+        "endpoint_url": kms_minio.endpoint,
+        "key": kms_minio.access_key,
+        "secret": kms_minio.secret_key,
+        "client_kwargs": {"verify": str(kms_minio.ca_bundle)},
+        "s3_additional_kwargs": extra,
+        "skip_instance_cache": True,
+    }
+    frame = pd.DataFrame({"x": range(1000)})
+    frame.to_csv(f"objsdk://{sse_bucket}/f.csv", index=False, storage_options=options)
+    back = pd.read_csv(f"objsdk://{sse_bucket}/f.csv", storage_options=options)
+    pd.testing.assert_frame_equal(back, frame)
+    fs = ObjsdkFileSystem(**options)
+    sse = fs.client._config["sse"]
+    stored = _stored_encryption(kms_minio, sse_bucket, "f.csv", sse)
+    assert stored, "the object is stored encrypted"
+    if "SSECustomerKey" in extra:
+        key = base64.b64encode(extra["SSECustomerKey"]).decode()
+        assert key.encode() not in pickle.dumps(fs)
+        assert extra["SSECustomerKey"] not in pickle.dumps(fs)
+        assert key not in fs.to_json()

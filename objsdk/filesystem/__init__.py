@@ -7,7 +7,8 @@ s3fs and is never claimed here; call :func:`register_s3_alias` to send ``s3://``
 this class in your own process. See docs/fsspec.md.
 """
 
+from objsdk.filesystem.reader import FileReader
 from objsdk.filesystem.spec import ObjsdkFileSystem, register_s3_alias
 from objsdk.filesystem.writer import FileWriter
 
-__all__ = ["FileWriter", "ObjsdkFileSystem", "register_s3_alias"]
+__all__ = ["FileReader", "FileWriter", "ObjsdkFileSystem", "register_s3_alias"]

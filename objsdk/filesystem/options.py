@@ -269,7 +269,10 @@ def sse_from_params(params: dict[str, Any], where: str) -> SSE | None:
             raise ValueError(f"{where}: SSE-C takes SSECustomerAlgorithm='AES256' alone")
         raw = given.get("SSECustomerKey")
         if raw is None:
-            raise ValueError(f"{where}: SSECustomerAlgorithm needs SSECustomerKey")
+            raise ValueError(
+                f"{where}: SSECustomerAlgorithm needs SSECustomerKey (a filesystem is "
+                "pickled without it: give it again in this process)"
+            )
         key = raw.encode("latin-1") if isinstance(raw, str) else bytes(raw)
         if "SSECustomerKeyMD5" in given:
             import hashlib
