@@ -36,11 +36,12 @@ test: lint
 
 # The suite again on the minimum versions of requests, urllib3 and crc32c. Left out: the
 # end-to-end runs of the tools built on the client (the console script in subprocesses,
-# fsspec's own suite, pandas/Dask, the perf suite's quick mode, docs and examples): they
-# reach HTTP only through the same client, which the rest of the suite covers, and would
-# double CI's time.
+# fsspec's and s3fs's own suites, pandas/Dask, the perf suite's quick mode and perf scripts,
+# docs and examples): they reach HTTP only through the same client, which the rest of the
+# suite covers, and would double CI's time.
 MIN_SKIP := --ignore=tests/test_cli.py --ignore=tests/test_filesystem_abstract.py \
 	--ignore=tests/test_filesystem_dataframes.py --ignore=tests/test_bench_quick.py \
+	--ignore=tests/test_filesystem_s3fs_suite.py --ignore=tests/test_filesystem_perf_script.py \
 	--ignore=tests/test_docs_snippets.py --ignore=tests/test_examples.py
 test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -c "import requests, urllib3; print('minimum versions: requests', requests.__version__, 'urllib3', urllib3.__version__)"
