@@ -47,11 +47,12 @@ test: lint
 
 # The suite again on the minimum versions of requests, urllib3 and crc32c. Left out: the
 # end-to-end runs of the tools built on the client (the console script in subprocesses,
-# fsspec's own suite, pandas/Dask, the perf suite's quick mode, docs and examples): they
-# reach HTTP only through the same client, which the rest of the suite covers, and would
-# double CI's time.
+# fsspec's and s3fs's own suites, pandas/Dask, the perf suite's quick mode and perf scripts,
+# docs and examples): they reach HTTP only through the same client, which the rest of the
+# suite covers, and would double CI's time.
 MIN_SKIP := --ignore=tests/test_cli.py --ignore=tests/test_filesystem_abstract.py \
 	--ignore=tests/test_filesystem_dataframes.py --ignore=tests/test_bench_quick.py \
+	--ignore=tests/test_filesystem_s3fs_suite.py --ignore=tests/test_filesystem_perf_script.py \
 	--ignore=tests/test_docs_snippets.py --ignore=tests/test_examples.py
 test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -c "import requests, urllib3; print('minimum versions: requests', requests.__version__, 'urllib3', urllib3.__version__)"
@@ -65,6 +66,7 @@ bench: $(STAMP)
 perf: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[perf]'
 	cd perf && ../$(BIN)/python bench_read.py --runs 9
+	cd perf && ../$(BIN)/python bench_fsspec.py --runs 7
 	cd perf && ../$(BIN)/python bench_tar.py --runs 9
 	cd perf && ../$(BIN)/python bench_faults.py --runs 7
 	cd perf && ../$(BIN)/python bench_readahead.py --runs 5

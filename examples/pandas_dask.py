@@ -63,7 +63,10 @@ def main() -> None:
         assert len(north) == n // 4
         print(f"pyarrow.dataset: {len(dataset.files)} files, {len(north)} rows in region=north")
 
-        # Dask: the same dataset on two worker processes.
+        # Dask: the same dataset on two worker processes. The filesystem reaches them
+        # pickled without its secret (as a Client is): they find it in their environment,
+        # as on a real cluster (or pass pickle_credentials=True in the storage options).
+        os.environ.update(minio.env())
         with (
             LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
             DaskClient(cluster),

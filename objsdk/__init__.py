@@ -4,6 +4,7 @@ The public API is re-exported here; the modules behind it each own one idea
 (``signing``, ``transport``, ``client``, ``errors``...).
 """
 
+from objsdk._core.sse import SSE, SSEC, SSEKMS, SSES3
 from objsdk._io.objectfile import ObjectFile, ReadStats
 from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.writer import ObjectWriter
@@ -36,9 +37,21 @@ from objsdk.errors import (
     Timeout,
     TransportError,
 )
-from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
+from objsdk.models import (
+    BucketInfo,
+    DeleteError,
+    ObjectInfo,
+    ObjectSummary,
+    ObjectVersion,
+    Prefix,
+    UploadInfo,
+)
 
 __all__ = [
+    "SSE",
+    "SSEC",
+    "SSEKMS",
+    "SSES3",
     "AccessDenied",
     "BucketAlreadyExists",
     "BucketInfo",
@@ -61,6 +74,7 @@ __all__ = [
     "ObjectFile",
     "ObjectInfo",
     "ObjectSummary",
+    "ObjectVersion",
     "ObjectWriter",
     "ObjsdkError",
     "PreconditionFailed",

@@ -10,7 +10,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
-from objsdk._core.config import ResolvedConfig, check_setting, credentials_for, resolve_config
+from objsdk._core.config import (
+    ResolvedConfig,
+    check_timeout,
+    checksum_setting,
+    credentials_for,
+    resolve_config,
+)
+from objsdk._core.metadata import ObjectHeaders, standard_headers
 from objsdk._core.signing import Credentials, presign_url
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
@@ -19,12 +26,17 @@ from objsdk._core.sizes import (
     DEFAULT_READAHEAD_PART_SIZE,
     DEFAULT_WRITER_PARALLEL,
 )
+from objsdk._core.sse import SSE
 from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
-from objsdk._s3 import buckets, copies, deletes
+from objsdk._s3 import copies, deletes
+from objsdk._s3.buckets import BucketsAPI
+from objsdk._s3.encryption import encrypting
 from objsdk._s3.head import head_object
 from objsdk._s3.listing import list_objects
 from objsdk._s3.objects import get_object, put_object
+from objsdk._s3.tagging import TaggingAPI
+from objsdk._s3.versions import VersionsAPI
 from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
@@ -38,10 +50,11 @@ from objsdk._transport.base import Transport
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.retry import Policy, make_retry
-from objsdk.models import BucketInfo, DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
+from objsdk.models import DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
+    from typing_extensions import Unpack
 
 __all__ = ["Client"]
 
@@ -49,7 +62,7 @@ __all__ = ["Client"]
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
 
-class Client:
+class Client(BucketsAPI, VersionsAPI, TaggingAPI):
     """A client for one S3-compatible endpoint (MinIO, AWS S3, ...).
 
     ``timeout`` is ``(connect_seconds, read_seconds)``; ``retries`` is a count or a
@@ -62,8 +75,10 @@ class Client:
     settings: ``"when_supported"`` (send and ask for checksums), ``"when_required"``
     (never: for a service that refuses ``x-amz-checksum-*`` headers), or None (as
     ``when_supported``, and a 400 refusing a checksum header makes this client send
-    without them from then on); see docs/compatibility.md. Thread-safe: share one
-    client across threads.
+    without them from then on); see docs/compatibility.md. ``sse`` (``SSES3()``,
+    ``SSEKMS(key_id)``, ``SSEC(key)``) encrypts what is written and goes with every
+    request it belongs on (see :mod:`objsdk._core.sse`). Thread-safe: share one client
+    across threads.
     """
 
     def __init__(
@@ -83,14 +98,15 @@ class Client:
         pickle_credentials: bool = False,
         request_checksum_calculation: str | None = None,
         response_checksum_validation: str | None = None,
+        sse: SSE | None = None,
     ) -> None:
         if transport is not None and (request_checksum_calculation or response_checksum_validation):
             raise errors.InvalidArgument(
                 "give the checksum settings to the transport passed (its dialect=), not to Client"
             )
         dialect = ChecksumDialect(
-            _checksum_setting("request_checksum_calculation", request_checksum_calculation),
-            _checksum_setting("response_checksum_validation", response_checksum_validation),
+            checksum_setting("request_checksum_calculation", request_checksum_calculation),
+            checksum_setting("response_checksum_validation", response_checksum_validation),
         )
         if addressing_style not in ("path", "virtual"):
             raise errors.InvalidArgument(
@@ -114,6 +130,7 @@ class Client:
             "pickle_credentials": pickle_credentials,
             "request_checksum_calculation": dialect.request_checksum_calculation,
             "response_checksum_validation": dialect.response_checksum_validation,
+            "sse": sse,  # an SSEC pickles without its key
         }
         self.endpoint = Endpoint.parse(endpoint, virtual_hosted=addressing_style == "virtual")
         self.region = region
@@ -128,12 +145,13 @@ class Client:
             self.endpoint,
             self.credentials,
             region=region,
-            timeout=_check_timeout(timeout),
+            timeout=check_timeout(timeout),
             max_pool_connections=max_pool_connections,
             retry=make_retry(retries),
             verify=verify,
             dialect=dialect,
         )
+        self._transport = encrypting(self._transport, sse)
         # Whether this client's last adaptive upload saw a connection cut mid-part.
         self._cut_memory = CutMemory()
 
@@ -241,27 +259,6 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- buckets ---------------------------------------------------------------------
-
-    def create_bucket(self, bucket: str) -> None:
-        """Create ``bucket`` (in the client's region)."""
-        check_bucket(bucket)
-        buckets.create_bucket(self._transport, bucket)
-
-    def delete_bucket(self, bucket: str) -> None:
-        """Delete an empty bucket."""
-        check_bucket(bucket)
-        buckets.delete_bucket(self._transport, bucket)
-
-    def bucket_exists(self, bucket: str) -> bool:
-        """True if ``bucket`` exists and is reachable; raises on access errors."""
-        check_bucket(bucket)
-        return buckets.bucket_exists(self._transport, bucket)
-
-    def list_buckets(self) -> list[BucketInfo]:
-        """All buckets the credentials can see."""
-        return buckets.list_buckets(self._transport)
-
     # -- objects ---------------------------------------------------------------------
 
     def put_object(
@@ -292,9 +289,16 @@ class Client:
             raise
 
     def get_object(
-        self, bucket: str, key: str, *, offset: int = 0, length: int | None = None
+        self,
+        bucket: str,
+        key: str,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        version_id: str | None = None,
     ) -> bytes:
-        """The object's bytes from ``offset``, ``length`` of them (to the end if None).
+        """The object's bytes from ``offset``, ``length`` of them (to the end if None), of
+        ``version_id`` if given, else of the current version.
 
         Reads the whole answer into memory; use :meth:`open` to stream large objects.
         """
@@ -311,9 +315,9 @@ class Client:
                 f"(bucket {bucket!r}, key {key!r})"
             )
         if length == 0:
-            self.head_object(bucket, key)  # still report a missing bucket or key
+            self.head_object(bucket, key, version_id=version_id)  # still report a missing one
             return b""
-        return get_object(self._transport, bucket, key, offset, length)
+        return get_object(self._transport, bucket, key, offset, length, version_id)
 
     def open(
         self,
@@ -410,6 +414,7 @@ class Client:
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
         multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+        **headers: Unpack[ObjectHeaders],
     ) -> UploadInfo:
         """Store a file (path or binary file object) or a buffer, fast and safely.
 
@@ -422,7 +427,8 @@ class Client:
         sends parts of 16 MiB. Every upload stores a CRC32C that reads verify. The
         answer is the stored object's :class:`ObjectInfo`, with the parts it was sent
         in, the parts in flight at the end and the broken connections that made a part
-        go again. See :func:`objsdk._transfer.upload.upload`.
+        go again. ``cache_control``, ``content_encoding``, ``content_disposition`` and
+        ``storage_class`` are stored with the object. See :func:`objsdk._transfer.upload.upload`.
         """
         try:
             return _upload(
@@ -437,6 +443,7 @@ class Client:
                 progress=progress,
                 multipart_threshold=multipart_threshold,
                 cut_memory=self._cut_memory,
+                extra_headers=standard_headers(bucket, key, **headers),
             )
         except BaseException as e:
             _release(e)
@@ -453,12 +460,13 @@ class Client:
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
+        **headers: Unpack[ObjectHeaders],
     ) -> ObjectWriter:
         """A writable binary file whose bytes become the object at ``close()``.
 
         Small writes are buffered into parts and streamed as a multipart upload (one PUT
         if it stays under a part); leaving a ``with`` block by an exception aborts it.
-        See :class:`ObjectWriter`.
+        The standard headers are those of :meth:`upload`. See :class:`ObjectWriter`.
         """
         return ObjectWriter(
             self,
@@ -469,6 +477,7 @@ class Client:
             content_type=content_type,
             metadata=metadata,
             progress=progress,
+            extra_headers=standard_headers(bucket, key, **headers),
         )
 
     def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:
@@ -477,11 +486,13 @@ class Client:
         check_key(key)
         return head_object(self._transport, bucket, key, version_id=version_id)
 
-    def delete_object(self, bucket: str, key: str) -> None:
-        """Delete ``key`` (S3 reports success for a key that does not exist)."""
+    def delete_object(self, bucket: str, key: str, *, version_id: str | None = None) -> None:
+        """Delete ``key`` (S3 reports success for a key that does not exist); in a
+        versioned bucket, that adds a delete marker, and ``version_id`` deletes that
+        version for good."""
         check_bucket(bucket)
         check_key(key)
-        deletes.delete_object(self._transport, bucket, key)
+        deletes.delete_object(self._transport, bucket, key, version_id)
 
     def delete_objects(self, bucket: str, keys: Iterable[str]) -> list[DeleteError]:
         """Delete many keys, 1000 per request; return the keys that failed (empty if none)."""
@@ -489,13 +500,35 @@ class Client:
         return deletes.delete_objects(self._transport, bucket, keys)
 
     def copy_object(
-        self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str
+        self,
+        src_bucket: str,
+        src_key: str,
+        dst_bucket: str,
+        dst_key: str,
+        *,
+        version_id: str | None = None,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        **headers: Unpack[ObjectHeaders],
     ) -> ObjectInfo:
-        """Server-side copy of one object (up to 5 GiB, S3's single-copy limit)."""
+        """Server-side copy of one object (up to 5 GiB, S3's single-copy limit), of its
+        ``version_id`` if given. The copy keeps the source's metadata and headers unless
+        ``content_type``, ``metadata`` or a standard header (as :meth:`upload`) is given:
+        then it has exactly those. See :func:`objsdk._s3.copies.copy_object`."""
         for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
             check_bucket(b)
             check_key(k)
-        return copies.copy_object(self._transport, src_bucket, src_key, dst_bucket, dst_key)
+        return copies.copy_object(
+            self._transport,
+            src_bucket,
+            src_key,
+            dst_bucket,
+            dst_key,
+            version_id=version_id,
+            content_type=content_type,
+            metadata=metadata,
+            headers=standard_headers(dst_bucket, dst_key, **headers),
+        )
 
     def list_objects(
         self,
@@ -551,24 +584,8 @@ def _retries_from(cfg: ResolvedConfig) -> int:
     return retries
 
 
-def _checksum_setting(name: str, value: str | None) -> str | None:
-    return None if value is None else str(check_setting(name, value, "the argument"))
-
-
 def _release(error: BaseException) -> None:
     """Let go of the caller's buffer before ``error`` reaches the caller: the finished
     frames of its traceback hold views of it, and while one lives a ``BytesIO`` whose
     ``getbuffer()`` was sent cannot be closed (``BufferError`` would replace the error)."""
     drop_frame_locals(error)
-
-
-def _check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:
-    try:
-        connect, read = timeout
-        if connect > 0 and read > 0:
-            return (float(connect), float(read))
-    except (TypeError, ValueError):
-        pass
-    raise errors.InvalidArgument(
-        f"timeout must be (connect_seconds, read_seconds), both > 0; got {timeout!r}"
-    )

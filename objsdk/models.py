@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
-__all__ = ["BucketInfo", "DeleteError", "ObjectInfo", "ObjectSummary", "Prefix", "UploadInfo"]
+__all__ = [
+    "BucketInfo",
+    "DeleteError",
+    "ObjectInfo",
+    "ObjectSummary",
+    "ObjectVersion",
+    "Prefix",
+    "UploadInfo",
+]
 
 
 @dataclass(frozen=True)
@@ -23,7 +31,9 @@ class ObjectInfo:
 
     ``etag`` keeps S3's quotes (``'"9b2c..."'``): it is sent back verbatim in
     ``If-Match``. ``checksums`` maps an algorithm (``"crc32c"``, ``"sha256"``...) to
-    the base64 value the server stores.
+    the base64 value the server stores. ``cache_control``, ``content_encoding``,
+    ``content_disposition`` and ``storage_class`` are the stored headers (S3 leaves out
+    ``x-amz-storage-class`` for STANDARD; None when not told).
     """
 
     bucket: str
@@ -36,6 +46,10 @@ class ObjectInfo:
     version_id: str | None = None
     checksums: Mapping[str, str] = field(default_factory=dict)
     checksum_type: str | None = None
+    cache_control: str | None = None
+    content_encoding: str | None = None
+    content_disposition: str | None = None
+    storage_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,23 @@ class ObjectSummary:
     etag: str | None = None
     last_modified: datetime | None = None
     storage_class: str | None = None
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    """One version of an object, or a delete marker, from ``list_object_versions()``.
+
+    ``version_id`` is ``"null"`` for an object stored while versioning was off.
+    """
+
+    key: str
+    version_id: str
+    is_latest: bool = False
+    last_modified: datetime | None = None
+    size: int = 0
+    etag: str | None = None
+    storage_class: str | None = None
+    delete_marker: bool = False
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ __all__ = [
     "ConfigError",
     "ResolvedConfig",
     "check_setting",
+    "check_timeout",
+    "checksum_setting",
     "credentials_for",
     "read_text_if_exists",
     "resolve_config",
@@ -405,4 +407,22 @@ def credentials_for(
         f"this process has none for access key {shown}: set AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY (or an AWS profile) where it is unpickled, or create the "
         "Client with pickle_credentials=True"
+    )
+
+
+def checksum_setting(name: str, value: str | None) -> str | None:
+    """A checksum setting given as an argument, checked (None: not given)."""
+    return None if value is None else str(check_setting(name, value, "the argument"))
+
+
+def check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:
+    """``(connect_seconds, read_seconds)``, both > 0, as floats; else InvalidArgument."""
+    try:
+        connect, read = timeout
+        if connect > 0 and read > 0:
+            return (float(connect), float(read))
+    except (TypeError, ValueError):
+        pass
+    raise InvalidArgument(
+        f"timeout must be (connect_seconds, read_seconds), both > 0; got {timeout!r}"
     )

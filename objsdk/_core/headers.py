@@ -17,7 +17,6 @@ __all__ = [
     "object_headers",
     "object_info_from_headers",
     "stored_checksums",
-    "stored_fields",
     "upload_info",
 ]
 
@@ -54,31 +53,6 @@ def object_headers(
     return headers
 
 
-def stored_fields(
-    bucket: str,
-    key: str,
-    cache_control: str | None = None,
-    content_encoding: str | None = None,
-    storage_class: str | None = None,
-) -> dict[str, str]:
-    """``Cache-Control``, ``Content-Encoding`` and ``x-amz-storage-class``, the fields S3
-    stores with an object, for those given; values HTTP cannot carry are refused."""
-    headers = {}
-    for name, value in (
-        ("Cache-Control", cache_control),
-        ("Content-Encoding", content_encoding),
-        ("x-amz-storage-class", storage_class),
-    ):
-        if value is None:
-            continue
-        if not isinstance(value, str) or not value or not _META_VALUE_RE.match(value):
-            raise errors.InvalidArgument(
-                f"{name} must be printable ASCII, got {value!r} (bucket {bucket!r}, key {key!r})"
-            )
-        headers[name] = value
-    return headers
-
-
 def stored_checksums(headers: Mapping[str, str]) -> dict[str, str]:
     """The ``x-amz-checksum-<algorithm>`` values in ``headers``, by algorithm."""
     found = {}
@@ -107,6 +81,10 @@ def object_info_from_headers(bucket: str, key: str, headers: Mapping[str, str]) 
         version_id=headers.get("x-amz-version-id"),
         checksums=stored_checksums(headers),
         checksum_type=headers.get("x-amz-checksum-type"),
+        cache_control=headers.get("Cache-Control"),
+        content_encoding=headers.get("Content-Encoding"),
+        content_disposition=headers.get("Content-Disposition"),
+        storage_class=headers.get("x-amz-storage-class"),
     )
 
 

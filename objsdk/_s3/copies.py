@@ -1,7 +1,12 @@
-"""Server-side copies: CopyObject."""
+"""Server-side copies: CopyObject, of one object or one version of it, keeping or
+replacing its metadata and standard headers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from urllib.parse import quote
+
+from objsdk._core.headers import object_headers
 from objsdk._core.s3xml import parse_copy_result
 from objsdk._core.signing import encode_key_path
 from objsdk._transport.base import Transport
@@ -9,19 +14,47 @@ from objsdk.models import ObjectInfo
 
 __all__ = ["copy_object"]
 
+# The headers that S3 copies from the source unless the request replaces them all
+# (x-amz-metadata-directive: REPLACE, CopyObject in the S3 API reference). The storage
+# class and encryption are the copy's own whatever the directive.
+_REPLACED = ("content-type", "cache-control", "content-encoding", "content-disposition")
+
 
 def copy_object(
-    transport: Transport, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str
+    transport: Transport,
+    src_bucket: str,
+    src_key: str,
+    dst_bucket: str,
+    dst_key: str,
+    *,
+    version_id: str | None = None,
+    content_type: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> ObjectInfo:
-    """Copy one object on the server (up to 5 GiB, S3's single-copy limit). A 200 whose
-    body is an error (CopyObject may fail after the server sent 200) is that error,
-    retried like any failed PUT when S3 asks for it (InternalError, SlowDown)."""
+    """Copy ``src_key`` (``version_id`` of it, else the current version) to ``dst_key``
+    on the server (up to 5 GiB, S3's single-copy limit).
+
+    Metadata and the standard headers come from the source, unless any of
+    ``content_type``, ``metadata`` or a replaced header (Cache-Control,
+    Content-Encoding, Content-Disposition) is given: then the copy has exactly those.
+    A 200 whose body is an error (CopyObject may fail after the server sent 200) is that
+    error, retried like any failed PUT when S3 asks for it (InternalError, SlowDown).
+    """
+    source = f"/{src_bucket}/{encode_key_path(src_key)}"
+    if version_id:
+        source += f"?versionId={quote(version_id, safe='')}"
+    hdrs = {**object_headers(dst_bucket, dst_key, content_type, metadata), **(headers or {})}
+    replace = metadata is not None or any(h.lower() in _REPLACED for h in hdrs)
+    hdrs["x-amz-copy-source"] = source
+    if replace:
+        hdrs["x-amz-metadata-directive"] = "REPLACE"
     resp = transport.request(
         "PUT",
         operation=f"copy_object(from {src_bucket}/{src_key})",
         bucket=dst_bucket,
         key=dst_key,
-        headers={"x-amz-copy-source": f"/{src_bucket}/{encode_key_path(src_key)}"},
+        headers=hdrs,
         body_errors=True,
     )
     etag, last_modified = parse_copy_result(resp.content)

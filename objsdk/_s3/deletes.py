@@ -19,9 +19,19 @@ __all__ = ["DELETE_BATCH", "delete_object", "delete_objects"]
 DELETE_BATCH = 1000
 
 
-def delete_object(transport: Transport, bucket: str, key: str) -> None:
-    """Delete ``key`` (S3 reports success for a key that does not exist)."""
-    transport.request("DELETE", operation="delete_object", bucket=bucket, key=key, ok=(204, 200))
+def delete_object(
+    transport: Transport, bucket: str, key: str, version_id: str | None = None
+) -> None:
+    """Delete ``key`` (S3 reports success for a key that does not exist); in a versioned
+    bucket that adds a delete marker, and ``version_id`` deletes that version for good."""
+    transport.request(
+        "DELETE",
+        operation="delete_object",
+        bucket=bucket,
+        key=key,
+        params=[("versionId", version_id)] if version_id else (),
+        ok=(204, 200),
+    )
 
 
 def delete_objects(transport: Transport, bucket: str, keys: Iterable[str]) -> list[DeleteError]:

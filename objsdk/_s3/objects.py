@@ -116,10 +116,15 @@ def _remaining_length(f: IO[bytes], bucket: str, key: str) -> int:
 
 
 def get_object(
-    transport: Transport, bucket: str, key: str, offset: int, length: int | None
+    transport: Transport,
+    bucket: str,
+    key: str,
+    offset: int,
+    length: int | None,
+    version_id: str | None = None,
 ) -> bytes:
     """The object's bytes from ``offset``, ``length`` of them (to the end if None; the
-    caller checked both), read whole into memory."""
+    caller checked both), of ``version_id`` if given, read whole into memory."""
     # The stored bytes, as ObjectFile and downloads return them: never decoded, and no
     # server is invited to compress on the fly.
     headers = {"Accept-Encoding": "identity"}
@@ -129,7 +134,13 @@ def get_object(
         headers["Range"] = format_range(offset, end)
         operation = f"get_object(offset={offset}, length={length})"
     resp = transport.request(
-        "GET", operation=operation, bucket=bucket, key=key, headers=headers, ok=(200, 206)
+        "GET",
+        operation=operation,
+        bucket=bucket,
+        key=key,
+        params=[("versionId", version_id)] if version_id else (),
+        headers=headers,
+        ok=(200, 206),
     )
     data = resp.content
     if resp.status == 200 and "Range" in headers:

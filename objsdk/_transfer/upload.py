@@ -39,7 +39,7 @@ from typing import IO, BinaryIO
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c, encode_crc32c
-from objsdk._core.headers import object_headers, stored_fields, upload_info
+from objsdk._core.headers import object_headers, upload_info
 from objsdk._core.parts import (
     Part,
     adaptive_upload_part_size,
@@ -86,9 +86,7 @@ def upload(
     progress: Progress | None = None,
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
     cut_memory: CutMemory | None = None,
-    cache_control: str | None = None,
-    content_encoding: str | None = None,
-    storage_class: str | None = None,
+    extra_headers: Mapping[str, str] | None = None,
 ) -> UploadInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
@@ -114,8 +112,8 @@ def upload(
     """
     check_bucket(bucket)
     check_key(key)
-    headers = object_headers(bucket, key, content_type, metadata)
-    headers.update(stored_fields(bucket, key, cache_control, content_encoding, storage_class))
+    # extra_headers (Cache-Control, storage class...) go with the PUT or the Create.
+    headers = {**object_headers(bucket, key, content_type, metadata), **(extra_headers or {})}
     if parallel is not None:
         check_count("parallel", parallel, 1, bucket, key)
     check_count("multipart_threshold", multipart_threshold, 0, bucket, key)

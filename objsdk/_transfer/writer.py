@@ -86,6 +86,7 @@ class ObjectWriter(io.BufferedIOBase):
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         check_bucket(bucket)
@@ -94,7 +95,10 @@ class ObjectWriter(io.BufferedIOBase):
         upload_part_size(None, part_size)
         check_count("parallel", parallel, 1, bucket, key)
         # Checked now, so bad metadata fails before any byte is written or sent.
-        self._headers = object_headers(bucket, key, content_type, metadata)
+        self._headers = {
+            **object_headers(bucket, key, content_type, metadata),
+            **(extra_headers or {}),  # Cache-Control, storage class...: with the PUT or Create
+        }
         self._transport: Transport = client.transport
         self.bucket = bucket
         self.key = key

@@ -74,24 +74,11 @@ class Runner:
             guessed, _ = mimetypes.guess_type(src.path)
             if guessed:
                 kwargs["content_type"] = guessed
-        o, c = self.opts, self.client
-        if o.cache_control or o.content_encoding or o.storage_class:
-            # Fields Client.upload does not take yet: the same upload, called below it.
-            from .._transfer.upload import upload
-
-            info = upload(
-                c.transport,
-                dst.bucket,
-                dst.key,
-                src.path,
-                cut_memory=getattr(c, "_cut_memory", None),
-                cache_control=o.cache_control,
-                content_encoding=o.content_encoding,
-                storage_class=o.storage_class,
-                **kwargs,
-            )
-        else:
-            info = c.upload(dst.bucket, dst.key, src.path, **kwargs)
+        o = self.opts
+        for name in ("cache_control", "content_encoding", "storage_class"):
+            if getattr(o, name):
+                kwargs[name] = getattr(o, name)
+        info = self.client.upload(dst.bucket, dst.key, src.path, **kwargs)
         return info.size or 0
 
     def _download(self, job: Job, src: RemotePath, dst: LocalPath) -> int:

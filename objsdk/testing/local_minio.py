@@ -53,10 +53,14 @@ class LocalMinio(LocalServer):
         secret_key: str | None = None,
         startup_timeout: float = 60.0,
         tls: bool = False,
+        kms_secret_key: str | None = None,
     ) -> None:
         super().__init__(binary=binary, host=host, port=port, startup_timeout=startup_timeout)
         #: Serve HTTPS with a throwaway self-signed CA (see :attr:`ca_bundle`).
         self.tls = tls
+        #: ``NAME:BASE64_32_BYTES``: MinIO's built-in KMS key (MINIO_KMS_SECRET_KEY), which
+        #: server-side encryption with SSE-S3 and SSE-KMS (key id NAME) needs.
+        self.kms_secret_key = kms_secret_key
         self.access_key = access_key or secrets.token_hex(10)
         self.secret_key = secret_key or secrets.token_hex(20)
         self._console_port: int | None = None
@@ -170,6 +174,8 @@ class LocalMinio(LocalServer):
             # Skips the checks for production deployments (root drive, ...).
             MINIO_CI_CD="1",
         )
+        if self.kms_secret_key:
+            env["MINIO_KMS_SECRET_KEY"] = self.kms_secret_key
         return env
 
     def _await_ready(self) -> None:

@@ -1,0 +1,282 @@
+"""Whole-object and ranged transfers of :class:`~objsdk.filesystem.ObjsdkFileSystem`:
+``cat_file``/``cat_ranges``, ``get_file``/``put_file``/``pipe_file``, server-side
+``cp_file``, and deletes (``rm``, batched). Every S3 error leaves as the OSError
+:mod:`objsdk.filesystem.oserrors` decides."""
+
+from __future__ import annotations
+
+import errno
+import mimetypes
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import fsspec  # type: ignore[import-untyped,unused-ignore]
+from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unused-ignore]
+
+from objsdk import errors
+from objsdk.filesystem.oserrors import as_oserror, translated
+
+if TYPE_CHECKING:
+    from objsdk import Client
+    from objsdk.filesystem.options import Settings
+
+__all__ = ["CAT_RANGES_PARALLEL", "MAX_COPY", "Transfers"]
+
+MAX_COPY = 5 << 30  # CopyObject's limit (S3 API reference); larger objects are streamed
+# Cat_ranges' ranges in flight when the storage options set no ``parallel``.
+CAT_RANGES_PARALLEL = 8
+
+
+class Transfers:
+    """The transfer methods (a base of ObjsdkFileSystem)."""
+
+    client: Client
+    settings: Settings
+    parallel: int | None
+
+    if TYPE_CHECKING:
+
+        def split_path(self, path: str) -> tuple[str, str, str | None]: ...
+        def exists(self, path: str, **kwargs: Any) -> bool: ...
+        def isdir(self, path: str) -> bool: ...
+        def expand_path(self, path: Any, recursive: bool = ..., maxdepth: Any = ...) -> Any: ...
+        def rmdir(self, path: str) -> None: ...
+        def _strip_protocol(self, path: Any) -> Any: ...
+        def _open(self, path: str, mode: str = ..., **kwargs: Any) -> Any: ...
+
+    def _upload_options(self, key: str, given: dict[str, Any]) -> dict[str, Any]:
+        """What every upload gets: parts in flight, a fixed part size when asked, what
+        the storage options and the call (``ContentType``, ``Metadata``... in boto3's
+        names, as s3fs takes them) say a write stores, and (as s3fs) a content type
+        guessed from the key's name unless one is given."""
+        from objsdk.filesystem.options import default_part_size, write_options
+
+        given = dict(given)
+        # s3fs's put_file/pipe_file keywords: part size and parts in flight.
+        chunksize, concurrency = given.pop("chunksize", None), given.pop("max_concurrency", None)
+        options: dict[str, Any] = {
+            "parallel": concurrency or self.parallel,
+            **self.settings.write,
+            **write_options(given, "put/pipe"),
+        }
+        if chunksize is not None:
+            options["part_size"] = chunksize
+        guessed = mimetypes.guess_type(key)[0]
+        if guessed and not options.get("content_type"):
+            options["content_type"] = guessed
+        part = default_part_size(self.settings)
+        if part is not None:
+            options.setdefault("part_size", part)
+        return options
+
+    def cat_file(
+        self,
+        path: str,
+        start: int | None = None,
+        end: int | None = None,
+        version_id: str | None = None,
+        **kwargs: Any,
+    ) -> bytes:
+        bucket, key, in_path = self.split_path(path)
+        version_id = version_id or in_path
+        try:
+            if (start is not None and start < 0) or (end is not None and end < 0):
+                size = self.client.head_object(bucket, key, version_id=version_id).size or 0
+                start = None if start is None else (start if start >= 0 else max(0, size + start))
+                end = None if end is None else (end if end >= 0 else max(0, size + end))
+            offset = start or 0
+            if end is not None and end <= offset:
+                # Still report a missing file.
+                self.client.head_object(bucket, key, version_id=version_id)
+                return b""
+            length = None if end is None else end - offset
+            return self.client.get_object(
+                bucket, key, offset=offset, length=length, version_id=version_id
+            )
+        except errors.InvalidRange:
+            return b""
+        except errors.S3Error as err:
+            raise as_oserror(err, path) from err
+
+    def cat_ranges(
+        self,
+        paths: list[str],
+        starts: Any,
+        ends: Any,
+        max_gap: int | None = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Fetch the byte ranges in parallel (one ranged GET each, ``parallel`` at once)."""
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        if not isinstance(starts, list):
+            starts = [starts] * len(paths)
+        if not isinstance(ends, list):
+            ends = [ends] * len(paths)
+        if len(starts) != len(paths) or len(ends) != len(paths):
+            raise ValueError("paths, starts and ends must have the same length")
+
+        def one(args: tuple[str, int | None, int | None]) -> Any:
+            try:
+                return self.cat_file(*args)
+            except Exception as e:
+                if on_error == "return":
+                    return e
+                raise
+
+        parallel = self.parallel or CAT_RANGES_PARALLEL
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(paths)))) as pool:
+            return list(pool.map(one, zip(paths, starts, ends, strict=True)))
+
+    def get_file(
+        self,
+        rpath: str,
+        lpath: Any,
+        callback: Any = DEFAULT_CALLBACK,
+        outfile: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        bucket, key, version_id = self.split_path(rpath)
+        if outfile is None and fsspec.utils.isfilelike(lpath):
+            outfile = lpath
+        if outfile is None and (not key or (version_id is None and self.isdir(rpath))):
+            os.makedirs(lpath, exist_ok=True)
+            return
+        if outfile is not None or version_id is not None:
+            # A file object, or a version (which the parallel download does not pin).
+            with self._open(rpath, "rb") as f:
+                callback.set_size(f.size)
+                own = outfile is None
+                out = open(lpath, "wb") if own else outfile  # noqa: SIM115
+                try:
+                    while chunk := f.read(1 << 20):
+                        out.write(chunk)
+                        callback.relative_update(len(chunk))
+                finally:
+                    if own:
+                        out.close()
+            return
+        parent = os.path.dirname(os.fspath(lpath))
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        with translated(rpath):
+            self.client.download(
+                bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
+            )
+
+    def pipe_file(
+        self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any
+    ) -> dict[str, Any]:
+        """Store ``value``; return the object's ``ETag`` and ``VersionId`` (as s3fs)."""
+        if mode == "create" and self.exists(path):
+            raise FileExistsError(errno.EEXIST, "the object exists", path)
+        bucket, key, version_id = self.split_path(path)
+        if version_id:
+            raise ValueError(f"a version cannot be written: {path!r}")
+        with translated(path):
+            info = self.client.upload(bucket, key, value, **self._upload_options(key, kwargs))
+        return {"ETag": info.etag, "VersionId": info.version_id}
+
+    def put_file(
+        self,
+        lpath: str,
+        rpath: str,
+        callback: Any = DEFAULT_CALLBACK,
+        mode: str = "overwrite",
+        **kwargs: Any,
+    ) -> None:
+        if mode == "create" and self.exists(rpath):
+            raise FileExistsError(errno.EEXIST, "the object exists", rpath)
+        if os.path.isdir(lpath):
+            return  # directories are implied by keys
+        bucket, key, version_id = self.split_path(rpath)
+        if not key:
+            raise IsADirectoryError(errno.EISDIR, "a bucket: give a key to upload to", rpath)
+        if version_id:
+            raise ValueError(f"a version cannot be written: {rpath!r}")
+        with translated(rpath):
+            self.client.upload(
+                bucket,
+                key,
+                os.fspath(lpath),
+                progress=_progress(callback),
+                **self._upload_options(key, kwargs),
+            )
+
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        b1, k1, version_id = self.split_path(path1)
+        b2, k2, _ = self.split_path(path2)
+        if not k1 or (version_id is None and self.isdir(path1)):
+            return  # directories are implied by keys
+        with translated(path1):
+            size = self.client.head_object(b1, k1, version_id=version_id).size or 0
+            if size <= MAX_COPY:
+                self.client.copy_object(b1, k1, b2, k2, version_id=version_id)
+                return
+            with self._open(path1, "rb") as r, self.client.open_write(b2, k2) as w:
+                while chunk := r.read(8 << 20):
+                    w.write(chunk)
+
+    def rm_file(self, path: str) -> None:
+        bucket, key, version_id = self.split_path(path)
+        if key:
+            with translated(path):
+                self.client.delete_object(bucket, key, version_id=version_id)
+
+    def _rm(self, path: str) -> None:
+        self.rm_file(path)
+
+    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> list[str]:
+        """Delete files (``delete_objects``, 1000 per request; a path naming a version
+        deletes that version); with ``recursive``, a bare bucket name also deletes the
+        bucket once it is empty. Returns the paths deleted (as s3fs)."""
+        paths = self.expand_path(path, recursive=recursive, maxdepth=maxdepth)
+        by_bucket: dict[str, list[str]] = {}
+        buckets: list[str] = []
+        parents = {p.rsplit("/", 1)[0] for p in paths if "/" in p}
+        if recursive:
+            parents |= {
+                self._strip_protocol(p) for p in (path if isinstance(path, list) else [path])
+            }
+        for p in paths:
+            bucket, key, version_id = self.split_path(p)
+            if version_id:
+                self.rm_file(p)
+            elif key:
+                by_bucket.setdefault(bucket, []).append(key)
+                if p in parents:  # a "directory": its marker object too, if any
+                    by_bucket[bucket].append(key + "/")
+            else:
+                buckets.append(bucket)
+        for bucket, keys in by_bucket.items():
+            with translated(bucket):
+                failed = self.client.delete_objects(bucket, keys)
+            if failed:
+                first = failed[0]
+                raise OSError(
+                    errno.EIO,
+                    f"could not delete {len(failed)} of {len(keys)} keys, e.g. "
+                    f"{first.key!r}: {first.code}",
+                    bucket,
+                )
+        for bucket in buckets:
+            self.rmdir(bucket)
+        # The objects (and buckets) deleted: not the "directories" above them.
+        return [p for p in paths if p not in parents or not self.split_path(p)[1]]
+
+
+def _progress(callback: Any) -> Callable[[int, Any], None]:
+    """An objsdk ``progress(done, total)`` reporting to an fsspec callback."""
+    sized = False
+
+    def report(done: int, total: Any) -> None:
+        nonlocal sized
+        if not sized and total is not None:
+            callback.set_size(total)
+            sized = True
+        callback.absolute_update(done)
+
+    return report
