@@ -174,7 +174,10 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
                 return  # the object ends at a block boundary: no end-of-archive blocks
             if len(header) < BLOCK:
                 raise ShardError(
-                    f"truncated tar header after member {last!r}", shard=shard, offset=pos
+                    f"truncated tar header after member {last!r}",
+                    shard=shard,
+                    member=last,
+                    offset=pos,
                 )
             if header.count(0) == BLOCK:
                 return  # end-of-archive block
