@@ -358,7 +358,7 @@ def test_state_dict_resumes_in_a_new_process_with_the_rest_of_the_epoch(
     # The shard being read when the state was saved is picked up at a member offset,
     # never again from byte 0.
     slot = state["slots"]["0/0"]
-    current = str(ds.shards[slot["plan"][slot["pos"]]])
+    current = str(ds.shards[slot["plan"][slot["pos"]][0]])  # [shard, first, samples]
     assert slot["offset"] > 0
     reads_of_current = [r for r in result["reads"] if r[0] == current]
     assert reads_of_current

@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from objsdk import Client
-from objsdk.errors import InvalidArgument
+from objsdk.errors import InvalidArgument, S3Error
 
 from .decode import Decoder, normalise_decoders
 from .errors import ShardError
+from .index import ShardIndex, index_from_spec, load_index
 from .reader import ShardRead, SlotReader
 from .shards import Shard, resolve_shards
 from .shared import SecretBox, SharedState, spawning
@@ -31,7 +32,7 @@ __all__ = ["OnError", "ShardDataset", "ShardRead"]
 log = logging.getLogger("objsdk.datasets")
 
 OnError = str | Callable[[ShardError], bool]
-STATE_VERSION = 1
+STATE_VERSION = 2
 DEFAULT_PART_SIZE = 4 << 20
 
 
@@ -72,9 +73,16 @@ class ShardDataset(_Base):
     ``RANK``/``WORLD_SIZE`` variables, else 0/1; the worker from ``worker``/
     ``num_workers``, else torch's ``get_worker_info()``, else 0/1.
 
-    ``even`` (``True`` = ``"wrap"``, ``"drop"`` or ``False``) gives every rank the same
-    number of shards; ``samples_per_rank`` makes every rank yield exactly that many
-    samples (stopping early or reading its shards again). ``on_error``: ``"raise"``,
+    ``index``: the sample index of the shards (see :mod:`objsdk.datasets.index`). By
+    default (None) it is looked for beside the shards; ``False`` does without, ``True``
+    requires it, a ``"bucket/key"`` or a :class:`ShardIndex` names it. With an index the
+    split is by sample: ``even`` (``True`` = ``"wrap"``: at most world size - 1 samples
+    read twice; ``"drop"``: at most that many unread; ``False``: counts differ by one)
+    gives every rank the same number of samples, and ``samples_per_rank`` is ignored.
+    Without one the split is by shard: ``even`` gives every rank the same number of
+    *shards*, ``samples_per_rank`` makes every rank yield exactly that many samples
+    (stopping early or reading its shards again), and a multi-rank job logs a warning
+    once. ``on_error``: ``"raise"``,
     ``"skip"`` (log, count in :attr:`skipped`, go on with the next shard) or a callable
     taking the :class:`ShardError` and returning True to skip.
 
@@ -83,8 +91,8 @@ class ShardDataset(_Base):
     (the default) is the client's adaptive read-ahead (one stream, then more parallel
     ``part_size`` parts while the rate keeps rising; each shard's ``stats.readahead`` in
     :attr:`reads` tells what it chose; once a shard has climbed to N parts, the shards a
-    worker opens after it start at N instead of climbing again); an int fixes the number
-    of parallel parts (0: one stream per shard).
+    worker opens after it start at the level the last shard ended at); an int fixes the
+    number of parallel parts (0: one stream per shard).
     """
 
     def __init__(
@@ -106,6 +114,7 @@ class ShardDataset(_Base):
         world_size: int | None = None,
         worker: int | None = None,
         num_workers: int | None = None,
+        index: ShardIndex | str | bool | None = None,
     ) -> None:
         if not isinstance(client, Client):
             raise InvalidArgument(f"client must be an objsdk.Client, got {type(client).__name__}")
@@ -132,6 +141,9 @@ class ShardDataset(_Base):
             raise InvalidArgument("give both worker and num_workers, or neither")
         self.client = client
         self.shards: list[Shard] = resolve_shards(client, shards)
+        #: the sample index in use (None: split by shard)
+        self.index: ShardIndex | None = _resolve_index(client, self.shards, index)
+        self._warned = False
         self.shuffle_shards = shuffle_shards
         self.shuffle_buffer = shuffle_buffer
         self.shuffle_initial = shuffle_buffer if shuffle_initial is None else shuffle_initial
@@ -309,6 +321,16 @@ class ShardDataset(_Base):
             )
         if _torch_worker() is not None:
             self._shared.worker_reads(self.epoch)
+        if self.index is None and slot.world_size > 1 and slot.key == "0/0" and not self._warned:
+            self._warned = True
+            log.warning(
+                "ShardDataset: %d ranks and no sample index beside the shards: the split "
+                "is by shard, so ranks whose shards hold different numbers of samples run "
+                "out at different steps and a collective (all_reduce) waits forever. "
+                "Index the shards once (objsdk index s3://bucket/prefix/, or "
+                "objsdk.datasets.build_index) to split by sample",
+                slot.world_size,
+            )
         reader = SlotReader(self, client, slot, pending)
         self._readers[slot.key] = reader
         return reader.samples()
@@ -322,6 +344,37 @@ class ShardDataset(_Base):
         worker = _torch_worker()
         self._shared.count_skip(None if worker is None else worker[0])
         log.warning("skipped: %s", error)
+
+
+def _resolve_index(
+    client: Client, shards: list[Shard], index: ShardIndex | str | bool | None
+) -> ShardIndex | None:
+    if index is False:
+        return None
+    if index is None or index is True:
+        try:
+            found = load_index(client, shards)
+        except S3Error as e:  # no access to an index is having none, unless one is required
+            if index is True:
+                raise
+            log.debug("no sample index: %s", e)
+            found = None
+        if found is None and index is True:
+            raise InvalidArgument(
+                f"index=True but no complete sample index beside the shards ({shards[0]}, "
+                "...): build one with objsdk index s3://bucket/prefix/"
+            )
+        return found
+    if isinstance(index, str):
+        index = index_from_spec(client, index)
+    if not isinstance(index, ShardIndex):
+        raise InvalidArgument(
+            f"index must be None, a bool, 'bucket/key' or a ShardIndex, got {index!r}"
+        )
+    missing = [str(s) for s in shards if str(s) not in index]
+    if missing:
+        raise InvalidArgument(f"the index lacks {len(missing)} shards, first {missing[0]}")
+    return index
 
 
 def _secret_box(client: Client) -> SecretBox | None:

@@ -15,9 +15,10 @@ from objsdk.errors import InvalidArgument
 
 from .decode import decoder_for
 from .errors import ShardError
+from .index import normal_etag
 from .shards import Shard
 from .shuffle import ShuffleBuffer, shuffled
-from .split import Slot, plan_shards, split_quota
+from .split import Segment, Slot, plan_samples, plan_shards, split_quota
 from .tar import RawSample, group_samples, iter_members
 
 if TYPE_CHECKING:
@@ -45,18 +46,12 @@ class SlotReader:
         self.client = client
         self.slot = slot
         self.epoch = ds.epoch
-        self.plan = plan_shards(
-            len(ds.shards),
-            slot,
-            seed=ds.seed,
-            epoch=ds.epoch,
-            shuffle=ds.shuffle_shards,
-            even=ds.even,
-        )
+        self.plan: list[Segment] = self._plan()
         self.quota = self._quota()
         self.rng = random.Random(f"objsdk-samples/{ds.seed}/{ds.epoch}/{slot.key}")
         self.pos = 0  # index into the plan (beyond it when a quota cycles the shards)
-        self.offset = 0  # byte offset of the next member header in the shard at pos
+        self.offset = self._start(0)  # byte offset of the next member header at pos
+        self.taken = 0  # samples the source took from the segment at pos
         self.yielded = 0
         self.buffer: ShuffleBuffer[tuple[RawSample, int]] = ShuffleBuffer(
             ds.shuffle_buffer, ds.shuffle_initial, self.rng
@@ -69,9 +64,40 @@ class SlotReader:
         if state is not None:
             self._restore(state)
 
+    def _plan(self) -> list[Segment]:
+        ds = self.ds
+        if ds.index is not None:
+            counts = [ds.index[str(s)].count for s in ds.shards]
+            return plan_samples(
+                counts,
+                self.slot,
+                seed=ds.seed,
+                epoch=ds.epoch,
+                shuffle=ds.shuffle_shards,
+                even=ds.even,
+            )
+        plan = plan_shards(
+            len(ds.shards),
+            self.slot,
+            seed=ds.seed,
+            epoch=ds.epoch,
+            shuffle=ds.shuffle_shards,
+            even=ds.even,
+        )
+        return [Segment(i) for i in plan]
+
+    def _start(self, pos: int) -> int:
+        """Byte offset where the segment at ``pos`` starts."""
+        if not self.plan:
+            return 0
+        seg = self.plan[pos % len(self.plan)]
+        if seg.first == 0 or self.ds.index is None:
+            return 0
+        return self.ds.index[str(self.ds.shards[seg.shard])].offsets[seg.first]
+
     def _quota(self) -> int | None:
         total = self.ds.samples_per_rank
-        if total is None:
+        if total is None or self.ds.index is not None:
             return None
         # Workers of this rank that have shards share the rank's quota.
         rank_shards = plan_shards(
@@ -95,21 +121,28 @@ class SlotReader:
             "epoch": self.epoch,
             "world_size": self.slot.world_size,
             "num_workers": self.slot.num_workers,
-            "plan": list(self.plan),
+            "plan": [list(seg) for seg in self.plan],
             "pos": self.pos,
             "offset": self.offset,
+            "taken": self.taken,
             "yielded": self.yielded,
             "rng": [version, list(internal), gauss],
             "buffer": [[pos, raw.offset] for raw, pos in self.buffer.items],
         }
 
     def _restore(self, state: Mapping[str, Any]) -> None:
-        plan = [int(i) for i in state["plan"]]
-        if any(not 0 <= i < len(self.ds.shards) for i in plan):
+        try:
+            plan = [
+                Segment(int(i), int(a), None if n is None else int(n)) for i, a, n in state["plan"]
+            ]
+        except (TypeError, ValueError):
+            raise InvalidArgument("state has a malformed plan") from None
+        if any(not 0 <= seg.shard < len(self.ds.shards) for seg in plan):
             raise InvalidArgument("state names shards this dataset does not have")
         self.plan = plan
         self.pos = int(state["pos"])
         self.offset = int(state["offset"])
+        self.taken = int(state.get("taken", 0))
         self.yielded = int(state["yielded"])
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
@@ -137,7 +170,7 @@ class SlotReader:
     # -- reading ---------------------------------------------------------------------------
 
     def _shard(self, pos: int) -> Shard:
-        return self.ds.shards[self.plan[pos % len(self.plan)]]
+        return self.ds.shards[self.plan[pos % len(self.plan)].shard]
 
     def _more(self) -> bool:
         if not self.plan:
@@ -166,17 +199,19 @@ class SlotReader:
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="objsdk-shard-prefetch")
-        f = self._open(self._shard(pos), 0)
+        start = self._start(pos)
+        f = self._open(self._shard(pos), start)
 
         def first_part() -> ObjectFile:
             try:
+                f.seek(start)
                 f.peek(1)
             except Exception:  # the reader meets (and reports) the same failure itself
                 f.close()
-                return self._open(self._shard(pos), 0)
+                return self._open(self._shard(pos), start)
             return f
 
-        self._prefetch = (pos, 0, self._pool.submit(first_part))
+        self._prefetch = (pos, start, self._pool.submit(first_part))
 
     def _take(self, pos: int, offset: int) -> ObjectFile:
         pending, self._prefetch = self._prefetch, None
@@ -194,21 +229,10 @@ class SlotReader:
         while self._more():
             pos, shard = self.pos, self._shard(self.pos)
             name = str(shard)
-            f = self._take(pos, self.offset)
-            try:
-                self._start_prefetch(pos + 1)
-                for raw in group_samples(iter_members(f, name, self.offset), name):
-                    self.offset = raw.end
-                    yield raw, pos
-            except ShardError as e:
-                self.ds._handle(e)
-            finally:
-                f.close()
-                if self.ds.readahead is None:
-                    # The level the last shard settled at: it follows the network both
-                    # ways (a level only ever raised stays high after a burst).
-                    self._learned = f.stats.readahead
-            self.pos, self.offset = pos + 1, 0
+            count = self.plan[pos % len(self.plan)].samples
+            if count is None or self.taken < count:
+                yield from self._segment(pos, shard, count)
+            self.pos, self.offset, self.taken = pos + 1, self._start(pos + 1), 0
             if self.quota is not None and self.pos - cycle_start >= len(self.plan):
                 if self.yielded == cycle_yield:
                     raise ShardError(
@@ -217,6 +241,45 @@ class SlotReader:
                         shard=name,
                     )
                 cycle_start, cycle_yield = self.pos, self.yielded
+
+    def _segment(
+        self, pos: int, shard: Shard, count: int | None
+    ) -> Generator[tuple[RawSample, int], None, None]:
+        """The rest of the segment at ``pos``: from ``offset``, ``count - taken`` samples
+        (or to the end of the shard)."""
+        name = str(shard)
+        f = self._take(pos, self.offset)
+        try:
+            self._start_prefetch(pos + 1)
+            for raw in group_samples(iter_members(f, name, self.offset), name):
+                self._check_version(f, shard)
+                self.offset = raw.end
+                self.taken += 1
+                yield raw, pos
+                if count is not None and self.taken >= count:
+                    break
+        except ShardError as e:
+            self.ds._handle(e)
+        finally:
+            f.close()
+            if self.ds.readahead is None:
+                # The level the last shard settled at: it follows the network both ways
+                # (a level only ever raised stayed high after one fast burst).
+                self._learned = f.stats.readahead
+
+    def _check_version(self, f: ObjectFile, shard: Shard) -> None:
+        """With an index, the shard read must be the version the index describes."""
+        index = self.ds.index
+        if index is None:
+            return
+        want = index[str(shard)].etag
+        got = normal_etag(f.etag)
+        if want is not None and got is not None and want != got:
+            raise ShardError(
+                f"shard changed since its index was built (ETag {got}, index {want}); "
+                "rebuild the index (objsdk index s3://bucket/prefix/)",
+                shard=str(shard),
+            )
 
     def samples(self) -> Iterator[dict[str, Any]]:
         source = self._source()
