@@ -118,7 +118,9 @@ def run_job(tmp_path, local_minio, spec, *, mode, world, workers, context):
 def test_mp_spawn_ranks_with_spawn_workers_split_the_data_instead_of_each_reading_all(
     tmp_path, local_minio, shards
 ):
-    ranks = run_job(tmp_path, local_minio, shards, mode="spawn", world=2, workers=2, context="spawn")
+    ranks = run_job(
+        tmp_path, local_minio, shards, mode="spawn", world=2, workers=2, context="spawn"
+    )
     for epoch in range(2):
         per_rank = [set(r[epoch]) for r in ranks]
         assert not per_rank[0] & per_rank[1]
