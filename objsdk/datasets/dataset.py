@@ -34,6 +34,9 @@ log = logging.getLogger("objsdk.datasets")
 OnError = str | Callable[[ShardError], bool]
 STATE_VERSION = 2
 DEFAULT_PART_SIZE = 4 << 20
+# How long a shard's stream may go without progress before the read fails: a training
+# job would rather wait out an outage of a minute or two than die.
+DEFAULT_MAX_STALL = 180.0
 
 
 def _torch_rank() -> tuple[int, int] | None:
@@ -93,6 +96,11 @@ class ShardDataset(_Base):
     :attr:`reads` tells what it chose; once a shard has climbed to N parts, the shards a
     worker opens after it start at the level the last shard ended at); an int fixes the
     number of parallel parts (0: one stream per shard).
+
+    ``max_stall``: seconds a shard's stream may go without progress, resuming, before
+    the read fails with a :class:`ShardError` (default :data:`DEFAULT_MAX_STALL`, 180 s,
+    which outlasts a one-minute outage); None falls back to the client's ``max_resume``
+    count (about 30 s).
     """
 
     def __init__(
@@ -115,6 +123,7 @@ class ShardDataset(_Base):
         worker: int | None = None,
         num_workers: int | None = None,
         index: ShardIndex | str | bool | None = None,
+        max_stall: float | None = DEFAULT_MAX_STALL,
     ) -> None:
         if not isinstance(client, Client):
             raise InvalidArgument(f"client must be an objsdk.Client, got {type(client).__name__}")
@@ -135,6 +144,8 @@ class ShardDataset(_Base):
             )
         if part_size < 1:
             raise InvalidArgument(f"part_size must be positive, got {part_size}")
+        if max_stall is not None and not max_stall > 0:
+            raise InvalidArgument(f"max_stall must be > 0 seconds or None, got {max_stall!r}")
         if (rank is None) != (world_size is None):
             raise InvalidArgument("give both rank and world_size, or neither")
         if (worker is None) != (num_workers is None):
@@ -154,6 +165,7 @@ class ShardDataset(_Base):
         self.samples_per_rank = samples_per_rank
         self.readahead = readahead
         self.part_size = part_size
+        self.max_stall = max_stall
         self._rank = None if rank is None or world_size is None else (rank, world_size)
         self._worker = None if worker is None or num_workers is None else (worker, num_workers)
         if self._rank is not None:

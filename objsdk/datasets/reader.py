@@ -188,6 +188,7 @@ class SlotReader:
             shard.key,
             readahead=0 if one_stream else readahead,
             part_size=self.ds.part_size,
+            max_stall=self.ds.max_stall,
         )
         self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
         return f
