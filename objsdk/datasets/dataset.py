@@ -37,6 +37,8 @@ DEFAULT_PART_SIZE = 4 << 20
 # How long a shard's stream may go without progress before the read fails: a training
 # job would rather wait out an outage of a minute or two than die.
 DEFAULT_MAX_STALL = 180.0
+# Connections to the endpoint a process's DataLoader workers read shards with, in all.
+DEFAULT_CONNECTIONS = 16
 
 
 def _torch_rank() -> tuple[int, int] | None:
@@ -94,8 +96,11 @@ class ShardDataset(_Base):
     (the default) is the client's adaptive read-ahead (one stream, then more parallel
     ``part_size`` parts while the rate keeps rising; each shard's ``stats.readahead`` in
     :attr:`reads` tells what it chose; once a shard has climbed to N parts, the shards a
-    worker opens after it start at the level the last shard ended at); an int fixes the
-    number of parallel parts (0: one stream per shard).
+    worker opens after it start at the level it ended at, and every fourth shard adapts
+    again, so the level comes down as well as up); an int fixes the number of parallel
+    parts (0: one stream per shard). ``connections`` (default 16) is the budget of
+    connections to the endpoint shared by the DataLoader workers of one process: each
+    worker's fixed or carried level is at most ``connections // num_workers``.
 
     ``max_stall``: seconds a shard's stream may go without progress, resuming, before
     the read fails with a :class:`ShardError` (default :data:`DEFAULT_MAX_STALL`, 180 s,
@@ -124,6 +129,7 @@ class ShardDataset(_Base):
         num_workers: int | None = None,
         index: ShardIndex | str | bool | None = None,
         max_stall: float | None = DEFAULT_MAX_STALL,
+        connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
         if not isinstance(client, Client):
             raise InvalidArgument(f"client must be an objsdk.Client, got {type(client).__name__}")
@@ -144,6 +150,8 @@ class ShardDataset(_Base):
             )
         if part_size < 1:
             raise InvalidArgument(f"part_size must be positive, got {part_size}")
+        if connections < 1:
+            raise InvalidArgument(f"connections must be >= 1, got {connections}")
         if max_stall is not None and not max_stall > 0:
             raise InvalidArgument(f"max_stall must be > 0 seconds or None, got {max_stall!r}")
         if (rank is None) != (world_size is None):
@@ -166,6 +174,7 @@ class ShardDataset(_Base):
         self.readahead = readahead
         self.part_size = part_size
         self.max_stall = max_stall
+        self.connections = connections
         self._rank = None if rank is None or world_size is None else (rank, world_size)
         self._worker = None if worker is None or num_workers is None else (worker, num_workers)
         if self._rank is not None:

@@ -24,7 +24,21 @@ from .tar import RawSample, group_samples, iter_members
 if TYPE_CHECKING:
     from .dataset import ShardDataset
 
-__all__ = ["ShardRead", "SlotReader"]
+__all__ = ["REPROBE_EVERY", "ShardRead", "SlotReader", "carried_level"]
+
+# Under readahead=None a worker reads its first shard, and every REPROBE_EVERY-th after
+# it, with the client's adaptive read-ahead; the shards between start at the level the
+# last adaptive one ended at. So the level follows the network down as well as up.
+REPROBE_EVERY = 4
+
+
+def carried_level(learned: int | None, opened: int, cap: int) -> int | None:
+    """The read-ahead for a worker's shard number ``opened`` (from 0) under
+    ``readahead=None``: None (adaptive) to probe, else the ``learned`` level within the
+    worker's share ``cap`` of the connection budget."""
+    if learned is None or opened % REPROBE_EVERY == 0:
+        return None
+    return min(learned, cap)
 
 
 @dataclass
@@ -60,7 +74,11 @@ class SlotReader:
         self._pool: ThreadPoolExecutor | None = None
         # With the adaptive default, the most parts a shard's reader climbed to: later
         # shards start there instead of climbing again from one stream each time.
-        self._learned = 0
+        self._learned: int | None = None
+        self._opened = 0  # shards opened for reading by this reader
+        self._probe: ObjectFile | None = None  # the last shard opened adaptive
+        # This worker's share of the process's connections to the endpoint.
+        self._cap = max(1, ds.connections // slot.num_workers)
         if state is not None:
             self._restore(state)
 
@@ -181,8 +199,11 @@ class SlotReader:
 
     def _open(self, shard: Shard, offset: int, *, one_stream: bool = False) -> ObjectFile:
         readahead = self.ds.readahead
-        if readahead is None and self._learned:
-            readahead = self._learned
+        if readahead is None and not one_stream:
+            readahead = carried_level(self._learned, self._opened, self._cap)
+            self._opened += 1
+        elif readahead is not None:
+            readahead = min(readahead, self._cap) if readahead else 0
         f = self.client.open(
             shard.bucket,
             shard.key,
@@ -190,6 +211,8 @@ class SlotReader:
             part_size=self.ds.part_size,
             max_stall=self.ds.max_stall,
         )
+        if readahead is None and not one_stream:
+            self._probe = f
         self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
         return f
 
@@ -263,9 +286,9 @@ class SlotReader:
             self.ds._handle(e)
         finally:
             f.close()
-            if self.ds.readahead is None:
-                # The level the last shard settled at: it follows the network both ways
-                # (a level only ever raised stayed high after one fast burst).
+            if f is self._probe:
+                # The level the last adaptive shard settled at: it follows the network
+                # both ways (a level only ever raised stayed high after one fast burst).
                 self._learned = f.stats.readahead
 
     def _check_version(self, f: ObjectFile, shard: Shard) -> None:
