@@ -165,21 +165,21 @@ def outcome(data: bytes) -> list[str] | ShardError:
 
 
 @pytest.mark.timeout(120)
-@settings(max_examples=400, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=4096))
 def test_arbitrary_bytes_give_samples_or_a_shard_error(data):
     outcome(data)
 
 
 @pytest.mark.timeout(120)
-@settings(max_examples=400, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(blocks())
 def test_tar_shaped_bytes_give_samples_or_a_shard_error(data):
     outcome(data)
 
 
 @pytest.mark.timeout(120)
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_any_corruption_of_a_real_shard_gives_samples_or_a_shard_error(data):
     shard = make_tar([(f"k{i}.txt", b"v" * (i * 300)) for i in range(4)])
