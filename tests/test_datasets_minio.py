@@ -412,15 +412,6 @@ def test_state_saved_with_other_worker_counts_is_refused(client, shard_bucket):
         iter(other)
 
 
-def test_torch_dataloader_workers_split_the_shards(client, shard_bucket):
-    torch_data = pytest.importorskip("torch.utils.data")
-    ds = ShardDataset(client, f"{shard_bucket}/train/shard-{{000..005}}.tar", even=False)
-    assert isinstance(ds, torch_data.IterableDataset)
-    loader = torch_data.DataLoader(ds, batch_size=None, num_workers=2)
-    keys = [s["__key__"] for s in loader]
-    assert sorted(keys) == sorted(expected_samples(6, PER_SHARD))
-
-
 def test_readahead_zero_reads_every_shard_with_one_request(client, shard_bucket):
     ds = ShardDataset(client, spec(shard_bucket), readahead=0)
     assert sum(1 for _ in ds) == N_SHARDS * PER_SHARD

@@ -120,6 +120,10 @@ def test_a_client_with_explicit_keys_works_in_workers_without_aws_variables(
     assert sorted(s["__key__"] for s in loader(ds, 2, context, False)) == all_keys()
 
 
+def test_under_torch_the_dataset_is_an_iterable_dataset(client, shards):
+    assert isinstance(ShardDataset(client, shards), torch.utils.data.IterableDataset)
+
+
 def test_samples_collate_into_batches(client, shards):
     ds = ShardDataset(client, shards, decode={"cls": int})
     dl = DataLoader(ds, batch_size=16, num_workers=2, collate_fn=None)
