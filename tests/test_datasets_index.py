@@ -251,3 +251,12 @@ def test_a_shard_changed_after_indexing_is_a_shard_error_naming_the_remedy(clien
     with pytest.raises(ShardError, match="objsdk index") as e:
         keys(ds)
     assert e.value.shard == f"{bucket}/u/shard-000.tar"
+
+
+def test_a_state_saved_splitting_by_shard_is_refused_by_an_indexed_dataset(client, uneven):
+    plain = ShardDataset(client, uneven, index=False)
+    next(iter(plain))
+    state = plain.state_dict()
+    build_index(client, uneven)
+    with pytest.raises(InvalidArgument, match="splitting by 'shard'"):
+        ShardDataset(client, uneven).load_state_dict(state)

@@ -301,8 +301,13 @@ class ShardDataset(_Base):
             "seed": self.seed,
             "epoch": self.epoch,
             "n_shards": len(self.shards),
+            "split": self._split,
             "slots": slots,
         }
+
+    @property
+    def _split(self) -> str:
+        return "shard" if self.index is None else "sample"
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next iteration of each (rank, worker) resumes
@@ -317,6 +322,12 @@ class ShardDataset(_Base):
             raise InvalidArgument(
                 f"state is for seed {state.get('seed')!r} and {state.get('n_shards')!r} "
                 f"shards; this dataset has seed {self.seed} and {len(self.shards)} shards"
+            )
+        if state.get("split") != self._split:
+            raise InvalidArgument(
+                f"state was saved splitting by {state.get('split')!r}; this dataset splits "
+                f"by {self._split!r} (it {'has no' if self.index is None else 'has a'} "
+                "sample index): give both the same index= to resume"
             )
         if not self._shared.explicit:
             self._shared.set_epoch(int(state["epoch"]), explicit=False)
