@@ -389,6 +389,12 @@ def test_pickled_dataset_carries_no_credentials_in_its_repr(client, shard_bucket
     assert isinstance(pickle.loads(pickle.dumps(ds)), ShardDataset)
 
 
+def test_a_pickled_dataset_holds_no_secret_even_with_explicit_keys(local_minio, shard_bucket):
+    client = Client(local_minio.endpoint, local_minio.access_key, local_minio.secret_key)
+    data = pickle.dumps(ShardDataset(client, spec(shard_bucket)))
+    assert local_minio.secret_key.encode() not in data
+
+
 def test_import_objsdk_does_not_import_the_datasets_or_numpy():
     code = "import sys, objsdk; print('objsdk.datasets' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
