@@ -12,7 +12,7 @@ DEMO_STAMP := $(DEMO_VENV)/.installed
 MIN_VENV := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed
 
-.PHONY: demo test test-min lint perf bench clean
+.PHONY: demo test test-min test-torch lint perf bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,7 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 	$(MAKE) test-min
+	$(MAKE) test-torch
 
 # The suite again on the minimum versions of requests, urllib3 and crc32c. Left out: the
 # end-to-end runs of the tools built on the client (the console script in subprocesses,
@@ -57,6 +58,11 @@ MIN_SKIP := --ignore=tests/test_cli.py --ignore=tests/test_filesystem_abstract.p
 test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -c "import requests, urllib3; print('minimum versions: requests', requests.__version__, 'urllib3', urllib3.__version__)"
 	$(MIN_VENV)/bin/python -m pytest -q $(MIN_SKIP)
+
+# tests/torch/ under real torch, in a venv of its own outside the clone (~/.cache/objsdk,
+# reused while the torch extra's requirements are unchanged): see tests/torch/torch_venv.py.
+test-torch: $(STAMP)
+	$(BIN)/python tests/torch/torch_venv.py -q tests/torch
 
 # The perf suite (network profiles, peers, plots): see docs/perf-suite.md.
 bench: $(STAMP)

@@ -330,15 +330,17 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
         verify: bool = True,
         readahead: int | None = None,
         part_size: int = DEFAULT_READAHEAD_PART_SIZE,
+        max_stall: float | None = None,
     ) -> ObjectFile:
         """A seekable, resumable binary file over the object (see :class:`ObjectFile`).
 
         Nothing is sent until the first read. With ``readahead=N``, N threads fetch the
         next ``part_size`` parts in parallel while you read (sequential reading only);
         ``0`` is one stream; ``None`` (the default) adapts to the network: parts ahead
-        are added while the rate keeps rising. Use it as a context manager.
+        are added while the rate keeps rising. Use it as a context manager. ``max_stall``:
+        seconds without progress a read survives (resuming), instead of ``max_resume``.
         """
-        return ObjectFile(
+        f = ObjectFile(
             self,
             bucket,
             key,
@@ -349,6 +351,9 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
             readahead=readahead,
             part_size=part_size,
         )
+        if max_stall is not None:  # read-ahead parts inherit it (RangeReader.window)
+            f._reader.max_stall = max_stall
+        return f
 
     def download(
         self,

@@ -9,6 +9,13 @@
                               read-ahead), and fixed at ``readahead=0`` (one stream per
                               shard) and ``readahead=6`` (6 parallel parts)
 
+With torch installed (run it with the torch venv's python, see docs/datasets.md), the same
+shards again through ``torch.utils.data.DataLoader`` with ``--loader-workers`` workers
+(default 2), samples/s with the CPU of the workers counted: ShardDataset at its defaults,
+``readahead=0`` and ``readahead=6``; ``webdataset.WebDataset`` over ``pipe:curl``; and AWS's
+``s3torchconnector`` ``S3IterableDataset`` with webdataset's tar expander, if it is
+installed (``pip install s3torchconnector``; it takes a custom endpoint).
+
 Then the network profile: a Toxiproxy in front of MinIO adds ``--latency-ms`` to every
 response and caps every connection at ``--bandwidth-mbs`` MB/s (toxics are per connection,
 as a remote store's per-stream limits are); ``--net-shards`` shards of the same set are read
@@ -16,11 +23,16 @@ through it by webdataset and by ShardDataset.
 
     python perf/bench_datasets.py [--shards 20] [--samples 500] [--sample-kib 100]
         [--runs 5] [--net-shards 4] [--latency-ms 25] [--bandwidth-mbs 25] [--json out.json]
+        [--loader-workers 2] [--quick]
+
+``--quick``: 4 shards x 40 samples of 16 KiB, one run, 2 network shards: checks that the
+script runs, measures nothing.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shlex
 import shutil
 import tarfile
@@ -29,7 +41,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import Result, ensure_bucket, interleave, parser, report, server, write_json
+from common import (
+    Result,
+    ensure_bucket,
+    interleave,
+    parser,
+    report,
+    server,
+    verdict,
+    write_json,
+)
 
 from objsdk import Client
 from objsdk.datasets import ShardDataset
@@ -117,6 +138,104 @@ def read_objsdk(client: Client, specs: list[str], name: str, **options: Any) -> 
     return nbytes, count
 
 
+def children_cpu() -> float:
+    """CPU seconds of this process's finished children (DataLoader workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+#: variant name -> CPU seconds of its DataLoader workers, per run
+WORKER_CPU: dict[str, list[float]] = {}
+
+
+def in_loader(name: str, dataset: Any, workers: int) -> tuple[int, int]:
+    """Samples of ``dataset`` through a DataLoader with ``workers`` workers."""
+    from torch.utils.data import DataLoader
+
+    nbytes = count = 0
+    before = children_cpu()
+    for sample in DataLoader(dataset, batch_size=None, num_workers=workers):
+        nbytes += payload(sample)
+        count += 1
+    WORKER_CPU.setdefault(name, []).append(children_cpu() - before)
+    return nbytes, count
+
+
+def webdataset_loader(urls: list[str], workers: int) -> tuple[int, int]:
+    import webdataset as wds
+
+    ds = wds.WebDataset(urls, shardshuffle=False, empty_check=False, nodesplitter=None)
+    return in_loader("webdataset (pipe:curl)", ds, workers)
+
+
+def s3torchconnector_dataset(endpoint: str, keys: list[str]) -> Any:
+    """``S3IterableDataset`` over the shards, tar-expanded and grouped by webdataset (the
+    way s3torchconnector's own examples read shards), or the reason it cannot run."""
+    import webdataset as wds
+    from s3torchconnector import S3ClientConfig, S3IterableDataset
+
+    uris = [f"s3://{BUCKET}/{k}" for k in keys]
+
+    def as_stream(reader: Any) -> dict[str, Any]:
+        return {"url": reader.key, "stream": reader}
+
+    ds = S3IterableDataset.from_objects(
+        uris,
+        region="us-east-1",
+        endpoint=endpoint,
+        transform=as_stream,
+        s3client_config=S3ClientConfig(force_path_style=True),
+    )
+    return wds.DataPipeline(ds, wds.tarfile_to_samples())
+
+
+def loader_section(
+    client: Client, srv: Any, specs: list[str], keys: list[str], args: Any
+) -> dict[str, object]:
+    workers = args.loader_workers
+    urls = curl_urls(client, keys)
+    variants: dict[str, Callable[[], tuple[int, int]]] = {
+        "webdataset (pipe:curl)": lambda: webdataset_loader(urls, workers),
+    }
+    for name, options in (
+        ("objsdk ShardDataset", {}),
+        ("objsdk ShardDataset readahead=0", {"readahead": 0}),
+        ("objsdk ShardDataset readahead=6", {"readahead": 6}),
+    ):
+        variants[name] = lambda o=options, n=name: in_loader(  # type: ignore[misc]
+            n, ShardDataset(client, specs, shuffle_shards=False, **o), workers
+        )
+    try:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", srv.access_key)
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", srv.secret_key)
+        s3t = s3torchconnector_dataset(client.endpoint.url, keys)
+        variants["s3torchconnector"] = lambda: in_loader("s3torchconnector", s3t, workers)
+    except Exception as e:  # not installed, or refuses this endpoint: say so, go on
+        print(f"s3torchconnector: not measured ({type(e).__name__}: {e})")
+    results, counts = run(variants, args.runs)
+    section = report(
+        f"DataLoader, {workers} workers, local MinIO",
+        results,
+        "webdataset (pipe:curl)",
+        targets={"objsdk ShardDataset": ("webdataset (pipe:curl)", 1.5)},
+    )
+    more = [("objsdk ShardDataset readahead=0", 0.95)]
+    if "s3torchconnector" in results:
+        more.append(("s3torchconnector", 1.2))
+    section["targets"] = [
+        *section["targets"],  # type: ignore[misc]
+        *(verdict(results, "objsdk ShardDataset", b, m) for b, m in more),
+    ]
+    section["samples_per_s"] = samples_line(results, counts)
+    section["worker_cpu_s"] = {}
+    for name, cpu in WORKER_CPU.items():
+        median = sorted(cpu)[len(cpu) // 2]
+        print(f"  {name:<32} worker cpu s {median:8.3f} (median of {len(cpu)}, warm-up included)")
+        section["worker_cpu_s"][name] = round(median, 3)  # type: ignore[index]
+    WORKER_CPU.clear()
+    return section
+
+
 def levels_line(section: dict[str, object]) -> None:
     """Print (and keep in ``section``) the read-ahead each ShardDataset variant's shards
     ended at, as ``{level: shards}``."""
@@ -170,7 +289,11 @@ def main() -> None:
     p.add_argument("--latency-ms", type=int, default=25)
     p.add_argument("--bandwidth-mbs", type=int, default=25)
     p.add_argument("--skip-network", action="store_true")
+    p.add_argument("--loader-workers", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="a tiny run: does the script work")
     args = p.parse_args()
+    if args.quick:
+        args.shards, args.samples, args.sample_kib, args.runs, args.net_shards = 4, 40, 16, 1, 2
     tmp = Path(tempfile.mkdtemp(prefix="objsdk-perf-shards-", dir=SHM))
     sections = []
     try:
@@ -228,6 +351,12 @@ def main() -> None:
             section["samples_per_s"] = samples_line(results, counts)
             levels_line(section)
             sections.append(section)
+            try:
+                import torch  # noqa: F401
+            except ImportError:
+                print("\ntorch is not installed: no DataLoader section (docs/datasets.md)")
+            else:
+                sections.append(loader_section(client, srv, specs, keys, args))
             if not args.skip_network:
                 sections.append(network(srv, keys[: args.net_shards], args))
         write_json(args.json, sections)

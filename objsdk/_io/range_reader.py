@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -187,6 +188,7 @@ class RangeReader:
         cancel: threading.Event | None = None,
         stats: ReadStats | None = None,
         strict_range: bool = False,
+        max_stall: float | None = None,
     ) -> None:
         self.transport = transport
         self.bucket = bucket
@@ -208,6 +210,8 @@ class RangeReader:
         self._policy = resume_policy(max_resume)
         self._retry = self._policy
         self._opened_once = False
+        self.max_stall = max_stall
+        self._stalled_since: float | None = None
 
     def window(
         self,
@@ -233,7 +237,23 @@ class RangeReader:
             cancel=cancel,
             stats=stats,
             strict_range=strict_range,
+            max_stall=self.max_stall,
         )
+
+    @property
+    def max_stall(self) -> float | None:
+        """A budget in time instead of ``max_resume``: seconds a read may go without
+        progress (resumes go on, the backoff capped, until then). None: by count."""
+        return self._max_stall
+
+    @max_stall.setter
+    def max_stall(self, seconds: float | None) -> None:
+        if seconds is not None and not seconds > 0:
+            raise errors.InvalidArgument(
+                f"max_stall must be > 0 seconds or None, got {seconds!r} "
+                f"(bucket {self.bucket!r}, key {self.key!r})"
+            )
+        self._max_stall = seconds
 
     # -- position ----------------------------------------------------------------------
 
@@ -328,6 +348,7 @@ class RangeReader:
             if stream.pos > self.pos:
                 self.pos = stream.pos
                 self._retry = self._policy  # progress forgives earlier failures
+                self._stalled_since = None
             if stream.done:
                 self.drop()  # read whole: the connection goes back to the pool
             return result
@@ -458,6 +479,9 @@ class RangeReader:
             raise errors.Cancelled(
                 f"read cancelled (bucket {self.bucket!r}, key {self.key!r}, offset {self.pos})"
             ) from cause
+        if self.max_stall is not None:
+            self._resume_in_time(cause)
+            return
         policy = after_failure(self._retry, cause)
         if policy is None:
             raise errors.ResumeLimitError(
@@ -477,6 +501,35 @@ class RangeReader:
             _describe(cause),
         )
         self._retry.sleep()
+
+    def _resume_in_time(self, cause: Exception) -> None:
+        """``max_stall``: resume until that long has passed without progress."""
+        assert self.max_stall is not None
+        now = time.monotonic()
+        if self._stalled_since is None:
+            self._stalled_since = now
+        left = self._stalled_since + self.max_stall - now
+        if left <= 0:
+            raise errors.ResumeLimitError(
+                f"no progress for {self.max_stall:g} s (max_stall) after "
+                f"{self.stats.resumes} resumes (last: {_describe(cause)})",
+                bucket=self.bucket,
+                key=self.key,
+                offset=self.pos,
+            ) from cause
+        # The backoff grows as by count, then stays at its cap (5 s) once the count
+        # would have run out; it never sleeps past the budget.
+        self._retry = after_failure(self._retry, cause) or self._retry
+        self.stats.resumes += 1
+        log.warning(
+            "resuming read of bucket %r key %r at offset %d after %s (%.0f s of max_stall left)",
+            self.bucket,
+            self.key,
+            self.pos,
+            _describe(cause),
+            left,
+        )
+        time.sleep(min(self._retry.get_backoff_time(), left))
 
     def _changed(self, why: str, offset: int) -> errors.ObjectChangedError:
         self.drop()

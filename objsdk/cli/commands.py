@@ -429,6 +429,12 @@ def cmd_bench(ctx: Context, args: argparse.Namespace) -> int:
     return int(main(argv))
 
 
+def cmd_index(ctx: Context, args: argparse.Namespace) -> int:
+    from objsdk.datasets.index import index_command
+
+    return index_command(ctx.client(), args.path, parallel=args.jobs, note=ctx.out.note)
+
+
 COMMANDS: dict[str, Callable[[Context, argparse.Namespace], int]] = {
     "ls": cmd_ls,
     "mb": cmd_mb,
@@ -442,4 +448,5 @@ COMMANDS: dict[str, Callable[[Context, argparse.Namespace], int]] = {
     "presign": cmd_presign,
     "extract": cmd_extract,
     "bench": cmd_bench,
+    "index": cmd_index,
 }

@@ -321,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", help="local directory")
     p.add_argument("--readahead", type=_non_negative, default=2, help="parts fetched ahead")
 
+    p = add("index", "index tar shards by sample for ShardDataset (see docs/datasets.md)")
+    p.add_argument("path", help="s3://bucket/prefix/ or a shard pattern")
+    p.add_argument("--jobs", type=_positive, default=8, help="shards read at once")
+
     add(
         "bench",
         "run the performance suite's quick mode against the endpoint; further arguments "

@@ -5,22 +5,19 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import pickle
-import random
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from objsdk import Client, ObjectFile, ReadStats
-from objsdk.errors import InvalidArgument
+from objsdk import Client
+from objsdk.errors import InvalidArgument, S3Error
 
-from .decode import Decoder, decoder_for, normalise_decoders
+from .decode import Decoder, normalise_decoders
 from .errors import ShardError
+from .index import ShardIndex, index_from_spec, load_index
+from .reader import ShardRead, SlotReader
 from .shards import Shard, resolve_shards
-from .shuffle import ShuffleBuffer, shuffled
-from .split import Slot, normalise_even, plan_shards, rank_from_env, split_quota
-from .tar import RawSample, group_samples, iter_members
+from .shared import SecretBox, SharedState, spawning
+from .split import Slot, normalise_even, rank_from_env
 
 if TYPE_CHECKING:
     _Base = object
@@ -35,17 +32,13 @@ __all__ = ["OnError", "ShardDataset", "ShardRead"]
 log = logging.getLogger("objsdk.datasets")
 
 OnError = str | Callable[[ShardError], bool]
-STATE_VERSION = 1
+STATE_VERSION = 2
 DEFAULT_PART_SIZE = 4 << 20
-
-
-@dataclass
-class ShardRead:
-    """One pass of a reader over a shard: where it started and what it cost."""
-
-    shard: str
-    offset: int
-    stats: ReadStats
+# How long a shard's stream may go without progress before the read fails: a training
+# job would rather wait out an outage of a minute or two than die.
+DEFAULT_MAX_STALL = 180.0
+# Connections to the endpoint a process's DataLoader workers read shards with, in all.
+DEFAULT_CONNECTIONS = 16
 
 
 def _torch_rank() -> tuple[int, int] | None:
@@ -85,9 +78,16 @@ class ShardDataset(_Base):
     ``RANK``/``WORLD_SIZE`` variables, else 0/1; the worker from ``worker``/
     ``num_workers``, else torch's ``get_worker_info()``, else 0/1.
 
-    ``even`` (``True`` = ``"wrap"``, ``"drop"`` or ``False``) gives every rank the same
-    number of shards; ``samples_per_rank`` makes every rank yield exactly that many
-    samples (stopping early or reading its shards again). ``on_error``: ``"raise"``,
+    ``index``: the sample index of the shards (see :mod:`objsdk.datasets.index`). By
+    default (None) it is looked for beside the shards; ``False`` does without, ``True``
+    requires it, a ``"bucket/key"`` or a :class:`ShardIndex` names it. With an index the
+    split is by sample: ``even`` (``True`` = ``"wrap"``: at most world size - 1 samples
+    read twice; ``"drop"``: at most that many unread; ``False``: counts differ by one)
+    gives every rank the same number of samples, and ``samples_per_rank`` is ignored.
+    Without one the split is by shard: ``even`` gives every rank the same number of
+    *shards*, ``samples_per_rank`` makes every rank yield exactly that many samples
+    (stopping early or reading its shards again), and a multi-rank job logs a warning
+    once. ``on_error``: ``"raise"``,
     ``"skip"`` (log, count in :attr:`skipped`, go on with the next shard) or a callable
     taking the :class:`ShardError` and returning True to skip.
 
@@ -96,8 +96,16 @@ class ShardDataset(_Base):
     (the default) is the client's adaptive read-ahead (one stream, then more parallel
     ``part_size`` parts while the rate keeps rising; each shard's ``stats.readahead`` in
     :attr:`reads` tells what it chose; once a shard has climbed to N parts, the shards a
-    worker opens after it start at N instead of climbing again); an int fixes the number
-    of parallel parts (0: one stream per shard).
+    worker opens after it start at the level it ended at, and every fourth shard adapts
+    again, so the level comes down as well as up); an int fixes the number of parallel
+    parts (0: one stream per shard). ``connections`` (default 16) is the budget of
+    connections to the endpoint shared by the DataLoader workers of one process: each
+    worker's fixed or carried level is at most ``connections // num_workers``.
+
+    ``max_stall``: seconds a shard's stream may go without progress, resuming, before
+    the read fails with a :class:`ShardError` (default :data:`DEFAULT_MAX_STALL`, 180 s,
+    which outlasts a one-minute outage); None falls back to the client's ``max_resume``
+    count (about 30 s).
     """
 
     def __init__(
@@ -119,6 +127,9 @@ class ShardDataset(_Base):
         world_size: int | None = None,
         worker: int | None = None,
         num_workers: int | None = None,
+        index: ShardIndex | str | bool | None = None,
+        max_stall: float | None = DEFAULT_MAX_STALL,
+        connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
         if not isinstance(client, Client):
             raise InvalidArgument(f"client must be an objsdk.Client, got {type(client).__name__}")
@@ -139,12 +150,19 @@ class ShardDataset(_Base):
             )
         if part_size < 1:
             raise InvalidArgument(f"part_size must be positive, got {part_size}")
+        if connections < 1:
+            raise InvalidArgument(f"connections must be >= 1, got {connections}")
+        if max_stall is not None and not max_stall > 0:
+            raise InvalidArgument(f"max_stall must be > 0 seconds or None, got {max_stall!r}")
         if (rank is None) != (world_size is None):
             raise InvalidArgument("give both rank and world_size, or neither")
         if (worker is None) != (num_workers is None):
             raise InvalidArgument("give both worker and num_workers, or neither")
         self.client = client
         self.shards: list[Shard] = resolve_shards(client, shards)
+        #: the sample index in use (None: split by shard)
+        self.index: ShardIndex | None = _resolve_index(client, self.shards, index)
+        self._warned = False
         self.shuffle_shards = shuffle_shards
         self.shuffle_buffer = shuffle_buffer
         self.shuffle_initial = shuffle_buffer if shuffle_initial is None else shuffle_initial
@@ -155,19 +173,24 @@ class ShardDataset(_Base):
         self.samples_per_rank = samples_per_rank
         self.readahead = readahead
         self.part_size = part_size
+        self.max_stall = max_stall
+        self.connections = connections
         self._rank = None if rank is None or world_size is None else (rank, world_size)
         self._worker = None if worker is None or num_workers is None else (worker, num_workers)
         if self._rank is not None:
             Slot(rank=self._rank[0], world_size=self._rank[1])
         if self._worker is not None:
             Slot(worker=self._worker[0], num_workers=self._worker[1])
-        self.epoch = 0
-        #: shard errors skipped in this process (``on_error="skip"`` or a callable)
-        self.skipped = 0
+        self._shared = SharedState()
+        # (rank, world size) of the process that owns the dataset, carried into workers.
+        self._rank_owner: tuple[int, int] | None = None
+        # Made now, not while a worker is being started: the pickler that starts it
+        # knows only the shared-memory types that existed when it was created.
+        self._secret_box = _secret_box(client)
         #: recent passes over shards in this process, with the reader's statistics
         self.reads: collections.deque[ShardRead] = collections.deque(maxlen=4096)
         self._pending: dict[str, dict[str, Any]] = {}
-        self._readers: dict[str, _SlotReader] = {}
+        self._readers: dict[str, SlotReader] = {}
         self._pid = os.getpid()
 
     def __repr__(self) -> str:
@@ -178,23 +201,51 @@ class ShardDataset(_Base):
 
     # -- processes -----------------------------------------------------------------------
 
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration reads (shared with DataLoader workers)."""
+        return self._shared.epoch
+
+    @property
+    def skipped(self) -> int:
+        """Shard errors skipped (``on_error="skip"`` or a callable) in this process and
+        in the DataLoader workers reading this dataset."""
+        return self._shared.skipped
+
     def __getstate__(self) -> dict[str, Any]:
         # Loaded state travels to worker processes; the progress of iterators that ran
         # here does not (each process reads its own slot from its own start).
         state = dict(self.__dict__)
         state["_readers"] = {}
         state["reads"] = collections.deque(maxlen=4096)
+        if _torch_worker() is None:
+            # Rank and world size are worked out here, in the process that owns the
+            # dataset: a spawned worker has no process group to ask.
+            state["_rank_owner"] = _torch_rank() or self._rank or self._rank_owner
+        if spawning() and self._secret_box is not None:
+            # A worker being started: its client gets the secret through shared memory,
+            # never through the pickle (see SecretBox).
+            state["client"] = None
+            state["_client_config"] = self.client.__getstate__()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        config = state.pop("_client_config", None)
         self.__dict__.update(state)
+        if config is not None:
+            box = self._secret_box
+            config["secret_key"], config["session_token"] = (
+                box.open() if box is not None else (None, None)
+            )
+            self.client = _client_from(config)
         self._pid = os.getpid()
 
     def _own_client(self) -> Client:
         """The client, rebuilt once in every new process: a forked child must not use
-        the connections it inherited."""
+        the connections it inherited. Its credentials come along (a forked child holds
+        them in memory already)."""
         if os.getpid() != self._pid:
-            self.client = pickle.loads(pickle.dumps(self.client))
+            self.client = _client_from(dict(self.client._config))
             self._readers = {}
             self._pid = os.getpid()
         return self.client
@@ -206,7 +257,9 @@ class ShardDataset(_Base):
 
     def slot(self) -> Slot:
         """The (rank, worker) this process reads as, right now."""
-        rank = _torch_rank() or self._rank or rank_from_env()
+        # Never guessed in a worker: a spawned one has no process group, so it uses what
+        # the process owning the dataset worked out (carried in by the pickle).
+        rank = _torch_rank() or self._rank or self._rank_owner or rank_from_env()
         worker = self._worker or _torch_worker() or (0, 1)
         return Slot(rank=rank[0], world_size=rank[1], worker=worker[0], num_workers=worker[1])
 
@@ -216,12 +269,29 @@ class ShardDataset(_Base):
         """Use the shard order and shuffle of ``epoch`` (derived from ``(seed, epoch)``)."""
         if epoch < 0:
             raise InvalidArgument(f"epoch must be >= 0, got {epoch}")
-        self.epoch = epoch
+        self._shared.set_epoch(epoch, explicit=True)
 
     def state_dict(self) -> dict[str, Any]:
         """Where every (rank, worker) that read in this process stands, plus what was
         loaded for the others: shard order, shard, byte offset of the next tar member,
-        and the shuffle buffer (as offsets) and its random state. Plain Python data."""
+        and the shuffle buffer (as offsets) and its random state. Plain Python data.
+
+        Raises :class:`~objsdk.errors.InvalidArgument` in a process whose DataLoader
+        workers read this epoch: their progress is not visible here, and a state without
+        it would replay the epoch (use torchdata's ``StatefulDataLoader``, which asks
+        every worker)."""
+        if (
+            _torch_worker() is None
+            and self._shared.workers_read(self.epoch)
+            and not any(r.epoch == self.epoch for r in self._readers.values())
+        ):
+            raise InvalidArgument(
+                f"ShardDataset.state_dict(): DataLoader workers read epoch {self.epoch} "
+                "of this dataset and this process cannot see where they stand; loading "
+                "this state would replay the epoch. Take the state through torchdata's "
+                "StatefulDataLoader (it asks every worker), or at an epoch boundary call "
+                "set_epoch() instead of saving a state"
+            )
         slots = {k: v for k, v in self._pending.items() if v.get("epoch") == self.epoch}
         for key, reader in self._readers.items():
             if reader.epoch == self.epoch:
@@ -231,13 +301,21 @@ class ShardDataset(_Base):
             "seed": self.seed,
             "epoch": self.epoch,
             "n_shards": len(self.shards),
+            "split": self._split,
             "slots": slots,
         }
+
+    @property
+    def _split(self) -> str:
+        return "shard" if self.index is None else "sample"
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next iteration of each (rank, worker) resumes
         where that one stood (several processes' state dicts may be merged by updating
-        ``"slots"``)."""
+        ``"slots"``). The state's epoch becomes this dataset's, unless :meth:`set_epoch`
+        chose one: then that epoch wins, and slots saved in another epoch are ignored
+        (a state saved at the end of epoch 0 and ``set_epoch(1)`` read all of epoch 1,
+        in whichever order the two calls come)."""
         if state.get("version") != STATE_VERSION:
             raise InvalidArgument(f"unknown state version {state.get('version')!r}")
         if state.get("seed") != self.seed or state.get("n_shards") != len(self.shards):
@@ -245,7 +323,14 @@ class ShardDataset(_Base):
                 f"state is for seed {state.get('seed')!r} and {state.get('n_shards')!r} "
                 f"shards; this dataset has seed {self.seed} and {len(self.shards)} shards"
             )
-        self.epoch = int(state["epoch"])
+        if state.get("split") != self._split:
+            raise InvalidArgument(
+                f"state was saved splitting by {state.get('split')!r}; this dataset splits "
+                f"by {self._split!r} (it {'has no' if self.index is None else 'has a'} "
+                "sample index): give both the same index= to resume"
+            )
+        if not self._shared.explicit:
+            self._shared.set_epoch(int(state["epoch"]), explicit=False)
         self._pending = {str(k): dict(v) for k, v in state["slots"].items()}
         self._readers = {}
 
@@ -266,7 +351,19 @@ class ShardDataset(_Base):
                 f"{pending.get('world_size')} and num_workers={pending.get('num_workers')}; "
                 f"this process reads with {slot.world_size} and {slot.num_workers}"
             )
-        reader = _SlotReader(self, client, slot, pending)
+        if _torch_worker() is not None:
+            self._shared.worker_reads(self.epoch)
+        if self.index is None and slot.world_size > 1 and slot.key == "0/0" and not self._warned:
+            self._warned = True
+            log.warning(
+                "ShardDataset: %d ranks and no sample index beside the shards: the split "
+                "is by shard, so ranks whose shards hold different numbers of samples run "
+                "out at different steps and a collective (all_reduce) waits forever. "
+                "Index the shards once (objsdk index s3://bucket/prefix/, or "
+                "objsdk.datasets.build_index) to split by sample",
+                slot.world_size,
+            )
+        reader = SlotReader(self, client, slot, pending)
         self._readers[slot.key] = reader
         return reader.samples()
 
@@ -276,232 +373,52 @@ class ShardDataset(_Base):
             raise error
         if callable(self.on_error) and not self.on_error(error):
             raise error
-        self.skipped += 1
+        worker = _torch_worker()
+        self._shared.count_skip(None if worker is None else worker[0])
         log.warning("skipped: %s", error)
 
 
-class _SlotReader:
-    """One (rank, worker)'s pass over its shards in one epoch."""
-
-    def __init__(
-        self, ds: ShardDataset, client: Client, slot: Slot, state: dict[str, Any] | None
-    ) -> None:
-        self.ds = ds
-        self.client = client
-        self.slot = slot
-        self.epoch = ds.epoch
-        self.plan = plan_shards(
-            len(ds.shards),
-            slot,
-            seed=ds.seed,
-            epoch=ds.epoch,
-            shuffle=ds.shuffle_shards,
-            even=ds.even,
-        )
-        self.quota = self._quota()
-        self.rng = random.Random(f"objsdk-samples/{ds.seed}/{ds.epoch}/{slot.key}")
-        self.pos = 0  # index into the plan (beyond it when a quota cycles the shards)
-        self.offset = 0  # byte offset of the next member header in the shard at pos
-        self.yielded = 0
-        self.buffer: ShuffleBuffer[tuple[RawSample, int]] = ShuffleBuffer(
-            ds.shuffle_buffer, ds.shuffle_initial, self.rng
-        )
-        self._prefetch: tuple[int, int, Future[ObjectFile]] | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        # With the adaptive default, the most parts a shard's reader climbed to: later
-        # shards start there instead of climbing again from one stream each time.
-        self._learned = 0
-        if state is not None:
-            self._restore(state)
-
-    def _quota(self) -> int | None:
-        total = self.ds.samples_per_rank
-        if total is None:
-            return None
-        # Workers of this rank that have shards share the rank's quota.
-        rank_shards = plan_shards(
-            len(self.ds.shards),
-            Slot(rank=self.slot.rank, world_size=self.slot.world_size),
-            seed=self.ds.seed,
-            epoch=self.ds.epoch,
-            shuffle=self.ds.shuffle_shards,
-            even=self.ds.even,
-        )
-        active = min(self.slot.num_workers, len(rank_shards))
-        if self.slot.worker >= active:
-            return 0
-        return split_quota(total, active, self.slot.worker)
-
-    # -- state -----------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        version, internal, gauss = self.rng.getstate()
-        return {
-            "epoch": self.epoch,
-            "world_size": self.slot.world_size,
-            "num_workers": self.slot.num_workers,
-            "plan": list(self.plan),
-            "pos": self.pos,
-            "offset": self.offset,
-            "yielded": self.yielded,
-            "rng": [version, list(internal), gauss],
-            "buffer": [[pos, raw.offset] for raw, pos in self.buffer.items],
-        }
-
-    def _restore(self, state: Mapping[str, Any]) -> None:
-        plan = [int(i) for i in state["plan"]]
-        if any(not 0 <= i < len(self.ds.shards) for i in plan):
-            raise InvalidArgument("state names shards this dataset does not have")
-        self.plan = plan
-        self.pos = int(state["pos"])
-        self.offset = int(state["offset"])
-        self.yielded = int(state["yielded"])
-        version, internal, gauss = state["rng"]
-        self.rng.setstate((version, tuple(internal), gauss))
-        self.buffer.items = self._refetch([(int(p), int(o)) for p, o in state["buffer"]])
-
-    def _refetch(self, refs: list[tuple[int, int]]) -> list[tuple[RawSample, int]]:
-        """The buffered samples again, read at their offsets (one reader per shard)."""
-        found: dict[tuple[int, int], RawSample] = {}
-        by_pos: dict[int, list[int]] = collections.defaultdict(list)
-        for pos, offset in refs:
-            by_pos[pos].append(offset)
-        for pos, offsets in by_pos.items():
-            shard = self._shard(pos)
-            with self._open(shard, min(offsets), one_stream=True) as f:
-                for offset in sorted(offsets):
-                    samples = group_samples(iter_members(f, str(shard), offset), str(shard))
-                    raw = next(samples, None)
-                    if raw is None:
-                        raise ShardError(
-                            "no sample at saved offset", shard=str(shard), offset=offset
-                        )
-                    found[pos, offset] = raw
-        return [(found[ref], ref[0]) for ref in refs]
-
-    # -- reading ---------------------------------------------------------------------------
-
-    def _shard(self, pos: int) -> Shard:
-        return self.ds.shards[self.plan[pos % len(self.plan)]]
-
-    def _more(self) -> bool:
-        if not self.plan:
-            return False
-        if self.quota is None:
-            return self.pos < len(self.plan)
-        return self.yielded < self.quota
-
-    def _open(self, shard: Shard, offset: int, *, one_stream: bool = False) -> ObjectFile:
-        readahead = self.ds.readahead
-        if readahead is None and self._learned:
-            readahead = self._learned
-        f = self.client.open(
-            shard.bucket,
-            shard.key,
-            readahead=0 if one_stream else readahead,
-            part_size=self.ds.part_size,
-        )
-        self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
-        return f
-
-    def _start_prefetch(self, pos: int) -> None:
-        """Open the shard at ``pos`` from its start and fetch its first part, in the
-        background, while the current one is read."""
-        if self.quota is None and pos >= len(self.plan):
-            return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="objsdk-shard-prefetch")
-        f = self._open(self._shard(pos), 0)
-
-        def first_part() -> ObjectFile:
-            try:
-                f.peek(1)
-            except Exception:  # the reader meets (and reports) the same failure itself
-                f.close()
-                return self._open(self._shard(pos), 0)
-            return f
-
-        self._prefetch = (pos, 0, self._pool.submit(first_part))
-
-    def _take(self, pos: int, offset: int) -> ObjectFile:
-        pending, self._prefetch = self._prefetch, None
-        if pending is not None:
-            p, o, future = pending
-            f = future.result()
-            if (p, o) == (pos, offset):
-                return f
-            f.close()
-        return self._open(self._shard(pos), offset)
-
-    def _source(self) -> Generator[tuple[RawSample, int], None, None]:
-        """Raw samples in reading order; ``pos``/``offset`` always name what comes next."""
-        cycle_start, cycle_yield = self.pos, self.yielded
-        while self._more():
-            pos, shard = self.pos, self._shard(self.pos)
-            name = str(shard)
-            f = self._take(pos, self.offset)
-            try:
-                self._start_prefetch(pos + 1)
-                for raw in group_samples(iter_members(f, name, self.offset), name):
-                    self.offset = raw.end
-                    yield raw, pos
-            except ShardError as e:
-                self.ds._handle(e)
-            finally:
-                f.close()
-                if self.ds.readahead is None:
-                    self._learned = max(self._learned, f.stats.readahead)
-            self.pos, self.offset = pos + 1, 0
-            if self.quota is not None and self.pos - cycle_start >= len(self.plan):
-                if self.yielded == cycle_yield:
-                    raise ShardError(
-                        f"no samples in a full pass over {len(self.plan)} shards; cannot "
-                        f"yield samples_per_rank={self.ds.samples_per_rank}",
-                        shard=name,
-                    )
-                cycle_start, cycle_yield = self.pos, self.yielded
-
-    def samples(self) -> Iterator[dict[str, Any]]:
-        source = self._source()
+def _resolve_index(
+    client: Client, shards: list[Shard], index: ShardIndex | str | bool | None
+) -> ShardIndex | None:
+    if index is False:
+        return None
+    if index is None or index is True:
         try:
-            if self.quota is not None and self.yielded >= self.quota:
-                return
-            for raw, pos in shuffled(source, self.buffer):
-                sample = self._decode(raw, str(self._shard(pos)))
-                if sample is None:
-                    continue
-                self.yielded += 1
-                yield sample
-                if self.quota is not None and self.yielded >= self.quota:
-                    return
-        finally:
-            source.close()  # closes the shard being read
-            self._close()
+            found = load_index(client, shards)
+        except S3Error as e:  # no access to an index is having none, unless one is required
+            if index is True:
+                raise
+            log.debug("no sample index: %s", e)
+            found = None
+        if found is None and index is True:
+            raise InvalidArgument(
+                f"index=True but no complete sample index beside the shards ({shards[0]}, "
+                "...): build one with objsdk index s3://bucket/prefix/"
+            )
+        return found
+    if isinstance(index, str):
+        index = index_from_spec(client, index)
+    if not isinstance(index, ShardIndex):
+        raise InvalidArgument(
+            f"index must be None, a bool, 'bucket/key' or a ShardIndex, got {index!r}"
+        )
+    missing = [str(s) for s in shards if str(s) not in index]
+    if missing:
+        raise InvalidArgument(f"the index lacks {len(missing)} shards, first {missing[0]}")
+    return index
 
-    def _decode(self, raw: RawSample, shard: str) -> dict[str, Any] | None:
-        sample: dict[str, Any] = {"__key__": raw.key, "__shard__": shard}
-        for suffix, data in raw.fields.items():
-            fn = decoder_for(self.ds.decoders, suffix)
-            if fn is None:
-                sample[suffix] = data
-                continue
-            try:
-                sample[suffix] = fn(data)
-            except Exception as e:
-                err = ShardError(
-                    f"cannot decode {suffix!r}: {e}",
-                    shard=shard,
-                    member=raw.members[suffix],
-                )
-                err.__cause__ = e
-                self.ds._handle(err)
-                return None
-        return sample
 
-    def _close(self) -> None:
-        pending, self._prefetch = self._prefetch, None
-        if pending is not None:
-            pending[2].result().close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+def _secret_box(client: Client) -> SecretBox | None:
+    """The client's secret in shared memory, when pickling leaves it out."""
+    config = client._config
+    if config["secret_key"] is None or config["pickle_credentials"]:
+        return None
+    return SecretBox(config["secret_key"], config["session_token"])
+
+
+def _client_from(config: dict[str, Any]) -> Client:
+    """A new client with ``config`` (a client's pickled state, secret included)."""
+    client = Client.__new__(Client)
+    client.__setstate__(config)
+    return client

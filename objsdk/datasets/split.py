@@ -13,16 +13,18 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from objsdk.errors import InvalidArgument
 
 __all__ = [
     "Even",
+    "Segment",
     "Slot",
     "epoch_order",
     "even_order",
     "normalise_even",
+    "plan_samples",
     "plan_shards",
     "rank_from_env",
     "split_quota",
@@ -134,3 +136,73 @@ def rank_from_env(environ: dict[str, str] | None = None) -> tuple[int, int]:
             f"WORLD_SIZE={env.get('WORLD_SIZE')!r}"
         ) from None
     return rank, world
+
+
+class Segment(NamedTuple):
+    """Samples ``first`` to ``first + samples`` of shard ``shard`` (by index in the
+    dataset's shard list); ``samples`` None: the whole shard from ``first`` on."""
+
+    shard: int
+    first: int = 0
+    samples: int | None = None
+
+
+def plan_samples(
+    counts: list[int],
+    slot: Slot,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
+    even: Even = "wrap",
+) -> list[Segment]:
+    """The samples ``slot`` reads this epoch when every shard's sample count is known
+    (an index), as runs of consecutive samples of one shard, in reading order.
+
+    The epoch's samples are the shards' in the epoch's shard order. Rank ``r`` takes the
+    ``r``-th of ``W`` equal consecutive runs of that sequence (``"wrap"``: ``ceil(T/W)``
+    each, the sequence continued from its start, so at most ``W - 1`` samples are read
+    twice; ``"drop"``: ``floor(T/W)``, at most ``W - 1`` unread; None: sizes differ by at
+    most one), and worker ``w`` of ``N`` the ``w``-th of ``N`` consecutive parts of
+    that (sizes differ by at most one). Consecutive runs keep reads sequential: a
+    (rank, worker) starts at most one shard mid-way.
+    """
+    order = epoch_order(len(counts), seed=seed, epoch=epoch, shuffle=shuffle)
+    total = sum(counts)
+    world = slot.world_size
+    if total == 0:
+        return []
+    if even == "wrap":
+        per_rank = -(-total // world)
+        start, stop = slot.rank * per_rank, (slot.rank + 1) * per_rank
+    elif even == "drop":
+        per_rank = total // world
+        start, stop = slot.rank * per_rank, (slot.rank + 1) * per_rank
+    else:
+        start, stop = slot.rank * total // world, (slot.rank + 1) * total // world
+    n = stop - start
+    lo = start + slot.worker * n // slot.num_workers
+    hi = start + (slot.worker + 1) * n // slot.num_workers
+    out: list[Segment] = []
+    # Positions past the end wrap to the start of the sequence.
+    while lo < hi:
+        at = lo % total
+        take = min(hi - lo, total - at)
+        out.extend(_segments(order, counts, at, at + take))
+        lo += take
+    return out
+
+
+def _segments(order: list[int], counts: list[int], lo: int, hi: int) -> list[Segment]:
+    """Positions ``[lo, hi)`` of the sequence of samples in shard ``order``."""
+    out: list[Segment] = []
+    base = 0
+    for shard in order:
+        n = counts[shard]
+        a, b = max(lo, base), min(hi, base + n)
+        if a < b:
+            out.append(Segment(shard, a - base, b - a))
+        base += n
+        if base >= hi:
+            break
+    return out

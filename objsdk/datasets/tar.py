@@ -79,6 +79,16 @@ def _number(field: bytes) -> int:
     return int(text, 8) if text else 0
 
 
+# Larger sizes (base-256 fields hold up to 2^95) cannot be seeked past: refused.
+_MAX_SIZE = 1 << 62
+
+
+def _size(value: int) -> int:
+    if not 0 <= value < _MAX_SIZE:
+        raise ValueError(f"size {value} out of range")
+    return value
+
+
 def _checksum_ok(header: bytes) -> bool:
     try:
         stored = _number(header[148:156])
@@ -97,20 +107,47 @@ def _text(field: bytes) -> str:
     return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _pax(data: bytes, where: str) -> dict[str, str]:
-    """Records ``"<len> <key>=<value>\\n"`` of a pax extended header."""
+def _pax(data: bytes) -> dict[str, str]:
+    """Records ``"<len> <key>=<value>\\n"`` of a pax extended header (POSIX.1-2008,
+    pax "Extended Header"): ``<len>`` counts the whole record, newline included, so
+    every record moves the parse forward; a record that does not is malformed."""
     out: dict[str, str] = {}
     pos = 0
     while pos < len(data) and data[pos] != 0:
-        space = data.find(b" ", pos)
-        if space < 0:
-            raise ValueError(f"bad pax record in {where}")
-        length = int(data[pos:space])
-        record = data[space + 1 : pos + length - 1]
-        key, _, value = record.partition(b"=")
+        space = data.find(b" ", pos, pos + 21)
+        digits = data[pos:space] if space > pos else b""
+        if not digits.isdigit():
+            raise ValueError(f"bad pax record length at byte {pos} of the extended header")
+        length = int(digits)
+        end = pos + length
+        if end <= space + 1 or end > len(data) or data[end - 1] != 0x0A:
+            raise ValueError(f"bad pax record of length {length} at byte {pos}")
+        key, eq, value = data[space + 1 : end - 1].partition(b"=")
+        if not eq:
+            raise ValueError(f"pax record without '=' at byte {pos}")
         out[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
-        pos += length
+        pos = end
     return out
+
+
+# Members larger than this are read in pieces of it, so a header claiming more bytes than
+# the shard holds costs at most this much memory before the shortfall is found.
+_READ_PIECE = 64 << 20
+
+
+def _read_exact(f: SeekableReader, size: int) -> bytes:
+    """Up to ``size`` bytes (fewer only at the end of ``f``)."""
+    if size <= _READ_PIECE:
+        return f.read(size)
+    pieces: list[bytes] = []
+    left = size
+    while left:
+        piece = f.read(min(left, _READ_PIECE))
+        if not piece:
+            break
+        pieces.append(piece)
+        left -= len(piece)
+    return b"".join(pieces)
 
 
 _REGULAR = (b"0", b"\0", b"7")
@@ -137,7 +174,10 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
                 return  # the object ends at a block boundary: no end-of-archive blocks
             if len(header) < BLOCK:
                 raise ShardError(
-                    f"truncated tar header after member {last!r}", shard=shard, offset=pos
+                    f"truncated tar header after member {last!r}",
+                    shard=shard,
+                    member=last,
+                    offset=pos,
                 )
             if header.count(0) == BLOCK:
                 return  # end-of-archive block
@@ -145,7 +185,7 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
                 what = "not a tar archive" if pos == 0 else f"bad tar header after member {last!r}"
                 raise ShardError(what, shard=shard, offset=pos)
             try:
-                size = _number(header[124:136])
+                size = _size(_number(header[124:136]))
             except ValueError:
                 raise ShardError(
                     f"bad size field in tar header after member {last!r}", shard=shard, offset=pos
@@ -154,16 +194,16 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
             data_at = pos + BLOCK
             end = data_at + ((size + BLOCK - 1) // BLOCK) * BLOCK
             if kind in _EXTENDED:
-                ext = f.read(size)
+                ext = _read_exact(f, size)
                 if len(ext) != size:
                     raise ShardError(
                         "extended tar header cut short", shard=shard, member=last, offset=pos
                     )
                 if kind == b"x":
                     try:
-                        pax = _pax(ext, shard)
+                        pax = _pax(ext)
                     except ValueError as e:
-                        raise ShardError(str(e), shard=shard, offset=pos) from None
+                        raise ShardError(str(e), shard=shard, member=last, offset=pos) from None
                 elif kind == b"L":
                     long_name = _text(ext)
                 f.seek(end)
@@ -176,7 +216,12 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
                     name = f"{prefix}/{name}"
             name = pax.get("path", long_name or name)
             if "size" in pax:
-                size = int(pax["size"])
+                try:
+                    size = _size(int(pax["size"]) if pax["size"].isascii() else -1)
+                except ValueError:
+                    raise ShardError(
+                        f"bad pax size {pax['size'][:40]!r}", shard=shard, member=name, offset=pos
+                    ) from None
                 end = data_at + ((size + BLOCK - 1) // BLOCK) * BLOCK
             pax, long_name = {}, None
             if kind == b"S":
@@ -184,7 +229,7 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
                     "GNU sparse members are not supported", shard=shard, member=name, offset=pos
                 )
             if kind in _REGULAR and not (kind == b"\0" and name.endswith("/")):
-                data = f.read(size)
+                data = _read_exact(f, size)
                 if len(data) != size:
                     raise ShardError(
                         f"member cut short: {len(data)} of {size} bytes",

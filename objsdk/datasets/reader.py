@@ -1,0 +1,351 @@
+"""One (rank, worker)'s pass over its shards in one epoch: the shard reader behind
+:class:`~objsdk.datasets.ShardDataset` (prefetch, read-ahead level, shuffle, state)."""
+
+from __future__ import annotations
+
+import collections
+import random
+from collections.abc import Generator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from objsdk import Client, ObjectFile, ReadStats
+from objsdk.errors import InvalidArgument
+
+from .decode import decoder_for
+from .errors import ShardError
+from .index import normal_etag
+from .shards import Shard
+from .shuffle import ShuffleBuffer, shuffled
+from .split import Segment, Slot, plan_samples, plan_shards, split_quota
+from .tar import RawSample, group_samples, iter_members
+
+if TYPE_CHECKING:
+    from .dataset import ShardDataset
+
+__all__ = ["REPROBE_EVERY", "ShardRead", "SlotReader", "carried_level"]
+
+# Under readahead=None a worker reads its first shard, and every REPROBE_EVERY-th after
+# it, with the client's adaptive read-ahead; the shards between start at the level the
+# last adaptive one ended at. So the level follows the network down as well as up.
+REPROBE_EVERY = 4
+
+
+def carried_level(learned: int | None, opened: int, cap: int) -> int | None:
+    """The read-ahead for a worker's shard number ``opened`` (from 0) under
+    ``readahead=None``: None (adaptive) to probe, else the ``learned`` level within the
+    worker's share ``cap`` of the connection budget."""
+    if learned is None or opened % REPROBE_EVERY == 0:
+        return None
+    return min(learned, cap)
+
+
+@dataclass
+class ShardRead:
+    """One pass of a reader over a shard: where it started and what it cost."""
+
+    shard: str
+    offset: int
+    stats: ReadStats
+
+
+class SlotReader:
+    """One (rank, worker)'s pass over its shards in one epoch."""
+
+    def __init__(
+        self, ds: ShardDataset, client: Client, slot: Slot, state: dict[str, Any] | None
+    ) -> None:
+        self.ds = ds
+        self.client = client
+        self.slot = slot
+        self.epoch = ds.epoch
+        self.plan: list[Segment] = self._plan()
+        self.quota = self._quota()
+        self.rng = random.Random(f"objsdk-samples/{ds.seed}/{ds.epoch}/{slot.key}")
+        self.pos = 0  # index into the plan (beyond it when a quota cycles the shards)
+        self.offset = self._start(0)  # byte offset of the next member header at pos
+        self.taken = 0  # samples the source took from the segment at pos
+        self.yielded = 0
+        self.buffer: ShuffleBuffer[tuple[RawSample, int]] = ShuffleBuffer(
+            ds.shuffle_buffer, ds.shuffle_initial, self.rng
+        )
+        self._prefetch: tuple[int, int, Future[ObjectFile]] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        # With the adaptive default, the most parts a shard's reader climbed to: later
+        # shards start there instead of climbing again from one stream each time.
+        self._learned: int | None = None
+        self._opened = 0  # shards opened for reading by this reader
+        self._probe: ObjectFile | None = None  # the last shard opened adaptive
+        # This worker's share of the process's connections to the endpoint.
+        self._cap = max(1, ds.connections // slot.num_workers)
+        if state is not None:
+            self._restore(state)
+
+    def _plan(self) -> list[Segment]:
+        ds = self.ds
+        if ds.index is not None:
+            counts = [ds.index[str(s)].count for s in ds.shards]
+            return plan_samples(
+                counts,
+                self.slot,
+                seed=ds.seed,
+                epoch=ds.epoch,
+                shuffle=ds.shuffle_shards,
+                even=ds.even,
+            )
+        plan = plan_shards(
+            len(ds.shards),
+            self.slot,
+            seed=ds.seed,
+            epoch=ds.epoch,
+            shuffle=ds.shuffle_shards,
+            even=ds.even,
+        )
+        return [Segment(i) for i in plan]
+
+    def _start(self, pos: int) -> int:
+        """Byte offset where the segment at ``pos`` starts."""
+        if not self.plan:
+            return 0
+        seg = self.plan[pos % len(self.plan)]
+        if seg.first == 0 or self.ds.index is None:
+            return 0
+        return self.ds.index[str(self.ds.shards[seg.shard])].offsets[seg.first]
+
+    def _quota(self) -> int | None:
+        total = self.ds.samples_per_rank
+        if total is None or self.ds.index is not None:
+            return None
+        # Workers of this rank that have shards share the rank's quota.
+        rank_shards = plan_shards(
+            len(self.ds.shards),
+            Slot(rank=self.slot.rank, world_size=self.slot.world_size),
+            seed=self.ds.seed,
+            epoch=self.ds.epoch,
+            shuffle=self.ds.shuffle_shards,
+            even=self.ds.even,
+        )
+        active = min(self.slot.num_workers, len(rank_shards))
+        if self.slot.worker >= active:
+            return 0
+        return split_quota(total, active, self.slot.worker)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        version, internal, gauss = self.rng.getstate()
+        return {
+            "epoch": self.epoch,
+            "world_size": self.slot.world_size,
+            "num_workers": self.slot.num_workers,
+            "plan": [list(seg) for seg in self.plan],
+            "pos": self.pos,
+            "offset": self.offset,
+            "taken": self.taken,
+            "yielded": self.yielded,
+            "rng": [version, list(internal), gauss],
+            "buffer": [[pos, raw.offset] for raw, pos in self.buffer.items],
+        }
+
+    def _restore(self, state: Mapping[str, Any]) -> None:
+        try:
+            plan = [
+                Segment(int(i), int(a), None if n is None else int(n)) for i, a, n in state["plan"]
+            ]
+        except (TypeError, ValueError):
+            raise InvalidArgument("state has a malformed plan") from None
+        if any(not 0 <= seg.shard < len(self.ds.shards) for seg in plan):
+            raise InvalidArgument("state names shards this dataset does not have")
+        self.plan = plan
+        self.pos = int(state["pos"])
+        self.offset = int(state["offset"])
+        self.taken = int(state.get("taken", 0))
+        self.yielded = int(state["yielded"])
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.buffer.items = self._refetch([(int(p), int(o)) for p, o in state["buffer"]])
+
+    def _refetch(self, refs: list[tuple[int, int]]) -> list[tuple[RawSample, int]]:
+        """The buffered samples again, read at their offsets (one reader per shard)."""
+        found: dict[tuple[int, int], RawSample] = {}
+        by_pos: dict[int, list[int]] = collections.defaultdict(list)
+        for pos, offset in refs:
+            by_pos[pos].append(offset)
+        for pos, offsets in by_pos.items():
+            shard = self._shard(pos)
+            with self._open(shard, min(offsets), one_stream=True) as f:
+                for offset in sorted(offsets):
+                    samples = group_samples(iter_members(f, str(shard), offset), str(shard))
+                    raw = next(samples, None)
+                    if raw is None:
+                        raise ShardError(
+                            "no sample at saved offset", shard=str(shard), offset=offset
+                        )
+                    found[pos, offset] = raw
+        return [(found[ref], ref[0]) for ref in refs]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _shard(self, pos: int) -> Shard:
+        return self.ds.shards[self.plan[pos % len(self.plan)].shard]
+
+    def _more(self) -> bool:
+        if not self.plan:
+            return False
+        if self.quota is None:
+            return self.pos < len(self.plan)
+        return self.yielded < self.quota
+
+    def _open(self, shard: Shard, offset: int, *, one_stream: bool = False) -> ObjectFile:
+        readahead = self.ds.readahead
+        if readahead is None and not one_stream:
+            readahead = carried_level(self._learned, self._opened, self._cap)
+            self._opened += 1
+        elif readahead is not None:
+            readahead = min(readahead, self._cap) if readahead else 0
+        f = self.client.open(
+            shard.bucket,
+            shard.key,
+            readahead=0 if one_stream else readahead,
+            part_size=self.ds.part_size,
+            max_stall=self.ds.max_stall,
+        )
+        if readahead is None and not one_stream:
+            self._probe = f
+        self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
+        return f
+
+    def _start_prefetch(self, pos: int) -> None:
+        """Open the shard at ``pos`` from its start and fetch its first part, in the
+        background, while the current one is read."""
+        if self.quota is None and pos >= len(self.plan):
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="objsdk-shard-prefetch")
+        start = self._start(pos)
+        f = self._open(self._shard(pos), start)
+
+        def first_part() -> ObjectFile:
+            try:
+                f.seek(start)
+                f.peek(1)
+            except Exception:  # the reader meets (and reports) the same failure itself
+                f.close()
+                return self._open(self._shard(pos), start)
+            return f
+
+        self._prefetch = (pos, start, self._pool.submit(first_part))
+
+    def _take(self, pos: int, offset: int) -> ObjectFile:
+        pending, self._prefetch = self._prefetch, None
+        if pending is not None:
+            p, o, future = pending
+            f = future.result()
+            if (p, o) == (pos, offset):
+                return f
+            f.close()
+        return self._open(self._shard(pos), offset)
+
+    def _source(self) -> Generator[tuple[RawSample, int], None, None]:
+        """Raw samples in reading order; ``pos``/``offset`` always name what comes next."""
+        cycle_start, cycle_yield = self.pos, self.yielded
+        while self._more():
+            pos, shard = self.pos, self._shard(self.pos)
+            name = str(shard)
+            count = self.plan[pos % len(self.plan)].samples
+            if count is None or self.taken < count:
+                yield from self._segment(pos, shard, count)
+            self.pos, self.offset, self.taken = pos + 1, self._start(pos + 1), 0
+            if self.quota is not None and self.pos - cycle_start >= len(self.plan):
+                if self.yielded == cycle_yield:
+                    raise ShardError(
+                        f"no samples in a full pass over {len(self.plan)} shards; cannot "
+                        f"yield samples_per_rank={self.ds.samples_per_rank}",
+                        shard=name,
+                    )
+                cycle_start, cycle_yield = self.pos, self.yielded
+
+    def _segment(
+        self, pos: int, shard: Shard, count: int | None
+    ) -> Generator[tuple[RawSample, int], None, None]:
+        """The rest of the segment at ``pos``: from ``offset``, ``count - taken`` samples
+        (or to the end of the shard)."""
+        name = str(shard)
+        f = self._take(pos, self.offset)
+        try:
+            self._start_prefetch(pos + 1)
+            for raw in group_samples(iter_members(f, name, self.offset), name):
+                self._check_version(f, shard)
+                self.offset = raw.end
+                self.taken += 1
+                yield raw, pos
+                if count is not None and self.taken >= count:
+                    break
+        except ShardError as e:
+            self.ds._handle(e)
+        finally:
+            f.close()
+            if f is self._probe:
+                # The level the last adaptive shard settled at: it follows the network
+                # both ways (a level only ever raised stayed high after one fast burst).
+                self._learned = f.stats.readahead
+
+    def _check_version(self, f: ObjectFile, shard: Shard) -> None:
+        """With an index, the shard read must be the version the index describes."""
+        index = self.ds.index
+        if index is None:
+            return
+        want = index[str(shard)].etag
+        got = normal_etag(f.etag)
+        if want is not None and got is not None and want != got:
+            raise ShardError(
+                f"shard changed since its index was built (ETag {got}, index {want}); "
+                "rebuild the index (objsdk index s3://bucket/prefix/)",
+                shard=str(shard),
+            )
+
+    def samples(self) -> Iterator[dict[str, Any]]:
+        source = self._source()
+        try:
+            if self.quota is not None and self.yielded >= self.quota:
+                return
+            for raw, pos in shuffled(source, self.buffer):
+                sample = self._decode(raw, str(self._shard(pos)))
+                if sample is None:
+                    continue
+                self.yielded += 1
+                yield sample
+                if self.quota is not None and self.yielded >= self.quota:
+                    return
+        finally:
+            source.close()  # closes the shard being read
+            self._close()
+
+    def _decode(self, raw: RawSample, shard: str) -> dict[str, Any] | None:
+        sample: dict[str, Any] = {"__key__": raw.key, "__shard__": shard}
+        for suffix, data in raw.fields.items():
+            fn = decoder_for(self.ds.decoders, suffix)
+            if fn is None:
+                sample[suffix] = data
+                continue
+            try:
+                sample[suffix] = fn(data)
+            except Exception as e:
+                err = ShardError(
+                    f"cannot decode {suffix!r}: {e}",
+                    shard=shard,
+                    member=raw.members[suffix],
+                )
+                err.__cause__ = e
+                self.ds._handle(err)
+                return None
+        return sample
+
+    def _close(self) -> None:
+        pending, self._prefetch = self._prefetch, None
+        if pending is not None:
+            pending[2].result().close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
