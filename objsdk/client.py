@@ -13,7 +13,6 @@ from typing import IO, TYPE_CHECKING, Any
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
 from objsdk._core.config import credentials_for, resolve_config
-from objsdk._core.ranges import format_range
 from objsdk._core.s3xml import (
     build_delete_body,
     error_in_body,
@@ -29,6 +28,7 @@ from objsdk._core.sizes import (
     DEFAULT_READAHEAD_PART_SIZE,
     DEFAULT_WRITER_PARALLEL,
 )
+from objsdk._io.get import get_object as _get_object
 from objsdk._io.head import head_object
 from objsdk._io.listing import list_objects
 from objsdk._io.objectfile import ObjectFile
@@ -284,43 +284,25 @@ class Client:
         )
 
     def get_object(
-        self, bucket: str, key: str, *, offset: int = 0, length: int | None = None
+        self,
+        bucket: str,
+        key: str,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        verify: bool = True,
     ) -> bytes:
         """The object's bytes from ``offset``, ``length`` of them (to the end if None).
 
         Reads the whole answer into memory; use :meth:`open` to stream large objects.
+        The whole object is checked against its full-object checksum unless
+        ``verify=False`` (:class:`~objsdk.IntegrityError` on mismatch).
         """
         check_bucket(bucket)
         check_key(key)
-        if not isinstance(offset, int) or offset < 0:
-            raise errors.InvalidArgument(
-                f"offset must be a non-negative int, got {offset!r} "
-                f"(bucket {bucket!r}, key {key!r})"
-            )
-        if length is not None and (not isinstance(length, int) or length < 0):
-            raise errors.InvalidArgument(
-                f"length must be a non-negative int or None, got {length!r} "
-                f"(bucket {bucket!r}, key {key!r})"
-            )
-        if length == 0:
-            self.head_object(bucket, key)  # still report a missing bucket or key
-            return b""
-        # The stored bytes, as ObjectFile and downloads return them: never decoded, and no
-        # server is invited to compress on the fly.
-        headers = {"Accept-Encoding": "identity"}
-        operation = "get_object"
-        if offset or length is not None:
-            end = None if length is None else offset + length - 1
-            headers["Range"] = format_range(offset, end)
-            operation = f"get_object(offset={offset}, length={length})"
-        resp = self._transport.request(
-            "GET", operation=operation, bucket=bucket, key=key, headers=headers, ok=(200, 206)
+        return _get_object(
+            self._transport, bucket, key, offset=offset, length=length, verify=verify
         )
-        data = resp.content
-        if resp.status == 200 and "Range" in headers:
-            # A server may ignore Range and send the whole object (RFC 9110 §14.2).
-            data = data[offset : None if length is None else offset + length]
-        return data
 
     def open(
         self,
@@ -363,6 +345,7 @@ class Client:
         part_size: int | None = None,
         progress: Progress | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
+        verify: bool = True,
     ) -> DownloadResult:
         """Download the whole object to a path or a writable buffer, in parallel parts.
 
@@ -381,6 +364,7 @@ class Client:
             part_size=part_size,
             progress=progress,
             max_resume=max_resume,
+            verify=verify,
         )
 
     def get_into(
@@ -392,9 +376,11 @@ class Client:
         offset: int = 0,
         parallel: int | None = None,
         part_size: int | None = None,
+        verify: bool = True,
     ) -> int:
         """Fill ``buffer`` with the object's bytes from ``offset`` (fewer at the end);
-        return how many. Received straight into the buffer, in parallel when large."""
+        return how many. Received straight into the buffer, in parallel when large; a
+        fill of the whole object is verified unless ``verify=False``."""
         return _get_into(
             self._transport,
             bucket,
@@ -403,6 +389,7 @@ class Client:
             offset=offset,
             parallel=parallel,
             part_size=part_size,
+            verify=verify,
         )
 
     def upload(
