@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from objsdk import errors
-from objsdk._core.ranges import format_range
+from objsdk._core.ranges import format_range, parse_content_range
 from objsdk._io.head import head_object
 from objsdk._io.verify import check_body
 from objsdk._transport.base import Transport
@@ -49,9 +51,41 @@ def get_object(
         "GET", operation=operation, bucket=bucket, key=key, headers=headers, ok=(200, 206)
     )
     data = resp.content
+    _check_length(transport, bucket, key, resp.status, resp.headers, len(data))
     if verify and offset == 0:
         check_body(bucket, key, resp.status, resp.headers, data)
     if resp.status == 200 and "Range" in headers:
         # A server may ignore Range and send the whole object (RFC 9110 §14.2).
         data = data[offset : None if length is None else offset + length]
     return data
+
+
+def _check_length(
+    transport: Transport, bucket: str, key: str, status: int, headers: Mapping[str, str], got: int
+) -> None:
+    """Refuse a body shorter than its answer says, whatever its framing. With a
+    Content-Length the transport does; a 206 says its length in Content-Range; a 200
+    without Content-Length (close-delimited, chunked) is compared with HEAD's size, since
+    a connection closed early would otherwise pass for the end of the object."""
+    if "Content-Length" in headers:
+        return
+    if status == 206:
+        cr = parse_content_range(headers.get("Content-Range"))
+        expected = None if cr is None else cr.length
+    else:
+        info = head_object(transport, bucket, key)
+        if info.etag != headers.get("ETag", info.etag):
+            raise errors.ObjectChangedError(
+                f"object changed while being read: ETag {headers.get('ETag')} is now {info.etag}",
+                bucket=bucket,
+                key=key,
+            )
+        expected = info.size
+    if expected is not None and got != expected:
+        raise errors.ReadError(
+            f"the answer's body ended after {got} of {expected} bytes "
+            "(no Content-Length: the connection closed early)",
+            bucket=bucket,
+            key=key,
+            offset=got,
+        )

@@ -436,7 +436,18 @@ class RangeReader:
         if cont.eof:
             resp.close()
             return None
-        stop = cont.size if self.end is None or cont.size is None else min(cont.size, self.end)
+        if self.size is None:
+            # No Content-Length (a close-delimited or chunked 200) nor a total in
+            # Content-Range: the end of the body would be taken for the end of the object,
+            # and a cut answer for a short object. HEAD (pinned to this answer's ETag)
+            # says where the object ends, so a body that stops early is a break.
+            try:
+                self.head()
+            except BaseException:
+                resp.close()
+                raise
+        size = self.size
+        stop = size if self.end is None or size is None else min(size, self.end)
         stream = _Stream(resp, cont.start, stop, self.observer)
         self._stream = stream
         if cont.discard:

@@ -36,7 +36,6 @@ from objsdk._core.parts import Part, adaptive_part_size, plan_parts
 from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
 from objsdk._io.head import head_object
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
-from objsdk._io.verify import PassVerifier
 from objsdk._transfer.download_check import Check, Feed
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
@@ -278,21 +277,7 @@ def _read_window(
 def _read_window_into(
     transport: Transport, bucket: str, key: str, view: memoryview, offset: int, verify: bool
 ) -> int:
-    # From byte 0 the answer may be the whole object: it is checked against the checksum
-    # it carries (S3 sends them for a range that covers the whole object) once its last
-    # byte has landed.
-    verifier = PassVerifier(bucket, key) if verify and offset == 0 else None
-    reader = RangeReader(
-        transport,
-        bucket,
-        key,
-        end=offset + len(view),
-        checksum_mode=verifier is not None,
-        observer=None
-        if verifier is None
-        else lambda at, data: verifier.observe(at, data, reader.size),
-        on_start=None if verifier is None else verifier.start,
-    )
+    reader = RangeReader(transport, bucket, key, end=offset + len(view))
     reader.seek(offset)
     try:
         n = 0
@@ -302,9 +287,27 @@ def _read_window_into(
             if k == 0:
                 break  # end of the object (0 at once if offset is at or past it)
             n += k
-        return n
     finally:
         reader.close()
+    if verify and offset == 0 and n and n == reader.size:
+        with view[:n] as whole:
+            _verify_whole(transport, bucket, key, whole, reader.etag)
+    return n
+
+
+def _verify_whole(
+    transport: Transport, bucket: str, key: str, data: memoryview, etag: str | None
+) -> None:
+    """Check ``data``, the whole object as one ranged GET returned it, against the stored
+    checksum. Ranged answers carry none (MinIO's and S3's never do, even for a range
+    that covers the object), so HEAD says what is stored; if the object was replaced
+    since (another ETag), the bytes read were one consistent version that is no longer
+    described anywhere, and are returned unverified."""
+    info = head_object(transport, bucket, key)
+    if etag is not None and info.etag != etag:
+        return
+    check = Check(info, True)
+    check.verify(_from_memory(data))
 
 
 def _from_memory(view: memoryview) -> Feed:
