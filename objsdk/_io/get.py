@@ -63,12 +63,13 @@ def get_object(
 def _check_length(
     transport: Transport, bucket: str, key: str, status: int, headers: Mapping[str, str], got: int
 ) -> None:
-    """Refuse a body shorter than its answer says, whatever its framing. With a
-    Content-Length the transport does; a 206 says its length in Content-Range; a 200
-    without Content-Length (close-delimited, chunked) is compared with HEAD's size, since
-    a connection closed early would otherwise pass for the end of the object."""
-    if "Content-Length" in headers:
-        return
+    """Refuse a body shorter than its answer says, whatever its framing. Content-Length
+    and chunked bodies the transport checks; a close-delimited 206 says its length in
+    Content-Range; a close-delimited 200 is compared with HEAD's size, since a
+    connection closed early would otherwise pass for the end of the object (RFC 9112
+    §6.3)."""
+    if "Content-Length" in headers or "chunked" in headers.get("Transfer-Encoding", "").lower():
+        return  # the transport checks both framings (a cut chunked body is an error)
     if status == 206:
         cr = parse_content_range(headers.get("Content-Range"))
         expected = None if cr is None else cr.length
