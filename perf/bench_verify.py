@@ -10,6 +10,7 @@ median of ``--runs`` interleaved runs:
   readinto           ``client.open().readinto`` a reused 1 MiB buffer, verified
   read               ``client.open().read(1 MiB)``, verified
   readinto unverif.  the same with ``verify=False`` (what verification adds)
+  readinto 1 stream  ``readahead=0``, verified and not: verification apart from parts
 and the verification alone: the object's CRC over its bytes in memory, fed in the
 256 KiB chunks reads receive, in CPU-s/GiB.
 
@@ -90,9 +91,9 @@ def _cases(client, session: requests.Session, key: str) -> dict[str, Callable[[]
                 n += len(chunk)
         return n
 
-    def readinto(verify: bool = True) -> int:
+    def readinto(verify: bool = True, readahead: int | None = None) -> int:
         n = 0
-        with client.open(BUCKET, key, verify=verify) as f:
+        with client.open(BUCKET, key, verify=verify, readahead=readahead) as f:
             while k := f.readinto(buf):
                 n += k
             assert not verify or f.stats.verified, f.stats
@@ -111,6 +112,9 @@ def _cases(client, session: requests.Session, key: str) -> dict[str, Callable[[]
         "readinto": readinto,
         "read": read,
         "readinto unverified": lambda: readinto(False),
+        # One stream, no read-ahead: what verification costs apart from parallel parts.
+        "readinto 1 stream": lambda: readinto(True, 0),
+        "readinto 1 stream unv.": lambda: readinto(False, 0),
     }
 
 
