@@ -189,18 +189,45 @@ def test_a_download_that_fails_verification_leaves_no_file(flipped, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_boto3_multipart_uploads_are_read_whole_and_their_composite_crc32_is_not_checked(
-    client, s3, bucket, tmp_path
+@pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "SHA1", "SHA256"])
+def test_composite_checksums_of_boto3_multipart_uploads_are_checked_part_by_part(
+    client, s3, bucket, tmp_path, algorithm
+):
+    from boto3.s3.transfer import TransferConfig
+
+    data = os.urandom(12 * MiB + 7)
+    config = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    extra = {"ChecksumAlgorithm": algorithm}
+    s3.upload_fileobj(io.BytesIO(data), bucket, "mp", ExtraArgs=extra, Config=config)
+    info = client.head_object(bucket, "mp")
+    assert info.checksum_type == "COMPOSITE"
+    # Parts of another size than the upload's: the CRCs are cut at its part boundaries.
+    result = client.download(bucket, "mp", tmp_path / "mp", part_size=3 * MiB, parallel=2)
+    assert (tmp_path / "mp").read_bytes() == data
+    assert result.verified == algorithm.lower()
+    buf = bytearray(len(data))
+    assert client.download(bucket, "mp", buf).verified == algorithm.lower()
+    assert buf == data
+    # A stream has no part boundaries to cut at: it says why it is not verified.
+    with client.open(bucket, "mp") as f:
+        assert f.read() == data
+        assert "composite" in (f.stats.unverified_reason or "")
+
+
+def test_one_flipped_byte_fails_a_download_checked_part_by_part(
+    client, s3, bucket, local_minio, tmp_path
 ):
     from boto3.s3.transfer import TransferConfig
 
     data = os.urandom(12 * MiB)
     config = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
     s3.upload_fileobj(io.BytesIO(data), bucket, "mp", Config=config)  # boto3's default: CRC32
-    result = client.download(bucket, "mp", tmp_path / "mp")
-    assert (tmp_path / "mp").read_bytes() == data
-    assert result.verified is None
-    assert "composite" in (result.unverified_reason or "")
-    with client.open(bucket, "mp") as f:
-        assert f.read() == data
-        assert "composite" in (f.stats.unverified_reason or "")
+    with (
+        RawServer(flipping_proxy(local_minio.endpoint, 7 * MiB)) as proxy,
+        Client(proxy.url, local_minio.access_key, local_minio.secret_key, retries=0) as c,
+    ):
+        with pytest.raises(objsdk.IntegrityError, match="crc32 mismatch"):
+            c.download(bucket, "mp", tmp_path / "mp")
+        with pytest.raises(objsdk.IntegrityError, match="crc32 mismatch"):
+            c.get_into(bucket, "mp", bytearray(len(data)), part_size=4 * MiB)
+    assert os.listdir(tmp_path) == []

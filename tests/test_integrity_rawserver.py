@@ -15,7 +15,15 @@ import zlib
 from collections.abc import Callable, Iterator
 
 import pytest
-from rawserver import RawServer, Reply, Request, S3Object, chunked_body, object_reply
+from rawserver import (
+    RawServer,
+    Reply,
+    Request,
+    S3Object,
+    chunked_body,
+    http_response,
+    object_reply,
+)
 
 import objsdk
 from objsdk._core.checksums import crc32c_b64
@@ -206,3 +214,55 @@ def test_download_with_verify_false_skips_the_check_and_says_so(serve, tmp_path)
     assert (tmp_path / "b.bin").read_bytes() == wrong
     assert client.get_into(BUCKET, KEY, bytearray(SIZE), verify=False) == SIZE
     assert client.get_object(BUCKET, KEY, verify=False) == wrong
+
+
+PART = 400 * 1024  # the upload's parts: 400 KiB, 400 KiB, 248 KiB
+
+
+def composite_crc32(data: bytes) -> str:
+    """What S3 stores for a multipart upload with CRC32: the CRC32 of the parts' CRC32s."""
+    parts = [data[i : i + PART] for i in range(0, len(data), PART)]
+    joined = b"".join(zlib.crc32(p).to_bytes(4, "big") for p in parts)
+    return base64.b64encode(zlib.crc32(joined).to_bytes(4, "big")).decode()
+
+
+def moto_with_parts(stored: str) -> Handler:
+    """A multipart object of 3 parts whose bare CRC32 states no type, on a server that
+    answers ``HEAD ?partNumber=1`` with the first part's size and the parts' count."""
+    obj = S3Object(
+        DATA, etag='"0123456789abcdef0123456789abcdef-3"', headers={"x-amz-checksum-crc32": stored}
+    )
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        if request.method == "HEAD" and "partNumber=1" in request.path:
+            headers = {"ETag": obj.etag, "Content-Length": str(PART), "x-amz-mp-parts-count": "3"}
+            conn.sendall(http_response(206, headers))
+        elif request.method == "HEAD":
+            conn.sendall(head_reply(request, obj))
+        else:
+            object_reply(request, obj).send(conn)
+
+    return handler
+
+
+def test_an_untyped_composite_crc32_is_checked_part_by_part_where_the_parts_are_known(
+    serve, tmp_path
+):
+    _server, client = serve(moto_with_parts(composite_crc32(DATA)))
+    result = client.download(BUCKET, KEY, tmp_path / "a", part_size=256 * 1024, parallel=2)
+    assert result.verified == "crc32"
+    assert (tmp_path / "a").read_bytes() == DATA
+
+
+def test_an_untyped_bare_crc32_that_is_the_full_objects_is_checked_as_such(serve):
+    full = base64.b64encode(zlib.crc32(DATA).to_bytes(4, "big")).decode()
+    _server, client = serve(moto_with_parts(full))
+    assert client.download(BUCKET, KEY, bytearray(SIZE), part_size=256 * 1024).verified == "crc32"
+
+
+def test_an_untyped_crc32_that_is_neither_composite_nor_full_fails(serve, tmp_path):
+    wrong = composite_crc32(bytes([DATA[0] ^ 1]) + DATA[1:])
+    _server, client = serve(moto_with_parts(wrong))
+    with pytest.raises(objsdk.IntegrityError, match="crc32 mismatch"):
+        client.download(BUCKET, KEY, tmp_path / "a", part_size=256 * 1024)
+    assert not (tmp_path / "a").exists()

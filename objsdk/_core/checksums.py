@@ -15,9 +15,10 @@ CRC64NVME with ``awscrt`` (imported on first use). Each reads any buffer in plac
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import crc32c as _crc32c
@@ -144,13 +145,32 @@ class RangeCrc:
     pass over the object).
 
     One :meth:`add` per range, from any thread (a dict store is atomic in CPython).
+    ``cuts`` are offsets no range may straddle (the parts of a multipart upload, whose
+    own CRCs :meth:`value` of each gives): whoever adds ranges ends one at each cut
+    (:meth:`next_cut`).
     """
 
-    def __init__(self, algorithm: str = "crc32c") -> None:
+    def __init__(self, algorithm: str = "crc32c", cuts: Sequence[int] = ()) -> None:
         self.algorithm = algorithm
         self.poly = CRC_ALGORITHMS[algorithm]
         self.crc: CrcFunction = _CRC_FUNCTIONS[algorithm]  # the running CRC, for parts
+        self.cuts = sorted(cuts)
         self._ranges: dict[int, tuple[int, int]] = {}  # start -> (stop, crc)
+
+    def next_cut(self, pos: int) -> int | None:
+        """The first cut after ``pos``, or None."""
+        i = bisect.bisect_right(self.cuts, pos)
+        return self.cuts[i] if i < len(self.cuts) else None
+
+    def pieces(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """``[start, stop)`` cut at the cuts inside it."""
+        out = []
+        while start < stop:
+            cut = self.next_cut(start)
+            end = stop if cut is None else min(cut, stop)
+            out.append((start, end))
+            start = end
+        return out
 
     def add(self, start: int, stop: int, crc: int) -> None:
         self._ranges[start] = (stop, crc)
@@ -166,13 +186,15 @@ class RangeCrc:
             out.append((pos, size))
         return out
 
-    def value(self, size: int) -> int:
-        """The CRC of ``[0, size)``; the ranges added must tile it exactly."""
-        crc = pos = 0
-        for start, (stop, part) in sorted(self._ranges.items()):
-            if start != pos:
+    def value(self, size: int, start: int = 0) -> int:
+        """The CRC of ``[start, size)``; the ranges added there must tile it exactly."""
+        crc, pos = 0, start
+        for first, (stop, part) in sorted(self._ranges.items()):
+            if first < start or first >= size:
+                continue
+            if first != pos or stop > size:
                 raise ValueError(f"the ranges do not tile the object at offset {pos}")
-            crc, pos = crc_combine(self.poly, crc, part, stop - start), stop
+            crc, pos = crc_combine(self.poly, crc, part, stop - first), stop
         if pos != size:
             raise ValueError(f"the ranges end at offset {pos}, not at {size}")
         return crc

@@ -129,7 +129,7 @@ def download(
             )
         info = _head(transport, bucket, key)
         part_size = part_size or adaptive_part_size(_size(info))
-        check = Check(info, verify)
+        check = Check(info, verify, transport)
         return _download_to_path(
             transport, info, path, parallel, part_size, progress, max_resume, check
         )
@@ -143,7 +143,7 @@ def download(
             )
         parts = plan_parts(0, size, part_size or adaptive_part_size(size))
         tracker = ProgressTracker(progress, size, announce=True)
-        check = Check(info, verify)
+        check = Check(info, verify, transport)
         sink = into_buffer(view, 0, check.crcs)
         used = fetch_parts(
             transport, info, parts, sink, parallel, max_resume, tracker, on_start=check.on_start
@@ -190,7 +190,7 @@ def get_into(
             return 0
         stop = min(size, offset + want)
         parts = plan_parts(offset, stop, part_size or adaptive_part_size(stop - offset))
-        check = Check(info, verify and offset == 0 and stop == size)
+        check = Check(info, verify and offset == 0 and stop == size, transport)
         sink = into_buffer(view, offset, check.crcs)
         tracker = ProgressTracker(None, stop - offset)
         fetch_parts(
@@ -306,7 +306,7 @@ def _verify_whole(
     info = head_object(transport, bucket, key)
     if etag is not None and info.etag != etag:
         return
-    check = Check(info, True)
+    check = Check(info, True, transport)
     check.verify(_from_memory(data))
 
 

@@ -58,26 +58,53 @@ Sink = Callable[[RangeReader, Part, Callable[[int], None]], None]
 def into_buffer(view: memoryview, base: int, crcs: RangeCrc | None = None) -> Sink:
     """Parts land in ``view``, whose first byte is object offset ``base``; with
     ``crcs``, each part's CRC is added to it, hashed as its bytes land."""
-    update = crcs.crc if crcs is not None else None
 
     def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
-        crc = 0
+        hasher = _PartCrc(crcs, part.start)
         with view[part.start - base : part.stop - base] as target:
             n = 0
             while n < len(target):
-                with target[n : n + STEP] as step:
+                with target[n : n + hasher.room(part.start + n, STEP)] as step:
                     k = f.readinto(step)  # straight from the socket into the caller's memory
-                    if update is not None:
+                    if hasher.crcs is not None:
                         with step[:k] as got:
-                            crc = update(got, crc)
+                            hasher.update(got)
                 if k == 0:
                     raise _ended_early(f, part.start + n)
                 n += k
                 tick(k)
-        if crcs is not None:
-            crcs.add(part.start, part.stop, crc)
+        hasher.flush()
 
     return write
+
+
+class _PartCrc:
+    """The CRC of the bytes of one part as they land, added to ``crcs`` as a range at
+    the part's end and at every cut of ``crcs`` inside it."""
+
+    def __init__(self, crcs: RangeCrc | None, start: int) -> None:
+        self.crcs = crcs
+        self.start = self.pos = start
+        self.value = 0
+        self._crc = crcs.crc if crcs is not None else None
+        self._cut = crcs.next_cut(start) if crcs is not None else None
+
+    def room(self, pos: int, n: int) -> int:
+        """How many of ``n`` bytes from ``pos`` to receive next: up to the next cut."""
+        return n if self._cut is None else min(n, self._cut - pos)
+
+    def update(self, data: memoryview) -> None:
+        assert self._crc is not None
+        self.value = self._crc(data, self.value)
+        self.pos += len(data)
+        if self.pos == self._cut:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.crcs is not None and self.pos > self.start:
+            self.crcs.add(self.start, self.pos, self.value)
+            self.start, self.value = self.pos, 0
+            self._cut = self.crcs.next_cut(self.pos)
 
 
 def into_file(fd: int, crcs: RangeCrc | None = None) -> Sink:
@@ -92,24 +119,21 @@ def into_file(fd: int, crcs: RangeCrc | None = None) -> Sink:
     process.
     """
 
-    update = crcs.crc if crcs is not None else None
-
     def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
-        crc = 0
+        hasher = _PartCrc(crcs, part.start)
         with memoryview(bytearray(min(FILE_STEP, part.length))) as buf:
             pos = part.start
             while pos < part.stop:
-                k = f.readinto(buf[: part.stop - pos])
+                k = f.readinto(buf[: hasher.room(pos, part.stop - pos)])
                 if k == 0:
                     raise _ended_early(f, pos)
-                if update is not None:
-                    crc = update(buf[:k], crc)
+                if hasher.crcs is not None:
+                    hasher.update(buf[:k])
                 _pwrite_all(fd, buf[:k], pos)
                 pos += k
                 tick(k)
         _sync_data(fd)  # the part is on disk before the state record may claim it
-        if crcs is not None:
-            crcs.add(part.start, part.stop, crc)
+        hasher.flush()
 
     return write
 
