@@ -209,3 +209,22 @@ def test_a_255_byte_name_resumes_after_an_interruption(
     assert result.parts_reused >= 1
     assert dest.read_bytes() == data
     assert os.listdir(tmp_path) == [name]
+
+
+def test_the_key_is_kept_per_user_and_a_cache_that_cannot_hold_it_still_gives_names(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from objsdk._transfer import download_state
+
+    monkeypatch.setattr(download_state, "_key", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = download_paths("/data/y")
+    assert (tmp_path / "cache" / "objsdk" / "download-key").stat().st_mode & 0o077 == 0
+    monkeypatch.setattr(download_state, "_key", None)
+    assert download_paths("/data/y") == first  # the same key, read back: resumable
+    (tmp_path / "blocked").write_text("a file, not a directory")
+    monkeypatch.setattr(download_state, "_key", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "blocked"))
+    temp, record = download_paths("/data/y")  # a key for this process only
+    assert temp.startswith("/data/.y.objsdk-")
+    assert record == temp + ".json"
