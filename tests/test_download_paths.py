@@ -93,7 +93,7 @@ def test_the_temp_name_cannot_be_worked_out_from_the_destination_alone(
     # The tag is keyed by a random key kept per user: another key, another name.
     dest = str(tmp_path / "y")
     mine = download_paths(dest)
-    monkeypatch.setattr("objsdk._transfer.download_state._key", os.urandom(32))
+    monkeypatch.setattr("objsdk._transfer.download_state._download_key", lambda: os.urandom(32))
     theirs = download_paths(dest)
     assert mine != theirs
     for name in (*mine, *theirs):
@@ -216,14 +216,13 @@ def test_the_key_is_kept_per_user_and_a_cache_that_cannot_hold_it_still_gives_na
 ) -> None:
     from objsdk._transfer import download_state
 
-    monkeypatch.setattr(download_state, "_key", None)
+    monkeypatch.setattr(download_state, "_keys", {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     first = download_paths("/data/y")
     assert (tmp_path / "cache" / "objsdk" / "download-key").stat().st_mode & 0o077 == 0
-    monkeypatch.setattr(download_state, "_key", None)
+    monkeypatch.setattr(download_state, "_keys", {})
     assert download_paths("/data/y") == first  # the same key, read back: resumable
     (tmp_path / "blocked").write_text("a file, not a directory")
-    monkeypatch.setattr(download_state, "_key", None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "blocked"))
     temp, record = download_paths("/data/y")  # a key for this process only
     assert temp.startswith("/data/.y.objsdk-")

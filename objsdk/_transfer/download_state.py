@@ -181,7 +181,7 @@ NAME_MAX = 255
 _TAG_CHARS = 16  # 64 bits of the HMAC, in hex
 # The longest name derived from the temp file's: the record's temp, ".json.tmp".
 _LONGEST_SUFFIX = len(".json.tmp")
-_key: bytes | None = None
+_keys: dict[str, bytes] = {}  # key file -> key
 
 
 def download_paths(dest: str) -> tuple[str, str]:
@@ -211,21 +211,22 @@ def _download_key() -> bytes:
     """The key that makes temp names unguessable: 32 random bytes in
     ``$XDG_CACHE_HOME/objsdk/download-key`` (``~/.cache``), shared by the user's
     processes so a later call finds an interrupted download's temp file. Where it cannot
-    be kept, a key for this process only (downloads then resume within it only)."""
-    global _key
-    if _key is None:
-        try:
-            _key = _load_or_create_key()
-        except OSError:
-            _key = secrets.token_bytes(32)
-    return _key
-
-
-def _load_or_create_key() -> bytes:
+    be kept, a key for this process only (downloads then resume within it only). Kept
+    in memory by the file's path, which follows the environment the call sees."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    directory = os.path.join(cache, "objsdk")
-    path = os.path.join(directory, "download-key")
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(cache, "objsdk", "download-key")
+    key = _keys.get(path)
+    if key is None:
+        try:
+            key = _load_or_create_key(path)
+        except OSError:
+            key = secrets.token_bytes(32)
+        _keys[path] = key
+    return key
+
+
+def _load_or_create_key(path: str) -> bytes:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     for _ in range(2):
         try:
             fd = os.open(path, os.O_RDONLY | O_NOFOLLOW)
