@@ -38,10 +38,10 @@ def main() -> None:
         dest = Path(tmp) / "object.bin"
         env = {**os.environ, **minio.env()}
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(dest)], env=env)
-        temp = Path(str(dest) + ".objsdk-download")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and child.poll() is None:
-            if temp.exists() and Path(str(temp) + ".json").exists():
+            # The hidden temp file and its record beside dest: .object.bin.objsdk-<tag>[.json]
+            if len(list(dest.parent.glob(f".{dest.name}.objsdk-*"))) >= 2:
                 time.sleep(0.3)  # let a few parts become durable
                 break
             time.sleep(0.01)

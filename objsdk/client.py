@@ -27,6 +27,7 @@ from objsdk._core.sizes import (
     DEFAULT_WRITER_PARALLEL,
 )
 from objsdk._core.sse import SSE
+from objsdk._io.get import get_object
 from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
 from objsdk._s3 import copies, deletes
@@ -34,7 +35,7 @@ from objsdk._s3.buckets import BucketsAPI
 from objsdk._s3.encryption import encrypting
 from objsdk._s3.head import head_object
 from objsdk._s3.listing import list_objects
-from objsdk._s3.objects import get_object, put_object
+from objsdk._s3.objects import put_object
 from objsdk._s3.tagging import TaggingAPI
 from objsdk._s3.versions import VersionsAPI
 from objsdk._transfer.download import DownloadResult
@@ -296,28 +297,26 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
         offset: int = 0,
         length: int | None = None,
         version_id: str | None = None,
+        verify: bool = True,
     ) -> bytes:
         """The object's bytes from ``offset``, ``length`` of them (to the end if None), of
         ``version_id`` if given, else of the current version.
 
         Reads the whole answer into memory; use :meth:`open` to stream large objects.
+        The whole object is checked against its full-object checksum unless
+        ``verify=False`` (:class:`~objsdk.IntegrityError` on mismatch).
         """
         check_bucket(bucket)
         check_key(key)
-        if not isinstance(offset, int) or offset < 0:
-            raise errors.InvalidArgument(
-                f"offset must be a non-negative int, got {offset!r} "
-                f"(bucket {bucket!r}, key {key!r})"
-            )
-        if length is not None and (not isinstance(length, int) or length < 0):
-            raise errors.InvalidArgument(
-                f"length must be a non-negative int or None, got {length!r} "
-                f"(bucket {bucket!r}, key {key!r})"
-            )
-        if length == 0:
-            self.head_object(bucket, key, version_id=version_id)  # still report a missing one
-            return b""
-        return get_object(self._transport, bucket, key, offset, length, version_id)
+        return get_object(
+            self._transport,
+            bucket,
+            key,
+            offset=offset,
+            length=length,
+            version_id=version_id,
+            verify=verify,
+        )
 
     def open(
         self,
@@ -365,6 +364,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
         part_size: int | None = None,
         progress: Progress | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
+        verify: bool = True,
     ) -> DownloadResult:
         """Download the whole object to a path or a writable buffer, in parallel parts.
 
@@ -383,6 +383,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
             part_size=part_size,
             progress=progress,
             max_resume=max_resume,
+            verify=verify,
         )
 
     def get_into(
@@ -394,9 +395,11 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
         offset: int = 0,
         parallel: int | None = None,
         part_size: int | None = None,
+        verify: bool = True,
     ) -> int:
         """Fill ``buffer`` with the object's bytes from ``offset`` (fewer at the end);
-        return how many. Received straight into the buffer, in parallel when large."""
+        return how many. Received straight into the buffer, in parallel when large; a
+        fill of the whole object is verified unless ``verify=False``."""
         return _get_into(
             self._transport,
             bucket,
@@ -405,6 +408,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
             offset=offset,
             parallel=parallel,
             part_size=part_size,
+            verify=verify,
         )
 
     def upload(

@@ -508,7 +508,7 @@ def test_sigint_during_download_then_rerun_completes(
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied,
         preexec_fn=as_at_a_terminal,
     )  # fmt: skip
-    wait_for(lambda: any(tmp_path.glob("d.bin.*")), "the download to start")
+    wait_for(lambda: any(tmp_path.glob(".d.bin.objsdk-*")), "the download to start")
     time.sleep(2.7)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)

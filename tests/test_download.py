@@ -33,6 +33,7 @@ STATE = DownloadState(
     version_id=None,
     size=1000,
     part_size=100,
+    dest="/data/out/k",
     done=frozenset({0, 1, 2, 5, 9}),
 )
 
@@ -168,16 +169,17 @@ def test_done_parts_are_recorded_as_inclusive_runs():
     assert json.loads(STATE.to_json())["done"] == [[0, 2], [5, 5], [9, 9]]
 
 
-def test_the_state_record_names_the_object_version_and_layout():
+def test_the_state_record_names_the_object_version_layout_and_destination():
     record = json.loads(STATE.to_json())
     assert record == {
-        "format": 1,
+        "format": 2,
         "bucket": "b",
         "key": "k",
         "etag": '"e1"',
         "version_id": None,
         "size": 1000,
         "part_size": 100,
+        "dest": "/data/out/k",
         "done": [[0, 2], [5, 5], [9, 9]],
     }
 
@@ -194,8 +196,10 @@ def _record(**changes: object) -> str:
         "",
         "{not json",
         "[]",
-        '{"format": 1}',
-        _record(format=2),
+        '{"format": 2}',
+        _record(format=1),
+        _record(format=3),
+        _record(dest=None),
         _record(size=True),
         _record(size=-1),
         _record(part_size=0),

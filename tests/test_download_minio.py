@@ -30,7 +30,7 @@ import pytest
 import objsdk
 from objsdk import Client
 from objsdk._io.range_reader import RangeReader
-from objsdk._transfer.download import STATE_SUFFIX, TEMP_SUFFIX, download, get_into
+from objsdk._transfer.download import download, download_paths, get_into
 from objsdk._transfer.download_state import load_state
 
 pytestmark = pytest.mark.integration
@@ -47,11 +47,11 @@ def put(client: Client, bucket: str, key: str, size: int) -> bytes:
 
 
 def temp_of(dest: Path) -> Path:
-    return Path(f"{dest}{TEMP_SUFFIX}")
+    return Path(download_paths(str(dest))[0])
 
 
 def state_of(dest: Path) -> Path:
-    return Path(f"{dest}{TEMP_SUFFIX}{STATE_SUFFIX}")
+    return Path(download_paths(str(dest))[1])
 
 
 def sha256_file(path: Path) -> str:

@@ -1,24 +1,34 @@
 """Full-object checksums, computed incrementally as bytes stream past.
 
-S3 stores a checksum with an object when it was uploaded with one
-(``x-amz-checksum-<algorithm>``, "Checking object integrity" in the S3 user guide). A
+S3 stores a checksum with an object when it was uploaded with one, and a CRC64NVME when
+it was uploaded without ("Checking object integrity" in the S3 user guide). A
 *full-object* checksum covers the whole body and can be checked by hashing it front to
-back; a *composite* one (``...-<parts>``, from multipart uploads) cannot, so it is
-skipped. CRC32C uses the ``crc32c`` package, which hashes any buffer without copying
-at several GB/s, so verification costs a few percent of a read at most.
+back; a *composite* one (``x-amz-checksum-type: COMPOSITE``, a value ending in
+``-<parts>``) is a checksum of the parts' checksums, so it says nothing about a body
+hashed whole and is skipped (:func:`full_object_checksum` says why).
+
+The three CRCs hash at hardware speed, each with the library measured fastest for it
+(docs/design.md, "Checksums"): CRC32 with ``isal`` (ISA-L), CRC32C with ``crc32c``,
+CRC64NVME with ``awscrt`` (imported on first use). Each reads any buffer in place.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
-import zlib
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import crc32c as _crc32c
+from isal import isal_zlib as _isal_zlib
+
+from objsdk._core.crc import CRC32, CRC32C, CRC64NVME, CrcPoly, crc_combine
 
 __all__ = [
+    "CRC_ALGORITHMS",
+    "RangeCrc",
     "RangeCrc32c",
     "StreamChecksum",
     "checksum_from_headers",
@@ -26,10 +36,14 @@ __all__ = [
     "crc32c",
     "crc32c_b64",
     "crc32c_combine",
+    "crc_function",
     "encode_crc32c",
+    "full_object_checksum",
+    "is_multipart_etag",
 ]
 
 Buffer = bytes | bytearray | memoryview
+CrcFunction = Callable[[Buffer, int], int]
 
 
 class _Hash(Protocol):
@@ -37,33 +51,8 @@ class _Hash(Protocol):
     def digest(self) -> bytes: ...
 
 
-class _Crc:
-    """A CRC32-family running value behind hashlib's update/digest interface."""
-
-    def __init__(self, fn: Callable[[Buffer, int], int]) -> None:
-        self._fn = fn
-        self._value = 0
-
-    def update(self, data: Buffer, /) -> None:
-        self._value = self._fn(data, self._value)
-
-    def digest(self) -> bytes:
-        return self._value.to_bytes(4, "big")
-
-
-def _crc32_update(data: Buffer, value: int) -> int:
-    return zlib.crc32(data, value)
-
-
-_FACTORIES: dict[str, Callable[[], _Hash]] = {
-    "crc32c": lambda: _Crc(crc32c),
-    "crc32": lambda: _Crc(_crc32_update),
-    "sha256": hashlib.sha256,
-    "sha1": hashlib.sha1,
-}
-
-# Preference when an object carries several: the cheapest to compute first.
-_PREFERENCE = ("crc32c", "crc32", "sha1", "sha256")
+# The CRCs S3 stores, by algorithm name: their polynomial (for combining ranges).
+CRC_ALGORITHMS: dict[str, CrcPoly] = {"crc32": CRC32, "crc32c": CRC32C, "crc64nvme": CRC64NVME}
 
 
 def crc32c(data: Buffer, value: int = 0) -> int:
@@ -71,9 +60,71 @@ def crc32c(data: Buffer, value: int = 0) -> int:
     return int(_crc32c.crc32c(data, value))
 
 
+def _crc32(data: Buffer, value: int = 0) -> int:
+    return int(_isal_zlib.crc32(data, value))
+
+
+def _crc64nvme(data: Buffer, value: int = 0) -> int:
+    global _crc64nvme_impl
+    if _crc64nvme_impl is None:
+        # awscrt takes ~30 ms to import: only objects that carry a CRC64NVME pay it.
+        from awscrt import checksums as _awscrt_checksums  # type: ignore[import-untyped]
+
+        _crc64nvme_impl = _awscrt_checksums.crc64nvme
+    return int(_crc64nvme_impl(data, value))
+
+
+_crc64nvme_impl: CrcFunction | None = None
+
+_CRC_FUNCTIONS: dict[str, CrcFunction] = {
+    "crc32": _crc32,
+    "crc32c": crc32c,
+    "crc64nvme": _crc64nvme,
+}
+
+
+def crc_function(algorithm: str) -> CrcFunction:
+    """``f(data, value) -> value``: the running CRC of ``algorithm`` (a key of
+    :data:`CRC_ALGORITHMS`), at hardware speed, reading ``data`` in place."""
+    return _CRC_FUNCTIONS[algorithm]
+
+
+class _Crc:
+    """A running CRC behind hashlib's update/digest interface."""
+
+    def __init__(self, algorithm: str) -> None:
+        self._fn = _CRC_FUNCTIONS[algorithm]
+        self._bytes = CRC_ALGORITHMS[algorithm].width // 8
+        self._value = 0
+
+    def update(self, data: Buffer, /) -> None:
+        self._value = self._fn(data, self._value)
+
+    def digest(self) -> bytes:
+        return self._value.to_bytes(self._bytes, "big")
+
+
+_FACTORIES: dict[str, Callable[[], _Hash]] = {
+    "crc32c": lambda: _Crc("crc32c"),
+    "crc32": lambda: _Crc("crc32"),
+    "crc64nvme": lambda: _Crc("crc64nvme"),
+    "sha256": hashlib.sha256,
+    "sha1": hashlib.sha1,
+}
+
+# Preference when an object carries several: the CRCs (a fraction of the SHAs' cost,
+# and combinable across parts fetched in parallel), then the SHAs.
+_PREFERENCE = ("crc32c", "crc64nvme", "crc32", "sha1", "sha256")
+
+
 def encode_crc32c(crc: int) -> str:
     """A CRC32C value as S3 transmits it: base64 of its 4 big-endian bytes."""
     return base64.b64encode(crc.to_bytes(4, "big")).decode()
+
+
+def encode_crc(algorithm: str, crc: int) -> str:
+    """A CRC value as S3 transmits it: base64 of its big-endian bytes."""
+    return base64.b64encode(crc.to_bytes(CRC_ALGORITHMS[algorithm].width // 8, "big")).decode()
 
 
 def crc32c_b64(data: Buffer, value: int = 0) -> str:
@@ -81,74 +132,45 @@ def crc32c_b64(data: Buffer, value: int = 0) -> str:
     return encode_crc32c(crc32c(data, value))
 
 
-# -- combining part CRCs ------------------------------------------------------------------
-
-# CRC32C's polynomial (Castagnoli), bit-reflected as CRCs are computed (RFC 3720 §B.4).
-_POLY = 0x82F63B78
-
-
-def _multmodp(a: int, b: int) -> int:
-    """a(x) * b(x) modulo the polynomial, in reflected bit order; ``a`` must not be 0."""
-    m = 1 << 31
-    p = 0
-    while True:
-        if a & m:
-            p ^= b
-            if not a & (m - 1):
-                return p
-        m >>= 1
-        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
-
-
-def _x2n_table(entries: int) -> list[int]:
-    table = []
-    p = 1 << 30  # x^1
-    for _ in range(entries):
-        table.append(p)
-        p = _multmodp(p, p)
-    return table
-
-
-# _X2N[k] is x^(2^k) modulo the polynomial, for every k a length in bytes can reach
-# (k = 3 + bit length). zlib indexes its table with ``k & 31``, which holds for its own
-# polynomial only: Castagnoli's does not repeat with period 32, so wrapping k gives wrong
-# CRCs for ranges of 512 MiB and more.
-_X2N = _x2n_table(128)
-
-
-def _x2nmodp(n: int, k: int) -> int:
-    """x^(n * 2^k) modulo the polynomial."""
-    if k + n.bit_length() > len(_X2N):
-        raise ValueError(f"length {n} << {k} is beyond what the CRC tables cover")
-    p = 1 << 31  # x^0 = 1
-    while n:
-        if n & 1:
-            p = _multmodp(_X2N[k], p)
-        n >>= 1
-        k += 1
-    return p
-
-
 def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC32C of ``A + B`` from ``crc32c(A)``, ``crc32c(B)`` and ``len(B)``.
-
-    zlib's ``crc32_combine`` (1.2.12 and later) for CRC32C's polynomial: the CRC of A
-    shifted over ``len2`` zero bytes, i.e. multiplied by x^(8 * len2), plus the CRC of
-    B. A few microseconds, whatever the lengths.
-    """
-    return _multmodp(_x2nmodp(len2, 3), crc1) ^ crc2
+    """CRC32C of ``A + B`` from ``crc32c(A)``, ``crc32c(B)`` and ``len(B)``
+    (:func:`objsdk._core.crc.crc_combine`)."""
+    return crc_combine(CRC32C, crc1, crc2, len2)
 
 
-class RangeCrc32c:
-    """The CRC32C of a whole object from the CRC32Cs of byte ranges of it, added in any
-    order (parts fetched in parallel each hash their bytes as they land, while they are
-    still in the CPU cache, instead of a second pass over the object).
+class RangeCrc:
+    """The CRC (``algorithm``: crc32, crc32c or crc64nvme) of a whole object from the
+    CRCs of byte ranges of it, added in any order (parts fetched in parallel each hash
+    their bytes as they land, while they are still in the CPU cache, instead of a second
+    pass over the object).
 
     One :meth:`add` per range, from any thread (a dict store is atomic in CPython).
+    ``cuts`` are offsets no range may straddle (the parts of a multipart upload, whose
+    own CRCs :meth:`value` of each gives): whoever adds ranges ends one at each cut
+    (:meth:`next_cut`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, algorithm: str = "crc32c", cuts: Sequence[int] = ()) -> None:
+        self.algorithm = algorithm
+        self.poly = CRC_ALGORITHMS[algorithm]
+        self.crc: CrcFunction = _CRC_FUNCTIONS[algorithm]  # the running CRC, for parts
+        self.cuts = sorted(cuts)
         self._ranges: dict[int, tuple[int, int]] = {}  # start -> (stop, crc)
+
+    def next_cut(self, pos: int) -> int | None:
+        """The first cut after ``pos``, or None."""
+        i = bisect.bisect_right(self.cuts, pos)
+        return self.cuts[i] if i < len(self.cuts) else None
+
+    def pieces(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """``[start, stop)`` cut at the cuts inside it."""
+        out = []
+        while start < stop:
+            cut = self.next_cut(start)
+            end = stop if cut is None else min(cut, stop)
+            out.append((start, end))
+            start = end
+        return out
 
     def add(self, start: int, stop: int, crc: int) -> None:
         self._ranges[start] = (stop, crc)
@@ -164,16 +186,29 @@ class RangeCrc32c:
             out.append((pos, size))
         return out
 
-    def value(self, size: int) -> int:
-        """The CRC32C of ``[0, size)``; the ranges added must tile it exactly."""
-        crc = pos = 0
-        for start, (stop, part) in sorted(self._ranges.items()):
-            if start != pos:
+    def value(self, size: int, start: int = 0) -> int:
+        """The CRC of ``[start, size)``; the ranges added there must tile it exactly."""
+        crc, pos = 0, start
+        for first, (stop, part) in sorted(self._ranges.items()):
+            if first < start or first >= size:
+                continue
+            if first != pos or stop > size:
                 raise ValueError(f"the ranges do not tile the object at offset {pos}")
-            crc, pos = crc32c_combine(crc, part, stop - start), stop
+            crc, pos = crc_combine(self.poly, crc, part, stop - first), stop
         if pos != size:
             raise ValueError(f"the ranges end at offset {pos}, not at {size}")
         return crc
+
+    def encoded(self, size: int) -> str:
+        """:meth:`value` as S3 transmits it (base64, big-endian)."""
+        return encode_crc(self.algorithm, self.value(size))
+
+
+class RangeCrc32c(RangeCrc):
+    """:class:`RangeCrc` for CRC32C."""
+
+    def __init__(self) -> None:
+        super().__init__("crc32c")
 
 
 class StreamChecksum:
@@ -194,19 +229,64 @@ class StreamChecksum:
         return self.actual() == self.expected
 
 
-def checksum_from_headers(headers: Mapping[str, str]) -> StreamChecksum | None:
-    """A checker for the full-object checksum in ``headers``, or None if there is none.
+# A multipart upload's ETag: "<MD5 of the parts' MD5s>-<parts>" (S3 user guide, "Checking
+# object integrity", multipart uploads).
+_MULTIPART_ETAG = re.compile(r"-[0-9]+\"?$")
 
-    Composite checksums (``x-amz-checksum-type: COMPOSITE``, or a value ending in
-    ``-<parts>``) describe parts, not the body, and are ignored.
+
+def is_multipart_etag(etag: str | None) -> bool:
+    """True for the ETag of an object stored by a multipart upload."""
+    return bool(etag) and _MULTIPART_ETAG.search(etag or "") is not None
+
+
+def full_object_checksum(
+    checksums: Mapping[str, str], checksum_type: str | None, etag: str | None
+) -> tuple[StreamChecksum | None, str]:
+    """A checker for the object's full-object checksum, or None and the reason there is
+    none (for stats and messages).
+
+    ``checksums`` maps algorithm to the stored base64 value (HEAD or GET headers),
+    ``checksum_type`` is ``x-amz-checksum-type`` if the answer had one, ``etag`` the
+    object's ETag. Composite checksums describe the parts, not the body, and are never
+    checked against it: ``x-amz-checksum-type: COMPOSITE``; a value ending in
+    ``-<parts>``; and, when the type is not stated, any CRC32, CRC32C, SHA1 or SHA256
+    of an object whose ETag says it was uploaded in parts (boto3's ``upload_fileobj``
+    with ``ChecksumAlgorithm="CRC32"`` stores a composite CRC32 that some services return
+    bare and without a type). A CRC64NVME is always full-object (S3 computes it only
+    that way), so it is checked whatever the ETag.
     """
-    if (headers.get("x-amz-checksum-type") or "FULL_OBJECT").upper() != "FULL_OBJECT":
-        return None
+    kind = (checksum_type or "").upper()
+    if kind and kind != "FULL_OBJECT":
+        return None, f"{kind.lower()} checksum: it covers the parts, not the object"
+    found = [(algo, checksums[algo]) for algo in _PREFERENCE if checksums.get(algo)]
+    if not found:
+        return None, "no checksum stored"
+    for algorithm, value in found:
+        if "-" in value:
+            continue  # "<checksum of the parts' checksums>-<parts>"
+        if not kind and algorithm != "crc64nvme" and is_multipart_etag(etag):
+            continue
+        return StreamChecksum(algorithm, value), ""
+    if not kind and is_multipart_etag(etag):
+        return None, (
+            f"multipart object (ETag {etag}) whose checksum type is not stated: "
+            "taken as composite, which covers the parts, not the object"
+        )
+    return None, "composite checksum: it covers the parts, not the object"
+
+
+def checksum_from_headers(headers: Mapping[str, str]) -> StreamChecksum | None:
+    """A checker for the full-object checksum in the (case-insensitive) ``headers`` of
+    an answer, or None if there is none (see :func:`full_object_checksum`)."""
+    stored = {}
     for algorithm in _PREFERENCE:
         value = headers.get(f"x-amz-checksum-{algorithm}")
-        if value and "-" not in value:
-            return StreamChecksum(algorithm, value)
-    return None
+        if value:
+            stored[algorithm] = value
+    checker, _ = full_object_checksum(
+        stored, headers.get("x-amz-checksum-type"), headers.get("ETag")
+    )
+    return checker
 
 
 def checksum_headers(checksums: Mapping[str, str], checksum_type: str | None) -> dict[str, str]:

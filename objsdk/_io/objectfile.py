@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from objsdk import errors
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.addressing import check_bucket, check_count, check_key
-from objsdk._core.checksums import StreamChecksum, checksum_from_headers, checksum_headers
 from objsdk._core.s3xml import http_date
 from objsdk._core.sizes import (
     ADAPTIVE_CAP,
@@ -41,7 +40,7 @@ from objsdk._io.range_reader import (
     ReadStats,
 )
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher
-from objsdk._io.verify import PassVerifier
+from objsdk._io.verify import PassVerifier, info_checksum
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
 
@@ -137,7 +136,7 @@ class ObjectFile(io.BufferedIOBase):
         )
         self._prefetcher: Prefetcher | None = None
         self._parts: PartStream | None = None
-        self._head_checksum: StreamChecksum | None = None
+        self._head_info: ObjectInfo | None = None
         # Bytes read in sequence since the last far seek: read-ahead starts once a whole
         # part's worth has gone by, so random small reads do not fetch whole parts.
         # A fresh reader counts as sequential.
@@ -149,7 +148,7 @@ class ObjectFile(io.BufferedIOBase):
         self._recv_pos = 0
         self._tail: bytes | memoryview = b""
         self._tail_off = 0
-        self._verifier = PassVerifier(bucket, key)
+        self._verifier = PassVerifier(bucket, key, self.stats)
         self._lock = threading.Lock()
 
     # The pin, as the first answer set it.
@@ -214,10 +213,7 @@ class ObjectFile(io.BufferedIOBase):
         """The object's size in bytes (asks the server with HEAD if not known yet)."""
         if self._reader.size is None:
             self._check_open()
-            info = self._reader.head()
-            self._head_checksum = checksum_from_headers(
-                checksum_headers(info.checksums, info.checksum_type)
-            )
+            self._head_info = self._reader.head()
         assert self._reader.size is not None
         return self._reader.size
 
@@ -531,7 +527,7 @@ class ObjectFile(io.BufferedIOBase):
     def _start_parts(self, want: int) -> PartStream:
         size = self.size
         if want == 0 and self.verify and self._verifier.checksum is None:
-            self._verifier.prime(self._head_checksum)
+            self._verifier.prime(*info_checksum(self._head_info))
         if self._prefetcher is None:
             workers = ADAPTIVE_CAP if self._auto is not None else self._ahead()
             self._prefetcher = Prefetcher.pinned_like(
@@ -580,6 +576,7 @@ def open_pinned(client: HasTransport, info: ObjectInfo, **options: Any) -> Objec
     f = ObjectFile(client, info.bucket, info.key, version_id=info.version_id, **options)
     f._reader.etag, f._reader.size = info.etag, info.size
     f._reader.last_modified = http_date(info.last_modified)
+    f._head_info = info  # its checksums verify a pass read ahead in parts
     return f
 
 

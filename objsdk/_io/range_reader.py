@@ -53,8 +53,10 @@ Observer = Callable[[int, "bytes | memoryview"], None]
 class ReadStats:
     """What one reader did: bytes handed to the caller, GET/HEAD requests sent, resumes
     after a broken stream, bytes received but skipped (discarded), read-ahead bytes
-    fetched but never delivered (wasted), and the parts read ahead at the end (0 for
-    one stream: with ``readahead=None``, what the adaptive level settled on)."""
+    fetched but never delivered (wasted), the parts read ahead at the end (0 for
+    one stream: with ``readahead=None``, what the adaptive level settled on), the
+    checksum algorithm the last full pass was verified with, and why the last pass
+    from byte 0 was not verified (no checksum stored, a composite one, a skip...)."""
 
     bytes_delivered: int = 0
     requests: int = 0
@@ -62,6 +64,8 @@ class ReadStats:
     bytes_discarded: int = 0
     bytes_wasted: int = 0
     readahead: int = 0  # parts in flight at the end (0: one stream); what auto chose
+    verified: str | None = None
+    unverified_reason: str | None = None
 
 
 class RangeIgnored(errors.ProtocolError):
@@ -453,7 +457,18 @@ class RangeReader:
         if cont.eof:
             resp.close()
             return None
-        stop = cont.size if self.end is None or cont.size is None else min(cont.size, self.end)
+        if self.size is None:
+            # No Content-Length (a close-delimited or chunked 200) nor a total in
+            # Content-Range: the end of the body would be taken for the end of the object,
+            # and a cut answer for a short object. HEAD (pinned to this answer's ETag)
+            # says where the object ends, so a body that stops early is a break.
+            try:
+                self.head()
+            except BaseException:
+                resp.close()
+                raise
+        size = self.size
+        stop = size if self.end is None or size is None else min(size, self.end)
         stream = _Stream(resp, cont.start, stop, self.observer)
         self._stream = stream
         if cont.discard:

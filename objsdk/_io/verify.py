@@ -3,11 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from objsdk import errors
-from objsdk._core.checksums import StreamChecksum, checksum_from_headers
+from objsdk._core.checksums import StreamChecksum, full_object_checksum
+from objsdk._core.headers import stored_checksums
+from objsdk.models import ObjectInfo
 
-__all__ = ["PassVerifier", "check_value", "check_whole"]
+__all__ = [
+    "PassVerifier",
+    "VerifyStats",
+    "check_body",
+    "check_value",
+    "check_whole",
+    "info_checksum",
+]
+
+
+class VerifyStats(Protocol):
+    """Where a verifier reports (``ReadStats``): the algorithm the last full pass was
+    verified with, or why a pass from byte 0 could not be verified."""
+
+    verified: str | None
+    unverified_reason: str | None
+
+
+def info_checksum(info: ObjectInfo | None) -> tuple[StreamChecksum | None, str]:
+    """The checker for the full-object checksum HEAD (or an upload) described, or None
+    and why there is none."""
+    if info is None:
+        return None, "the stored checksums are not known (no HEAD was sent)"
+    return full_object_checksum(info.checksums, info.checksum_type, info.etag)
 
 
 class PassVerifier:
@@ -18,18 +44,32 @@ class PassVerifier:
     once; a gap (a far seek) ends verification for the pass.
     """
 
-    def __init__(self, bucket: str, key: str) -> None:
+    def __init__(self, bucket: str, key: str, stats: VerifyStats | None = None) -> None:
         self.bucket = bucket
         self.key = key
+        self.stats = stats
         self.checksum: StreamChecksum | None = None
         self.hashed = 0  # length of the object prefix fed to the checksum
 
     def start(self, headers: Mapping[str, str]) -> None:
-        """An answer from byte 0: a full pass starts, checked against what it stores."""
-        self.prime(checksum_from_headers(headers))
+        """An answer from byte 0: a full pass starts, checked against what it stores
+        (the answer's own ``x-amz-checksum-type`` and ETag say whether it is
+        full-object)."""
+        self.prime(
+            *full_object_checksum(
+                stored_checksums(headers), headers.get("x-amz-checksum-type"), headers.get("ETag")
+            )
+        )
 
-    def prime(self, checksum: StreamChecksum | None) -> None:
+    def prime(self, checksum: StreamChecksum | None, why_not: str = "") -> None:
+        """A full pass starts, checked against ``checksum`` (None: ``why_not``)."""
         self.checksum, self.hashed = checksum, 0
+        if checksum is None:
+            self._unverified(why_not or "no checksum stored")
+
+    def _unverified(self, why: str) -> None:
+        if self.stats is not None:
+            self.stats.unverified_reason = why
 
     def observe(self, offset: int, data: bytes | memoryview, size: int | None) -> None:
         """``data`` arrived at ``offset``; raises IntegrityError at the end on mismatch."""
@@ -41,12 +81,15 @@ class PassVerifier:
             return  # received again: hashed already
         if offset > self.hashed:
             self.checksum = None  # a gap: this pass cannot be verified
+            self._unverified(f"bytes {self.hashed}-{offset - 1} were skipped, not read")
             return
         checksum.update(data[self.hashed - offset :] if offset < self.hashed else data)
         self.hashed = end
         if size is not None and self.hashed >= size:
             self.checksum = None
             check_whole(checksum, bucket=self.bucket, key=self.key, offset=self.hashed)
+            if self.stats is not None:
+                self.stats.verified, self.stats.unverified_reason = checksum.algorithm, None
 
 
 def check_whole(checksum: StreamChecksum, *, bucket: str, key: str, offset: int) -> None:
@@ -68,3 +111,22 @@ def check_value(
             key=key,
             offset=offset,
         )
+
+
+def check_body(bucket: str, key: str, status: int, headers: Mapping[str, str], body: bytes) -> None:
+    """Verify ``body``, a whole answer read into memory, if it is the whole object: a 200,
+    or a 206 whose ``Content-Range`` covers every byte. Raises
+    :class:`~objsdk.IntegrityError` if it does not hash to the full-object checksum the
+    answer carries (none, or a composite one: nothing to check)."""
+    if status == 206:
+        total = (headers.get("Content-Range") or "").rpartition("/")[2]
+        if not (total.isdigit() and int(total) == len(body)):
+            return
+    elif status != 200:
+        return
+    checksum, _ = full_object_checksum(
+        stored_checksums(headers), headers.get("x-amz-checksum-type"), headers.get("ETag")
+    )
+    if checksum is not None:
+        checksum.update(body)
+        check_whole(checksum, bucket=bucket, key=key, offset=len(body))

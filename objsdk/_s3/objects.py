@@ -11,12 +11,11 @@ from typing import IO
 from objsdk import errors
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.headers import object_headers, stored_checksums
-from objsdk._core.ranges import format_range
 from objsdk._core.signing import UNSIGNED_PAYLOAD, payload_sha256
 from objsdk._transport.base import Body, Transport
 from objsdk.models import ObjectInfo
 
-__all__ = ["get_object", "put_bytes", "put_object"]
+__all__ = ["put_bytes", "put_object"]
 
 
 def put_bytes(
@@ -113,37 +112,3 @@ def _remaining_length(f: IO[bytes], bucket: str, key: str) -> int:
             f"got {type(f).__name__} for bucket {bucket!r}, key {key!r}"
         ) from None
     return max(0, end - pos)
-
-
-def get_object(
-    transport: Transport,
-    bucket: str,
-    key: str,
-    offset: int,
-    length: int | None,
-    version_id: str | None = None,
-) -> bytes:
-    """The object's bytes from ``offset``, ``length`` of them (to the end if None; the
-    caller checked both), of ``version_id`` if given, read whole into memory."""
-    # The stored bytes, as ObjectFile and downloads return them: never decoded, and no
-    # server is invited to compress on the fly.
-    headers = {"Accept-Encoding": "identity"}
-    operation = "get_object"
-    if offset or length is not None:
-        end = None if length is None else offset + length - 1
-        headers["Range"] = format_range(offset, end)
-        operation = f"get_object(offset={offset}, length={length})"
-    resp = transport.request(
-        "GET",
-        operation=operation,
-        bucket=bucket,
-        key=key,
-        params=[("versionId", version_id)] if version_id else (),
-        headers=headers,
-        ok=(200, 206),
-    )
-    data = resp.content
-    if resp.status == 200 and "Range" in headers:
-        # A server may ignore Range and send the whole object (RFC 9110 §14.2).
-        data = data[offset : None if length is None else offset + length]
-    return data

@@ -7,11 +7,17 @@ the object's ETag, size and version: it resumes on network faults and raises
 one version. Bytes go straight into place: ``readinto`` on slices of a caller's buffer,
 or ``readinto`` a small per-part buffer and ``os.pwrite`` at the part's offset in a file.
 
-A download to a path writes ``<dest>.objsdk-download`` and renames it over ``dest`` once
-complete, fsynced and verified, so ``dest`` never holds a partial file. Beside the temp
-file, a record (:mod:`objsdk._transfer.download_state`) says which parts are on disk: a
-later call for the same object, ETag, version, size and part size fetches only the parts
-not recorded; anything else starts over.
+A download to a path writes a hidden temp file beside ``dest`` (``.<name>.objsdk-<tag>``,
+a name no object key can produce: :mod:`objsdk._transfer.download_state`) and renames it
+over ``dest`` once complete, fsynced and verified, so ``dest`` never holds a partial
+file. Beside the temp file, a record says which parts are on disk: a later call for the
+same object, ETag, version, size, part size and destination fetches only the parts not
+recorded; anything else starts over.
+
+Verification: the object's full-object checksum (CRC32, CRC32C, CRC64NVME, SHA1 or
+SHA256) is checked over every whole-object transfer. For the CRCs each part hashes its
+bytes as they land and the parts' CRCs are combined; a SHA is computed in a second pass
+over the bytes in place. Composite checksums are never taken for full-object ones.
 """
 
 from __future__ import annotations
@@ -26,22 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
-from objsdk._core.checksums import (
-    RangeCrc32c,
-    StreamChecksum,
-    checksum_from_headers,
-    checksum_headers,
-    crc32c,
-    encode_crc32c,
-)
 from objsdk._core.parts import Part, adaptive_part_size, plan_parts
 from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
-from objsdk._io.verify import check_value, check_whole
 from objsdk._s3.head import head_object
+from objsdk._transfer.download_check import Check, Feed
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
     DownloadState,
+    download_paths,
     load_state,
     reusable_parts,
     save_state,
@@ -59,10 +58,7 @@ except ImportError:  # pragma: no cover - Windows: concurrent downloads are not 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
 
-__all__ = ["DownloadResult", "download", "get_into"]
-
-TEMP_SUFFIX = ".objsdk-download"
-STATE_SUFFIX = ".json"
+__all__ = ["DownloadResult", "download", "download_paths", "get_into"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +69,9 @@ class DownloadResult:
     ``parts_reused`` parts were already on disk from an interrupted earlier call;
     ``parts_fetched`` parts (``bytes_fetched`` bytes) were fetched by this one, with
     ``parallel`` parts in flight at the end (what ``parallel=None`` settled on).
+    ``verified`` is the checksum algorithm the bytes were checked with, or None, and
+    then ``unverified_reason`` says why (``verify=False``, no checksum stored, a
+    composite one...).
     """
 
     info: ObjectInfo
@@ -81,6 +80,8 @@ class DownloadResult:
     parts_reused: int
     bytes_fetched: int
     parallel: int = 1
+    verified: str | None = None
+    unverified_reason: str | None = None
 
 
 # -- the public functions ----------------------------------------------------------------
@@ -96,6 +97,7 @@ def download(
     part_size: int | None = None,
     progress: Progress | None = None,
     max_resume: int = DEFAULT_MAX_RESUME,
+    verify: bool = True,
 ) -> DownloadResult:
     """Download a whole object to a path or into a writable buffer, ``parallel`` parts of
     ``part_size`` bytes at a time; ``parallel=None`` (the default) starts with one and
@@ -103,10 +105,11 @@ def download(
     16 MiB by default, smaller (:func:`~objsdk._core.parts.adaptive_part_size`) in an
     adaptive download of an object too small to hold 16 of them.
 
-    A path is written to ``<dest>.objsdk-download``, verified against the object's
-    full-object checksum if it has one, fsynced and renamed over ``dest``: ``dest`` is
-    either untouched or complete. If the call fails (network, crash, kill), calling it
-    again fetches only the missing parts, provided the object's ETag is unchanged. If
+    A path is written to a hidden temp file beside it, verified against the object's
+    full-object checksum if it has one (unless ``verify=False``), fsynced and renamed
+    over ``dest``: ``dest`` is either untouched or complete. If the call fails
+    (network, crash, kill), calling it again fetches only the missing parts, provided
+    the object's ETag is unchanged. If
     the object changes mid-download, :class:`~objsdk.ObjectChangedError` is raised and
     the temp file is removed.
 
@@ -126,7 +129,10 @@ def download(
             )
         info = _head(transport, bucket, key)
         part_size = part_size or adaptive_part_size(_size(info))
-        return _download_to_path(transport, info, path, parallel, part_size, progress, max_resume)
+        check = Check(info, verify, transport)
+        return _download_to_path(
+            transport, info, path, parallel, part_size, progress, max_resume, check
+        )
     with _writable_view(dest, bucket, key, "dest") as view:
         info = _head(transport, bucket, key)
         size = _size(info)
@@ -137,12 +143,15 @@ def download(
             )
         parts = plan_parts(0, size, part_size or adaptive_part_size(size))
         tracker = ProgressTracker(progress, size, announce=True)
-        crcs = _range_crcs(info)
+        check = Check(info, verify, transport)
+        sink = into_buffer(view, 0, check.crcs)
         used = fetch_parts(
-            transport, info, parts, into_buffer(view, 0, crcs), parallel, max_resume, tracker
+            transport, info, parts, sink, parallel, max_resume, tracker, on_start=check.on_start
         )
-        _verify(info, crcs, _from_memory(view))
-    return DownloadResult(info, len(parts), len(parts), 0, size, used)
+        check.verify(_from_memory(view))
+    return DownloadResult(
+        info, len(parts), len(parts), 0, size, used, check.verified, check.unverified_reason
+    )
 
 
 def get_into(
@@ -154,6 +163,7 @@ def get_into(
     offset: int = 0,
     parallel: int | None = None,
     part_size: int | None = None,
+    verify: bool = True,
 ) -> int:
     """Fill ``buffer`` with the object's bytes from ``offset``; return how many.
 
@@ -161,6 +171,9 @@ def get_into(
     received straight from the socket into the buffer. A buffer larger than
     ``part_size`` is filled by ``parallel`` ranged GETs of one pinned version (after a
     HEAD; ``None`` adapts, as in :func:`download`); a smaller one by a single ranged GET.
+    A fill of the whole object (``offset=0``, a buffer at least its size) is checked
+    against its full-object checksum, unless ``verify=False``
+    (:class:`~objsdk.IntegrityError` on mismatch).
     """
     part_size = _checked(bucket, key, parallel, part_size)
     check_count("offset", offset, 0, bucket, key)
@@ -170,20 +183,27 @@ def get_into(
             head_object(transport, bucket, key)  # still report a missing bucket or key
             return 0
         if want <= (part_size or adaptive_part_size(want)) or parallel == 1:
-            return _read_window(transport, bucket, key, view, offset)
+            return _read_window(transport, bucket, key, view, offset, verify)
         info = _head(transport, bucket, key)
         size = _size(info)
         if offset >= size:
             return 0
         stop = min(size, offset + want)
         parts = plan_parts(offset, stop, part_size or adaptive_part_size(stop - offset))
-        whole = offset == 0 and stop == size
-        crcs = _range_crcs(info) if whole else None
-        sink = into_buffer(view, offset, crcs)
+        check = Check(info, verify and offset == 0 and stop == size, transport)
+        sink = into_buffer(view, offset, check.crcs)
         tracker = ProgressTracker(None, stop - offset)
-        fetch_parts(transport, info, parts, sink, parallel, DEFAULT_MAX_RESUME, tracker)
-        if whole:
-            _verify(info, crcs, _from_memory(view))
+        fetch_parts(
+            transport,
+            info,
+            parts,
+            sink,
+            parallel,
+            DEFAULT_MAX_RESUME,
+            tracker,
+            on_start=check.on_start,
+        )
+        check.verify(_from_memory(view))
         return stop - offset
 
 
@@ -243,17 +263,19 @@ def _size(info: ObjectInfo) -> int:
     return info.size
 
 
-def _read_window(transport: Transport, bucket: str, key: str, view: memoryview, offset: int) -> int:
+def _read_window(
+    transport: Transport, bucket: str, key: str, view: memoryview, offset: int, verify: bool
+) -> int:
     """One closed-range GET of ``[offset, offset + len(view))`` straight into ``view``."""
     try:
-        return _read_window_into(transport, bucket, key, view, offset)
+        return _read_window_into(transport, bucket, key, view, offset, verify)
     except BaseException as e:
         drop_frame_locals(e)  # the finished frames below hold slices of the view
         raise
 
 
 def _read_window_into(
-    transport: Transport, bucket: str, key: str, view: memoryview, offset: int
+    transport: Transport, bucket: str, key: str, view: memoryview, offset: int, verify: bool
 ) -> int:
     reader = RangeReader(transport, bucket, key, end=offset + len(view))
     reader.seek(offset)
@@ -265,55 +287,27 @@ def _read_window_into(
             if k == 0:
                 break  # end of the object (0 at once if offset is at or past it)
             n += k
-        return n
     finally:
         reader.close()
+    if verify and offset == 0 and n and n == reader.size:
+        with view[:n] as whole:
+            _verify_whole(transport, bucket, key, whole, reader.etag)
+    return n
 
 
-# feed(update, start, stop) passes the received bytes [start, stop) to update, in order.
-Feed = Callable[[Callable[[Any], None], int, int], None]
-
-
-def _whole_checksum(info: ObjectInfo) -> StreamChecksum | None:
-    return checksum_from_headers(checksum_headers(info.checksums, info.checksum_type))
-
-
-def _range_crcs(info: ObjectInfo) -> RangeCrc32c | None:
-    """Where the object's full-object checksum is a CRC32C (objsdk's uploads always
-    store one), the parts hash their own bytes as they land and the CRCs are combined:
-    no second pass over the object."""
-    checksum = _whole_checksum(info)
-    return RangeCrc32c() if checksum is not None and checksum.algorithm == "crc32c" else None
-
-
-def _verify(info: ObjectInfo, crcs: RangeCrc32c | None, feed: Feed) -> None:
-    """Check the object's full-object checksum, if it has one: from the parts' CRC32Cs
-    in ``crcs`` (any range they lack, such as parts an earlier run left, hashed through
-    ``feed``), else over all the bytes ``feed`` passes in object order."""
-    checksum = _whole_checksum(info)
-    if checksum is None:
+def _verify_whole(
+    transport: Transport, bucket: str, key: str, data: memoryview, etag: str | None
+) -> None:
+    """Check ``data``, the whole object as one ranged GET returned it, against the stored
+    checksum. Ranged answers carry none (MinIO's and S3's never do, even for a range
+    that covers the object), so HEAD says what is stored; if the object was replaced
+    since (another ETag), the bytes read were one consistent version that is no longer
+    described anywhere, and are returned unverified."""
+    info = head_object(transport, bucket, key)
+    if etag is not None and info.etag != etag:
         return
-    size = info.size or 0
-    if crcs is None:
-        feed(checksum.update, 0, size)
-        check_whole(checksum, bucket=info.bucket, key=info.key, offset=size)
-        return
-    for start, stop in crcs.gaps(size):
-        gap = _Crc32c()
-        feed(gap.update, start, stop)
-        crcs.add(start, stop, gap.value)
-    actual = encode_crc32c(crcs.value(size))
-    check_value(checksum, actual, bucket=info.bucket, key=info.key, offset=size)
-
-
-class _Crc32c:
-    """A running CRC32C fed like a hash."""
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def update(self, data: Any) -> None:
-        self.value = crc32c(data, self.value)
+    check = Check(info, True, transport)
+    check.verify(_from_memory(data))
 
 
 def _from_memory(view: memoryview) -> Feed:
@@ -335,21 +329,22 @@ def _download_to_path(
     part_size: int,
     progress: Progress | None,
     max_resume: int,
+    check: Check,
 ) -> DownloadResult:
     size = _size(info)
-    temp = path + TEMP_SUFFIX
-    state_path = temp + STATE_SUFFIX
+    temp, state_path = download_paths(path)
     parts = plan_parts(0, size, part_size)
-    wanted = DownloadState(info.bucket, info.key, info.etag, info.version_id, size, part_size)
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | O_NOFOLLOW
+    wanted = DownloadState(
+        info.bucket,
+        info.key,
+        info.etag,
+        info.version_id,
+        size,
+        part_size,
+        dest=os.path.abspath(path),
+    )
+    fd = _open_locked(temp, path, info)
     try:
-        fd = os.open(temp, flags, 0o666)
-    except OSError as e:
-        raise errors.InvalidArgument(
-            f"cannot write {temp!r}: {e.strerror} (bucket {info.bucket!r}, key {info.key!r})"
-        ) from e
-    try:
-        _lock(fd, path, info)
         reused = reusable_parts(load_state(state_path), wanted, os.fstat(fd).st_size)
         if not reused:
             # Another version, another layout, or nothing usable: start over. The record
@@ -361,31 +356,84 @@ def _download_to_path(
         todo = [p for p in parts if p.index not in reused]
         done = sum(p.length for p in parts if p.index in reused)
         tracker = ProgressTracker(progress, size, done=done, announce=True)
-        crcs = _range_crcs(info)
-        sink = into_file(fd, crcs)
+        sink = into_file(fd, check.crcs)
         used = fetch_parts(
-            transport, info, todo, sink, parallel, max_resume, tracker, journal.mark_done
+            transport,
+            info,
+            todo,
+            sink,
+            parallel,
+            max_resume,
+            tracker,
+            journal.mark_done,
+            on_start=check.on_start,
         )
-        _verify(info, crcs, lambda update, start, stop: _hash_file(fd, start, stop, update))
+        check.verify(lambda update, start, stop: _hash_file(fd, start, stop, update))
         os.fsync(fd)
     except (errors.ObjectChangedError, errors.IntegrityError):
         # The bytes on disk are of another version, or wrong: nothing worth resuming.
-        os.close(fd)
         _remove(temp, state_path, state_path + ".tmp")
+        os.close(fd)
         raise
     except BaseException:
         os.close(fd)  # temp and state stay: the next call resumes
         raise
     try:
         # Still under the lock: no other download can write the temp file while it
-        # becomes dest.
+        # becomes dest (one that opened it before the rename finds, once it has the
+        # lock, that the name no longer leads to it: _open_locked).
         os.replace(temp, path)
         _fsync_dir(os.path.dirname(os.path.abspath(path)))
         _remove(state_path, state_path + ".tmp")
     finally:
         os.close(fd)
     fetched = sum(p.length for p in todo)
-    return DownloadResult(info, len(parts), len(todo), len(reused), fetched, used)
+    return DownloadResult(
+        info,
+        len(parts),
+        len(todo),
+        len(reused),
+        fetched,
+        used,
+        check.verified,
+        check.unverified_reason,
+    )
+
+
+def _open_locked(temp: str, path: str, info: ObjectInfo) -> int:
+    """The temp file, open and locked: the file the name ``temp`` leads to once the
+    lock is held (a download that finished meanwhile renamed the file it opened to
+    ``dest``: locking that one would rewrite a complete file in place)."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | O_NOFOLLOW
+    for _ in range(100):
+        try:
+            fd = os.open(temp, flags, 0o666)
+        except OSError as e:
+            raise errors.InvalidArgument(
+                f"cannot write {temp!r} (the temp file of {path!r}): {e.strerror} "
+                f"(bucket {info.bucket!r}, key {info.key!r})"
+            ) from e
+        try:
+            _lock(fd, path, info)
+            if _same_file(fd, temp):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # renamed or removed under us: open the name again
+    raise errors.DownloadLockedError(  # pragma: no cover - a name that keeps changing
+        f"the temp file of {path!r} keeps being replaced by another download "
+        f"(bucket {info.bucket!r}, key {info.key!r})"
+    )
+
+
+def _same_file(fd: int, name: str) -> bool:
+    try:
+        st = os.stat(name, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 class _Journal:

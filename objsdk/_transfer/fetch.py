@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from objsdk import errors
-from objsdk._core.checksums import RangeCrc32c, crc32c
+from objsdk._core.checksums import RangeCrc
 from objsdk._core.parts import Part
 from objsdk._core.resume import is_strong_etag
 from objsdk._core.s3xml import http_date
@@ -55,32 +55,61 @@ _sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 Sink = Callable[[RangeReader, Part, Callable[[int], None]], None]
 
 
-def into_buffer(view: memoryview, base: int, crcs: RangeCrc32c | None = None) -> Sink:
+def into_buffer(view: memoryview, base: int, crcs: RangeCrc | None = None) -> Sink:
     """Parts land in ``view``, whose first byte is object offset ``base``; with
-    ``crcs``, each part's CRC32C is added to it, hashed as its bytes land."""
+    ``crcs``, each part's CRC is added to it, hashed as its bytes land."""
 
     def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
-        crc = 0
+        hasher = _PartCrc(crcs, part.start)
         with view[part.start - base : part.stop - base] as target:
             n = 0
             while n < len(target):
-                with target[n : n + STEP] as step:
+                with target[n : n + hasher.room(part.start + n, STEP)] as step:
                     k = f.readinto(step)  # straight from the socket into the caller's memory
-                    if crcs is not None:
-                        crc = crc32c(step[:k], crc)
+                    if hasher.crcs is not None:
+                        with step[:k] as got:
+                            hasher.update(got)
                 if k == 0:
                     raise _ended_early(f, part.start + n)
                 n += k
                 tick(k)
-        if crcs is not None:
-            crcs.add(part.start, part.stop, crc)
+        hasher.flush()
 
     return write
 
 
-def into_file(fd: int, crcs: RangeCrc32c | None = None) -> Sink:
+class _PartCrc:
+    """The CRC of the bytes of one part as they land, added to ``crcs`` as a range at
+    the part's end and at every cut of ``crcs`` inside it."""
+
+    def __init__(self, crcs: RangeCrc | None, start: int) -> None:
+        self.crcs = crcs
+        self.start = self.pos = start
+        self.value = 0
+        self._crc = crcs.crc if crcs is not None else None
+        self._cut = crcs.next_cut(start) if crcs is not None else None
+
+    def room(self, pos: int, n: int) -> int:
+        """How many of ``n`` bytes from ``pos`` to receive next: up to the next cut."""
+        return n if self._cut is None else min(n, self._cut - pos)
+
+    def update(self, data: memoryview) -> None:
+        assert self._crc is not None
+        self.value = self._crc(data, self.value)
+        self.pos += len(data)
+        if self.pos == self._cut:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.crcs is not None and self.pos > self.start:
+            self.crcs.add(self.start, self.pos, self.value)
+            self.start, self.value = self.pos, 0
+            self._cut = self.crcs.next_cut(self.pos)
+
+
+def into_file(fd: int, crcs: RangeCrc | None = None) -> Sink:
     """Parts land in the open file ``fd`` at their offsets, durable before they return;
-    with ``crcs``, each part's CRC32C is added to it, hashed from the receive buffer.
+    with ``crcs``, each part's CRC is added to it, hashed from the receive buffer.
 
     Why pwrite from a small buffer and not readinto on an mmap of the file, which saves
     a copy: on a 2-vCPU VM, 1 GiB with 4 parts in flight and a flush per part took a
@@ -91,21 +120,20 @@ def into_file(fd: int, crcs: RangeCrc32c | None = None) -> Sink:
     """
 
     def write(f: RangeReader, part: Part, tick: Callable[[int], None]) -> None:
-        crc = 0
+        hasher = _PartCrc(crcs, part.start)
         with memoryview(bytearray(min(FILE_STEP, part.length))) as buf:
             pos = part.start
             while pos < part.stop:
-                k = f.readinto(buf[: part.stop - pos])
+                k = f.readinto(buf[: hasher.room(pos, part.stop - pos)])
                 if k == 0:
                     raise _ended_early(f, pos)
-                if crcs is not None:
-                    crc = crc32c(buf[:k], crc)
+                if hasher.crcs is not None:
+                    hasher.update(buf[:k])
                 _pwrite_all(fd, buf[:k], pos)
                 pos += k
                 tick(k)
         _sync_data(fd)  # the part is on disk before the state record may claim it
-        if crcs is not None:
-            crcs.add(part.start, part.stop, crc)
+        hasher.flush()
 
     return write
 
@@ -135,10 +163,13 @@ def fetch_parts(
     max_resume: int,
     progress: ProgressTracker,
     on_done: Callable[[Part], None] | None = None,
+    on_start: Callable[[Mapping[str, str]], None] | None = None,
 ) -> int:
     """Fetch ``parts`` on a :class:`PartPool` of up to ``parallel`` threads, each through
     a :class:`RangeReader` window pinned to ``info``'s ETag, size and version; return
-    the number of parts that were in flight at the end.
+    the number of parts that were in flight at the end. ``on_start`` gets the headers
+    of the answer for byte 0, if a part starts there (with the stored checksums: GET
+    may state ``x-amz-checksum-type`` where HEAD did not).
 
     ``parallel=None`` adapts (:class:`~objsdk._core.adaptive.Adaptive`): one part at a
     time first, more while the aggregate rate keeps rising, up to ``ADAPTIVE_CAP``.
@@ -175,7 +206,9 @@ def fetch_parts(
                 # One ranged GET for a run of consecutive parts, each recorded once
                 # the run is in place.
                 whole = Part(run[0].index, run[0].start, run[-1].stop)
-                reader = pin.reader(transport, whole.stop, max_resume, pool.cancelled)
+                reader = pin.reader(
+                    transport, whole.stop, max_resume, pool.cancelled, on_start=on_start
+                )
                 started = False
 
                 def first_tick(n: int) -> None:
@@ -209,7 +242,7 @@ def fetch_parts(
     except RangeIgnored:
         rest = [p for p in parts if p.index not in finished]
         base = start + sum(p.length for p in parts if p.index in finished)
-        _one_stream(transport, pin, rest, sink, max_resume, progress, base, on_done)
+        _one_stream(transport, pin, rest, sink, max_resume, progress, base, on_done, on_start)
         return 1
     return level.target() if level is not None else workers
 
@@ -268,6 +301,7 @@ class _Pin:
         cancel: threading.Event | None = None,
         *,
         strict_range: bool = True,
+        on_start: Callable[[Mapping[str, str]], None] | None = None,
     ) -> RangeReader:
         info = self.info
         return RangeReader(
@@ -282,6 +316,8 @@ class _Pin:
             max_resume=max_resume,
             cancel=cancel,
             strict_range=strict_range,
+            checksum_mode=on_start is not None,
+            on_start=on_start,
         )
 
 
@@ -294,6 +330,7 @@ def _one_stream(
     progress: ProgressTracker,
     base: int,
     on_done: Callable[[Part], None] | None,
+    on_start: Callable[[Mapping[str, str]], None] | None,
 ) -> None:
     """``parts``, in order, through one pinned stream (a server that ignores Range).
     Progress goes on from ``base`` bytes (abandoned parts were counted already, so it
@@ -307,7 +344,9 @@ def _one_stream(
         fetched += n
         progress.reached(base + fetched)
 
-    reader = pin.reader(transport, parts[-1].stop, max_resume, strict_range=False)
+    reader = pin.reader(
+        transport, parts[-1].stop, max_resume, strict_range=False, on_start=on_start
+    )
     try:
         for part in parts:
             reader.seek(part.start)

@@ -102,7 +102,7 @@ class Runner:
             dst.path,
             parallel=self.opts.parallel,
             progress=self.callback(),
-            **({"part_size": self.opts.part_size} if self.opts.part_size else {}),
+            part_size=self.opts.part_size or None,
         )
         mtime = job.mtime or result.info.last_modified
         if mtime is not None:
