@@ -112,7 +112,7 @@ def test_sigterm_during_download_leaves_no_partial_file_and_the_rerun_resumes(
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
     )  # fmt: skip
-    wait_for(lambda: any(tmp_path.glob("d.bin.*")), "the download to start")
+    wait_for(lambda: any(tmp_path.glob(".d.bin.objsdk-*")), "the download to start")
     time.sleep(2.7)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)

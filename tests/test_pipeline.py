@@ -214,7 +214,7 @@ def test_a_get_is_sent_again_after_its_connection_broke(rsps: responses.Requests
             urllib3.exceptions.ProtocolError("aborted", ConnectionResetError(104, "reset"))
         ),
     )
-    rsps.get(f"{EP}/b/k", body=b"data")
+    rsps.get(f"{EP}/b/k", body=b"data", auto_calculate_content_length=True)
     with Client(EP, "AK", "SK", retries=3) as client:
         assert client.get_object("b", "k") == b"data"
     assert len(rsps.calls) == 2
