@@ -14,6 +14,7 @@ from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
 from objsdk._core.config import credentials_for, resolve_config
 from objsdk._core.ranges import format_range
+from objsdk._core.resume import BadResponse, ranged_body
 from objsdk._core.s3xml import (
     build_delete_body,
     error_in_body,
@@ -316,11 +317,18 @@ class Client:
         resp = self._transport.request(
             "GET", operation=operation, bucket=bucket, key=key, headers=headers, ok=(200, 206)
         )
-        data = resp.content
-        if resp.status == 200 and "Range" in headers:
-            # A server may ignore Range and send the whole object (RFC 9110 §14.2).
-            data = data[offset : None if length is None else offset + length]
-        return data
+        if "Range" not in headers:
+            return resp.content
+        try:
+            # A 206 must hold the bytes asked for; a 200 (Range ignored, RFC 9110 §14.2)
+            # is the whole object.
+            return ranged_body(
+                resp.status, resp.headers, resp.content, offset=offset, length=length
+            )
+        except BadResponse as e:
+            raise errors.ProtocolError(
+                str(e), operation=operation, bucket=bucket, key=key
+            ) from None
 
     def open(
         self,

@@ -249,7 +249,10 @@ class RangeReader:
         skip forward reads through it), False if it was dropped (reopened lazily)."""
         stream = self._stream
         self.pos = pos
-        if stream is not None and 0 <= pos - stream.pos <= SKIP_THRESHOLD:
+        # Past the end of the open stream there is nothing to read through: skipping
+        # would meet the end of its body, which is no break (the next read is just b"").
+        past_end = stream is not None and stream.end is not None and pos > stream.end
+        if stream is not None and 0 <= pos - stream.pos <= SKIP_THRESHOLD and not past_end:
             return True
         self.drop()
         return False
