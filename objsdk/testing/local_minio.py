@@ -42,6 +42,8 @@ class LocalMinio(LocalServer):
 
     name = "MinIO"
     error = LocalMinioError
+    #: The region MinIO answers for (its default).
+    region = "us-east-1"
 
     def __init__(
         self,
@@ -132,7 +134,7 @@ class LocalMinio(LocalServer):
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": "us-east-1",
+            "AWS_REGION": self.region,
         }
         if self.tls:
             env["AWS_CA_BUNDLE"] = str(self.ca_bundle)

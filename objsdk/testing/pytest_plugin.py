@@ -1,26 +1,103 @@
-"""pytest fixtures for a local MinIO and Toxiproxy.
+"""pytest fixtures for local S3 servers (MinIO, moto), Toxiproxy, and the suite's choice
+of server.
 
 Enable with ``pytest_plugins = ["objsdk.testing.pytest_plugin"]`` in a conftest.py.
 
+* ``s3_server`` (session): the S3 service the server-neutral tests talk to, chosen by
+  ``--s3-server`` or ``OBJSDK_TEST_SERVER``: ``minio`` (the default: ``local_minio``),
+  ``moto`` (``local_moto``) or ``endpoint`` (an :class:`~objsdk.testing.S3Endpoint` from
+  ``OBJSDK_TEST_ENDPOINT`` and friends; setting that variable alone chooses it). Each has
+  ``endpoint``, ``access_key``, ``secret_key``, ``region``, ``client()`` and ``env()``.
 * ``local_minio`` (session): a started :class:`~objsdk.testing.local_minio.LocalMinio`.
+* ``local_moto`` (session): a started :class:`~objsdk.testing.local_moto.LocalMoto`.
 * ``toxiproxy`` (session): a started :class:`~objsdk.testing.toxiproxy.Toxiproxy`.
 * ``minio_proxy`` (function): a fresh :class:`~objsdk.testing.toxiproxy.Proxy` in front
   of ``local_minio``, deleted after the test; point a client at ``minio_proxy.endpoint``.
+
+A test that needs MinIO itself (its admin side, a restart, Toxiproxy in front of it) says
+so by using ``local_minio``, ``minio_proxy`` or ``toxiproxy``, or with the ``minio_only``
+marker. When ``s3_server`` is not MinIO, the run is the server-neutral suite: the tests
+marked ``integration`` that are not MinIO-only; the rest are deselected (they run in the
+MinIO run, which is everything).
 
 Under pytest-xdist every worker gets its own servers.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from objsdk.testing.endpoint import S3Endpoint
 from objsdk.testing.local_minio import LocalMinio
+from objsdk.testing.local_moto import LocalMoto
 from objsdk.testing.toxiproxy import Proxy, Toxiproxy
 
-__all__ = ["local_minio", "minio_proxy", "toxiproxy"]
+__all__ = ["local_minio", "local_moto", "minio_proxy", "s3_server", "toxiproxy"]
+
+SERVERS = ("minio", "moto", "endpoint")
+#: Fixtures that tie a test to the MinIO server itself.
+MINIO_FIXTURES = frozenset({"local_minio", "minio_proxy", "toxiproxy"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--s3-server",
+        choices=SERVERS,
+        default=None,
+        help="the S3 service of the server-neutral tests (default: $OBJSDK_TEST_SERVER, "
+        "else 'endpoint' if $OBJSDK_TEST_ENDPOINT is set, else 'minio')",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "minio_only: needs MinIO itself; left out when s3_server is another service"
+    )
+
+
+def server_choice(config: pytest.Config) -> str:
+    """Which service ``s3_server`` is: the option, else the environment, else MinIO."""
+    chosen = config.getoption("--s3-server", default=None) or os.environ.get("OBJSDK_TEST_SERVER")
+    if not chosen:
+        chosen = "endpoint" if os.environ.get("OBJSDK_TEST_ENDPOINT") else "minio"
+    if chosen not in SERVERS:
+        raise pytest.UsageError(f"OBJSDK_TEST_SERVER must be one of {SERVERS}, got {chosen!r}")
+    return chosen
+
+
+def is_minio_only(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(fixtures & MINIO_FIXTURES) or item.get_closest_marker("minio_only") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if server_choice(config) == "minio":
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        neutral = item.get_closest_marker("integration") is not None and not is_minio_only(item)
+        (keep if neutral else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def s3_server(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The S3 service of the server-neutral tests (see the module docstring)."""
+    chosen = server_choice(request.config)
+    if chosen == "minio":
+        yield request.getfixturevalue("local_minio")
+    elif chosen == "moto":
+        yield request.getfixturevalue("local_moto")
+    else:
+        yield S3Endpoint.from_env()
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +105,13 @@ def local_minio() -> Iterator[LocalMinio]:
     """A MinIO server shared by the whole test session."""
     with LocalMinio() as minio:
         yield minio
+
+
+@pytest.fixture(scope="session")
+def local_moto() -> Iterator[LocalMoto]:
+    """A moto S3 server shared by the whole test session."""
+    with LocalMoto() as moto:
+        yield moto
 
 
 @pytest.fixture(scope="session")
