@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from objsdk import Client
+from objsdk.testing import S3Features
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,6 +43,13 @@ def client(s3_server: Any) -> Iterator[Client]:
     """A client for the session's service (shared: Client is thread-safe)."""
     with s3_server.client() as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def s3_features(s3_server: Any) -> S3Features:
+    """Where the session's service differs from others (objsdk.testing.features)."""
+    features: S3Features = s3_server.features
+    return features
 
 
 @pytest.fixture

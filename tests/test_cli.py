@@ -51,14 +51,14 @@ def clean_env(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def env(local_minio: Any, tmp_path: Path) -> dict[str, str]:
+def env(s3_server: Any, tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir()
     return {
         **clean_env(home),
-        "AWS_ENDPOINT_URL": local_minio.endpoint,
-        "AWS_ACCESS_KEY_ID": local_minio.access_key,
-        "AWS_SECRET_ACCESS_KEY": local_minio.secret_key,
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_ACCESS_KEY_ID": s3_server.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
     }
 
 
@@ -419,16 +419,16 @@ def test_debug_shows_the_traceback(run: Run) -> None:
 
 
 def test_shared_files_configure_endpoint_and_credentials(
-    local_minio: Any, tmp_path: Path, bucket: str
+    s3_server: Any, tmp_path: Path, bucket: str
 ) -> None:
     home = tmp_path / "h"
     (home / ".aws").mkdir(parents=True)
     (home / ".aws" / "credentials").write_text(
-        f"[dev]\naws_access_key_id = {local_minio.access_key}\n"
-        f"aws_secret_access_key = {local_minio.secret_key}\n"
+        f"[dev]\naws_access_key_id = {s3_server.access_key}\n"
+        f"aws_secret_access_key = {s3_server.secret_key}\n"
     )
     (home / ".aws" / "config").write_text(
-        f"[profile dev]\nendpoint_url = {local_minio.endpoint}\nregion = us-east-1\n"
+        f"[profile dev]\nendpoint_url = {s3_server.endpoint}\nregion = us-east-1\n"
     )
     env = clean_env(home)
     ok = subprocess.run([*COMMAND, "--profile", "dev", "ls"], env=env, capture_output=True)
@@ -490,14 +490,14 @@ def test_no_progress_bar_when_quiet_or_not_a_terminal(
 # -- interruption ----------------------------------------------------------------------------
 
 
-def _multipart_uploads(local_minio: Any, bucket: str) -> list[str]:
+def _multipart_uploads(s3_server: Any, bucket: str) -> list[str]:
     import boto3  # type: ignore[import-untyped,unused-ignore]
 
     s3 = boto3.client(
         "s3",
-        endpoint_url=local_minio.endpoint,
-        aws_access_key_id=local_minio.access_key,
-        aws_secret_access_key=local_minio.secret_key,
+        endpoint_url=s3_server.endpoint,
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key,
         region_name="us-east-1",
     )
     return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
@@ -518,7 +518,7 @@ def _wait_for(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> Non
 
 
 def test_sigint_during_streamed_upload_aborts_the_multipart_upload(
-    env: dict[str, str], local_minio: Any, client: Client, bucket: str
+    env: dict[str, str], s3_server: Any, client: Client, bucket: str
 ) -> None:
     proc = subprocess.Popen(
         [*COMMAND, "cp", "-", f"s3://{bucket}/stream", "--part-size", "5MiB"],
@@ -531,13 +531,13 @@ def test_sigint_during_streamed_upload_aborts_the_multipart_upload(
     assert proc.stdin is not None
     proc.stdin.write(os.urandom(11 << 20))  # two full parts go out, then it waits for more
     proc.stdin.flush()
-    _wait_for(lambda: _multipart_uploads(local_minio, bucket) == ["stream"], "the upload")
+    _wait_for(lambda: _multipart_uploads(s3_server, bucket) == ["stream"], "the upload")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert b"interrupted" in err
     assert b"Traceback" not in err
-    assert _multipart_uploads(local_minio, bucket) == []
+    assert _multipart_uploads(s3_server, bucket) == []
     assert keys(client, bucket) == []
 
 

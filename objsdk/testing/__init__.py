@@ -10,6 +10,7 @@ Enable the fixtures with ``pytest_plugins = ["objsdk.testing.pytest_plugin"]``.
 from __future__ import annotations
 
 from objsdk.testing.endpoint import S3Endpoint, S3EndpointError
+from objsdk.testing.features import S3Features
 from objsdk.testing.local_minio import LocalMinio
 from objsdk.testing.local_moto import LocalMoto, LocalMotoError
 from objsdk.testing.toxiproxy import Proxy, Toxiproxy, ToxiproxyError
@@ -21,6 +22,7 @@ __all__ = [
     "Proxy",
     "S3Endpoint",
     "S3EndpointError",
+    "S3Features",
     "Toxiproxy",
     "ToxiproxyError",
 ]

@@ -19,6 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from objsdk.testing.features import AWS, S3Features, features_from_env
+
 if TYPE_CHECKING:
     from objsdk.client import Client
 
@@ -46,6 +48,7 @@ class S3Endpoint:
         *,
         region: str = "us-east-1",
         ca_bundle: str | None = None,
+        features: S3Features = AWS,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise S3EndpointError(f"endpoint must be an http(s):// URL, got {endpoint!r}")
@@ -54,13 +57,17 @@ class S3Endpoint:
         self.secret_key = secret_key
         self.region = region
         self.ca_bundle = ca_bundle
+        #: Where the service differs (AWS's behaviour unless told otherwise).
+        self.features = features
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> S3Endpoint:
         """The endpoint named by ``OBJSDK_TEST_ENDPOINT``, with ``OBJSDK_TEST_ACCESS_KEY``
         and ``OBJSDK_TEST_SECRET_KEY`` (else ``AWS_ACCESS_KEY_ID`` and
         ``AWS_SECRET_ACCESS_KEY``), ``OBJSDK_TEST_REGION`` (else ``AWS_REGION``, else
-        us-east-1) and ``OBJSDK_TEST_CA_BUNDLE`` (else ``AWS_CA_BUNDLE``)."""
+        us-east-1), ``OBJSDK_TEST_CA_BUNDLE`` (else ``AWS_CA_BUNDLE``) and
+        ``OBJSDK_TEST_FEATURES`` (how the service differs from AWS: see
+        :func:`~objsdk.testing.features.features_from_env`)."""
         env = os.environ if environ is None else environ
         endpoint = env.get("OBJSDK_TEST_ENDPOINT")
         if not endpoint:
@@ -78,6 +85,7 @@ class S3Endpoint:
             secret,
             region=env.get("OBJSDK_TEST_REGION") or env.get("AWS_REGION") or "us-east-1",
             ca_bundle=env.get("OBJSDK_TEST_CA_BUNDLE") or env.get("AWS_CA_BUNDLE") or None,
+            features=features_from_env(AWS, env),
         )
 
     def __repr__(self) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from objsdk.errors import LocalMinioError
+from objsdk.testing.features import MINIO, S3Features
 from objsdk.testing.gobuild import minio_binary
 from objsdk.testing.localserver import LocalServer
 from objsdk.testing.supervisor import Supervised, SupervisorError, free_port, tail
@@ -44,6 +45,8 @@ class LocalMinio(LocalServer):
     error = LocalMinioError
     #: The region MinIO answers for (its default).
     region = "us-east-1"
+    #: Where MinIO differs from other services (see docs/compatibility.md).
+    features: S3Features = MINIO
 
     def __init__(
         self,

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from objsdk.testing.features import MOTO, S3Features
 from objsdk.testing.localserver import LocalServer
 from objsdk.testing.supervisor import Supervised, SupervisorError, tail
 
@@ -45,6 +46,8 @@ class LocalMoto(LocalServer):
     error = LocalMotoError
     #: The region moto serves; buckets are created there.
     region = "us-east-1"
+    #: Where moto differs from other services (see docs/compatibility.md).
+    features: S3Features = MOTO
 
     def __init__(
         self,
