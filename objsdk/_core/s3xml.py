@@ -183,9 +183,7 @@ def parse_list_buckets(body: bytes) -> list[BucketInfo]:
     """``ListAllMyBucketsResult`` → buckets in the server's order."""
     root = _root(body)
     return [
-        BucketInfo(
-            name=_text(b, "Name") or "", creation_date=_date(b, "CreationDate")
-        )
+        BucketInfo(name=_text(b, "Name") or "", creation_date=_date(b, "CreationDate"))
         for b in root.iterfind("{*}Buckets/{*}Bucket")
     ]
 
