@@ -223,8 +223,16 @@ def test_download_leaves_no_temporary_files(
 
 
 def test_sync_up_copies_only_what_changed(
-    run: Run, client: Client, bucket: str, tmp_path: Path
+    run: Run, client: Client, bucket: str, tmp_path: Path, s3_features: Any, request: Any
 ) -> None:
+    if not s3_features.subsecond_last_modified:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="issue 24 item 5: sync re-uploads every file where LastModified is in "
+                "whole seconds (the local mtime never equals it)",
+            )
+        )
     src = tmp_path / "src"
     make_tree(src)
     first = run("sync", "src", f"s3://{bucket}/s")
@@ -308,7 +316,7 @@ def test_rm_of_a_prefix_needs_recursive(run: Run, bucket: str) -> None:
 
 
 def test_stat_json_reports_size_etag_checksum_and_metadata(
-    run: Run, client: Client, bucket: str
+    run: Run, client: Client, bucket: str, s3_features: Any
 ) -> None:
     client.put_object(bucket, "s", b"hello", content_type="text/plain", metadata={"team": "ml"})
     res = run("stat", "--json", f"s3://{bucket}/s")
@@ -317,7 +325,8 @@ def test_stat_json_reports_size_etag_checksum_and_metadata(
     assert info["size"] == 5
     assert info["content_type"] == "text/plain"
     assert info["metadata"] == {"team": "ml"}
-    assert "crc32c" in info["checksums"]
+    # moto keeps no checksum sent with a single PUT (docs/compatibility.md).
+    assert ("crc32c" in info["checksums"]) == s3_features.stores_put_checksum
     assert info["etag"] == client.head_object(bucket, "s").etag
 
 
@@ -399,6 +408,7 @@ def test_unreachable_endpoint_exits_255(run: Run, unused_port: int) -> None:
     assert "cannot reach the endpoint" in res.err
 
 
+@pytest.mark.needs_feature("checks_signatures")
 def test_bad_credentials_exit_254_without_showing_the_secret(run: Run) -> None:
     res = run("ls", extra_env={"AWS_SECRET_ACCESS_KEY": "wrong-secret-value"})
     assert res.code == 254

@@ -152,8 +152,20 @@ def test_ls_info_find_glob(fs: ObjsdkFileSystem, client: Client, bucket: str) ->
 
 
 def test_mkdir_creates_a_bucket_and_rm_recursive_removes_it(
-    fs: ObjsdkFileSystem, client: Client, fresh_bucket_name: str
+    fs: ObjsdkFileSystem,
+    client: Client,
+    fresh_bucket_name: str,
+    s3_features: Any,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if not s3_features.refuses_own_bucket:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="mkdir of an existing bucket raises FileExistsError only where "
+                "CreateBucket refuses the owner's own bucket (not AWS us-east-1, moto)",
+            )
+        )
     fs.mkdir(fresh_bucket_name)
     assert client.bucket_exists(fresh_bucket_name)
     with pytest.raises(FileExistsError):

@@ -75,7 +75,7 @@ def _date(el: ET.Element, tag: str) -> datetime | None:
     try:
         return parse_iso_date(text)
     except (ValueError, OverflowError):
-        raise XMLParseError(f"{tag} {text[:40]!r} is not an ISO 8601 date") from None
+        raise XMLParseError(f"{tag} {(text or '')[:40]!r} is not an ISO 8601 date") from None
 
 
 def _size(el: ET.Element, tag: str) -> int:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-__all__ = ["AWS", "MINIO", "MOTO", "S3Features", "features_from_env"]
+__all__ = ["AWS", "MINIO", "MOTO", "S3Features", "features_from_env", "features_of"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class S3Features:
     ``refuses_dot_segment_keys``: keys with empty, ``.`` or ``..`` segments, or a
     segment over 255 bytes, are refused (a file-system backed store).
     ``keep_alive``: connections are kept alive between requests.
+    ``checks_signatures``: a request signed with wrong keys is refused.
+    ``subsecond_last_modified``: ``LastModified`` keeps fractions of a second (a file's
+    mtime can equal it).
     """
 
     stores_put_checksum: bool = True
@@ -35,14 +38,21 @@ class S3Features:
     refuses_own_bucket: bool = True
     refuses_dot_segment_keys: bool = False
     keep_alive: bool = True
+    checks_signatures: bool = True
+    subsecond_last_modified: bool = False
 
 
 #: MinIO (the local one, single drive).
-MINIO = S3Features(refuses_dot_segment_keys=True)
+MINIO = S3Features(refuses_dot_segment_keys=True, subsecond_last_modified=True)
 #: moto's standalone server (5.x): it ignores checksums on PUT and UploadPart, in
-#: us-east-1 lets CreateBucket succeed again, and closes every connection.
+#: us-east-1 lets CreateBucket succeed again, closes every connection and accepts any
+#: signature.
 MOTO = S3Features(
-    stores_put_checksum=False, checks_checksums=False, refuses_own_bucket=False, keep_alive=False
+    stores_put_checksum=False,
+    checks_checksums=False,
+    refuses_own_bucket=False,
+    keep_alive=False,
+    checks_signatures=False,
 )
 #: AWS S3 in us-east-1, the assumption for an endpoint that says nothing else.
 AWS = S3Features(refuses_own_bucket=False)
@@ -68,3 +78,13 @@ def features_from_env(
             )
         changes[name] = value == "1"
     return replace(base, **changes)
+
+
+def features_of(server: str, environ: Mapping[str, str] | None = None) -> S3Features:
+    """The features of the suite's service by its name: ``minio``, ``moto`` or
+    ``endpoint`` (AWS's, changed by ``OBJSDK_TEST_FEATURES``)."""
+    if server == "minio":
+        return MINIO
+    if server == "moto":
+        return MOTO
+    return features_from_env(AWS, environ)

@@ -18,7 +18,9 @@ A test that needs MinIO itself (its admin side, a restart, Toxiproxy in front of
 so by using ``local_minio``, ``minio_proxy`` or ``toxiproxy``, or with the ``minio_only``
 marker. When ``s3_server`` is not MinIO, the run is the server-neutral suite: the tests
 marked ``integration`` that are not MinIO-only; the rest are deselected (they run in the
-MinIO run, which is everything).
+MinIO run, which is everything). A test of something only some services do (refusing a
+wrong signature, say) is marked ``needs_feature("checks_signatures")`` with a field of
+:class:`~objsdk.testing.features.S3Features`, and deselected where the service lacks it.
 
 Under pytest-xdist every worker gets its own servers.
 """
@@ -33,6 +35,7 @@ from typing import Any
 import pytest
 
 from objsdk.testing.endpoint import S3Endpoint
+from objsdk.testing.features import S3Features, features_of
 from objsdk.testing.local_minio import LocalMinio
 from objsdk.testing.local_moto import LocalMoto
 from objsdk.testing.toxiproxy import Proxy, Toxiproxy
@@ -58,6 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "minio_only: needs MinIO itself; left out when s3_server is another service"
     )
+    config.addinivalue_line(
+        "markers",
+        "needs_feature(name): needs a feature of S3Features; left out where s3_server lacks it",
+    )
 
 
 def server_choice(config: pytest.Config) -> str:
@@ -75,14 +82,31 @@ def is_minio_only(item: pytest.Item) -> bool:
     return bool(fixtures & MINIO_FIXTURES) or item.get_closest_marker("minio_only") is not None
 
 
+def lacks_a_feature(item: pytest.Item, features: S3Features) -> bool:
+    for mark in item.iter_markers("needs_feature"):
+        for name in mark.args:
+            if not hasattr(features, name):
+                raise pytest.UsageError(f"{item.nodeid}: needs_feature({name!r}) is unknown")
+            if not getattr(features, name):
+                return True
+    return False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if server_choice(config) == "minio":
-        return
+    choice = server_choice(config)
+    features = features_of(choice)
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        neutral = item.get_closest_marker("integration") is not None and not is_minio_only(item)
-        (keep if neutral else drop).append(item)
+        if choice == "minio":
+            wanted = not lacks_a_feature(item, features)
+        else:
+            wanted = (
+                item.get_closest_marker("integration") is not None
+                and not is_minio_only(item)
+                and not lacks_a_feature(item, features)
+            )
+        (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
