@@ -121,6 +121,16 @@ def test_checksums_stripped_reads_and_downloads_work_unverified(
     assert (tmp_path / "out").read_bytes() == data
 
 
+def test_an_upload_whose_answer_confirms_no_checksum_claims_none(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    # (moto answers a PUT with the checksum it was sent, and then keeps none: issue 24
+    # item 6, which this proxy cannot show.)
+    proxy.add_rule(Action.STRIP_CHECKSUMS, times=None)
+    assert via.put_object(bucket, "small", b"data").checksums == {}
+    assert via.upload(bucket, "file", os.urandom(1000)).checksums == {}
+
+
 # -- ETags that are not MD5s ---------------------------------------------------------------
 
 
