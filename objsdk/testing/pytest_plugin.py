@@ -17,9 +17,10 @@ Enable with ``pytest_plugins = ["objsdk.testing.pytest_plugin"]`` in a conftest.
 A test that needs MinIO itself (its admin side, a restart, Toxiproxy in front of it) says
 so by using ``local_minio``, ``minio_proxy`` or ``toxiproxy``, or with the ``minio_only``
 marker. When ``s3_server`` is not MinIO, the run is the server-neutral suite: the tests
-marked ``integration`` that are not MinIO-only; the rest are deselected (they run in the
-MinIO run, which is everything). A test of something only some services do (refusing a
-wrong signature, say) is marked ``needs_feature("checks_signatures")`` with a field of
+marked ``integration`` that reach the service through ``s3_server`` and are not
+MinIO-only; the rest are deselected (they run in the MinIO run, which is everything). A
+test of something only some services do (refusing a wrong signature, say) is marked
+``needs_feature("checks_signatures")`` with a field of
 :class:`~objsdk.testing.features.S3Features`, and deselected where the service lacks it.
 
 Under pytest-xdist every worker gets its own servers.
@@ -82,6 +83,24 @@ def is_minio_only(item: pytest.Item) -> bool:
     return bool(fixtures & MINIO_FIXTURES) or item.get_closest_marker("minio_only") is not None
 
 
+def reaches_the_service(item: pytest.Item) -> bool:
+    """Does the test use ``s3_server``, directly or through its fixtures (``client``,
+    ``bucket``...)? Autouse fixtures do not count: a test that starts servers of its own
+    (examples, the perf suite's quick mode) gains nothing from another service."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    todo, seen = list(info.argnames), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            todo.extend(fixturedef.argnames)
+    return "s3_server" in seen
+
+
 def lacks_a_feature(item: pytest.Item, features: S3Features) -> bool:
     for mark in item.iter_markers("needs_feature"):
         for name in mark.args:
@@ -103,6 +122,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             wanted = (
                 item.get_closest_marker("integration") is not None
+                and reaches_the_service(item)
                 and not is_minio_only(item)
                 and not lacks_a_feature(item, features)
             )
