@@ -14,7 +14,6 @@ from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
 from objsdk._core.config import credentials_for, resolve_config
 from objsdk._core.ranges import format_range
-from objsdk._core.resume import BadResponse, ranged_body
 from objsdk._core.s3xml import (
     build_delete_body,
     error_in_body,
@@ -33,7 +32,7 @@ from objsdk._core.sizes import (
 from objsdk._io.head import head_object
 from objsdk._io.listing import list_objects
 from objsdk._io.objectfile import ObjectFile
-from objsdk._io.range_reader import DEFAULT_MAX_RESUME
+from objsdk._io.range_reader import DEFAULT_MAX_RESUME, ranged_content
 from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
@@ -319,16 +318,7 @@ class Client:
         )
         if "Range" not in headers:
             return resp.content
-        try:
-            # A 206 must hold the bytes asked for; a 200 (Range ignored, RFC 9110 §14.2)
-            # is the whole object.
-            return ranged_body(
-                resp.status, resp.headers, resp.content, offset=offset, length=length
-            )
-        except BadResponse as e:
-            raise errors.ProtocolError(
-                str(e), operation=operation, bucket=bucket, key=key
-            ) from None
+        return ranged_content(resp, offset, length, operation=operation, bucket=bucket, key=key)
 
     def open(
         self,

@@ -25,6 +25,7 @@ from objsdk._core.resume import (
     SizeUnknown,
     check_response,
     is_strong_etag,
+    ranged_body,
     same_etag,
 )
 from objsdk._core.s3xml import http_date
@@ -34,7 +35,14 @@ from objsdk._transport.base import Response, Transport
 from objsdk._transport.retry import after_failure, resume_policy
 from objsdk.models import ObjectInfo
 
-__all__ = ["DEFAULT_MAX_RESUME", "SKIP_THRESHOLD", "RangeIgnored", "RangeReader", "ReadStats"]
+__all__ = [
+    "DEFAULT_MAX_RESUME",
+    "SKIP_THRESHOLD",
+    "RangeIgnored",
+    "RangeReader",
+    "ReadStats",
+    "ranged_content",
+]
 
 log = logging.getLogger("objsdk")
 
@@ -489,6 +497,18 @@ class RangeReader:
             key=self.key,
             offset=offset,
         )
+
+
+def ranged_content(
+    resp: Response, offset: int, length: int | None, *, operation: str, bucket: str, key: str
+) -> bytes:
+    """The bytes a whole (unstreamed) answer to a ranged GET holds for ``offset`` and
+    ``length``: a 206 must say in Content-Range that it holds exactly those, a 200 (Range
+    ignored, RFC 9110 §14.2) is sliced; :class:`~objsdk.ProtocolError` otherwise."""
+    try:
+        return ranged_body(resp.status, resp.headers, resp.content, offset=offset, length=length)
+    except BadResponse as e:
+        raise errors.ProtocolError(str(e), operation=operation, bucket=bucket, key=key) from None
 
 
 def _describe(cause: BaseException) -> str:
