@@ -41,8 +41,11 @@ lint: $(STAMP)
 	$(BIN)/mypy --strict objsdk
 	$(BIN)/lint-imports
 
+# Everything on MinIO, then the server-neutral integration tests again on moto's server
+# (a second S3 implementation: see docs/compatibility.md).
 test: lint
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q --s3-server=moto
 	$(MAKE) test-min
 	$(MAKE) test-torch
 

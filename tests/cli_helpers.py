@@ -46,14 +46,14 @@ def clean_env(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def env(local_minio: Any, tmp_path: Path) -> dict[str, str]:
+def env(s3_server: Any, tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir()
     return {
         **clean_env(home),
-        "AWS_ENDPOINT_URL": local_minio.endpoint,
-        "AWS_ACCESS_KEY_ID": local_minio.access_key,
-        "AWS_SECRET_ACCESS_KEY": local_minio.secret_key,
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_ACCESS_KEY_ID": s3_server.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
     }
 
 
@@ -99,14 +99,14 @@ def keys(client: Client, bucket: str, prefix: str = "") -> list[str]:
     return sorted(e.key for e in client.list_objects(bucket, prefix=prefix))
 
 
-def multipart_uploads(local_minio: Any, bucket: str) -> list[str]:
+def multipart_uploads(s3_server: Any, bucket: str) -> list[str]:
     import boto3  # type: ignore[import-untyped,unused-ignore]
 
     s3 = boto3.client(
         "s3",
-        endpoint_url=local_minio.endpoint,
-        aws_access_key_id=local_minio.access_key,
-        aws_secret_access_key=local_minio.secret_key,
+        endpoint_url=s3_server.endpoint,
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key,
         region_name="us-east-1",
     )
     return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]

@@ -1,24 +1,32 @@
-"""Shared fixtures: a client and throw-away buckets on the session's local MinIO."""
+"""Shared fixtures: a client and throw-away buckets on the session's S3 service.
+
+The service is ``s3_server`` (objsdk.testing.pytest_plugin): the local MinIO by default,
+the local moto server with ``--s3-server=moto``, or any endpoint named by
+``OBJSDK_TEST_ENDPOINT`` (see docs/compatibility.md, "Running the suite against a
+service").
+"""
 
 from __future__ import annotations
 
 import os
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from objsdk import Client
+from objsdk.testing import S3Features
 
 
 @pytest.fixture(scope="session", autouse=True)
-def credentials_in_environment(local_minio) -> Iterator[None]:
-    """The session MinIO's keys in the environment, as a deployment would set them: a
+def credentials_in_environment(s3_server: Any) -> Iterator[None]:
+    """The session service's keys in the environment, as a deployment would set them: a
     Client pickled into a worker process (without its secret, the default) finds them
     there."""
     names = {
-        "AWS_ACCESS_KEY_ID": local_minio.access_key,
-        "AWS_SECRET_ACCESS_KEY": local_minio.secret_key,
+        "AWS_ACCESS_KEY_ID": s3_server.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
     }
     saved = {name: os.environ.get(name) for name in names}
     os.environ.update(names)
@@ -31,15 +39,23 @@ def credentials_in_environment(local_minio) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def client(local_minio) -> Iterator[Client]:
-    """A client for the session's MinIO (shared: Client is thread-safe)."""
-    with local_minio.client() as c:
+def client(s3_server: Any) -> Iterator[Client]:
+    """A client for the session's service (shared: Client is thread-safe)."""
+    with s3_server.client() as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def s3_features(s3_server: Any) -> S3Features:
+    """Where the session's service differs from others (objsdk.testing.features)."""
+    features: S3Features = s3_server.features
+    return features
 
 
 @pytest.fixture
 def fresh_bucket_name() -> str:
-    return "t-" + os.urandom(6).hex()
+    """A bucket name no one uses, starting with ``OBJSDK_TEST_BUCKET_PREFIX`` (``t-``)."""
+    return os.environ.get("OBJSDK_TEST_BUCKET_PREFIX", "t-") + os.urandom(6).hex()
 
 
 @pytest.fixture

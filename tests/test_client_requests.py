@@ -144,6 +144,7 @@ def test_get_object_with_offset_and_length_sends_a_closed_range(client, rsps):
         f"{EP}/b/k",
         body=b"cde",
         status=206,
+        headers={"Content-Range": "bytes 2-4/8"},
         match=[matchers.header_matcher({"Range": "bytes=2-4"}, strict_match=False)],
     )
     assert client.get_object("b", "k", offset=2, length=3) == b"cde"

@@ -281,7 +281,7 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_dataset_made_in_the_parent_works_in_child_processes(
-    local_minio, shard_bucket, tmp_path, method
+    s3_server, shard_bucket, tmp_path, method
 ):
     script = tmp_path / "fork.py"
     script.write_text(FORK_SCRIPT)
@@ -290,9 +290,9 @@ def test_dataset_made_in_the_parent_works_in_child_processes(
         [
             sys.executable,
             str(script),
-            local_minio.endpoint,
-            local_minio.access_key,
-            local_minio.secret_key,
+            s3_server.endpoint,
+            s3_server.access_key,
+            s3_server.secret_key,
             shards,
             method,
         ],
@@ -324,7 +324,7 @@ print(json.dumps({"keys": keys, "reads": reads}))
 
 
 def test_state_dict_resumes_in_a_new_process_with_the_rest_of_the_epoch(
-    client, local_minio, shard_bucket, tmp_path
+    client, s3_server, shard_bucket, tmp_path
 ):
     shards = f"{shard_bucket}/train/shard-{{000..005}}.tar"
     full = keys_of(ShardDataset(client, shards, seed=11, shuffle_buffer=20))
@@ -342,9 +342,9 @@ def test_state_dict_resumes_in_a_new_process_with_the_rest_of_the_epoch(
         [
             sys.executable,
             str(script),
-            local_minio.endpoint,
-            local_minio.access_key,
-            local_minio.secret_key,
+            s3_server.endpoint,
+            s3_server.access_key,
+            s3_server.secret_key,
             shards,
             str(tmp_path / "state.json"),
         ],
@@ -383,9 +383,9 @@ def test_state_of_another_dataset_is_refused_naming_the_difference(client, shard
         other.load_state_dict(ds.state_dict())
 
 
-def test_pickled_dataset_carries_no_credentials_in_its_repr(client, shard_bucket, local_minio):
+def test_pickled_dataset_carries_no_credentials_in_its_repr(client, shard_bucket, s3_server):
     ds = ShardDataset(client, spec(shard_bucket))
-    assert local_minio.secret_key not in repr(ds)
+    assert s3_server.secret_key not in repr(ds)
     assert isinstance(pickle.loads(pickle.dumps(ds)), ShardDataset)
 
 

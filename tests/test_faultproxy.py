@@ -423,3 +423,138 @@ def test_relays_chunked_bodies_both_ways(chunked_upstream: str) -> None:
         assert p.connections == 1
         # Counted as sent: with the chunk framing and the trailer.
         assert all(r.body_bytes > len(data) for r in p.requests())
+
+
+def test_ignore_if_match_forwards_without_it(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    url = _url(via, bucket, "k")
+    assert requests.get(url, headers={"If-Match": '"other"'}, timeout=10).status_code == 412
+    proxy.add_rule(Action.IGNORE_IF_MATCH, method="GET")
+    resp = requests.get(url, headers={"If-Match": '"other"'}, timeout=10)
+    assert (resp.status_code, resp.content) == (200, b"0123456789")
+
+
+def test_ignore_if_match_re_signs_a_request_that_signed_it(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", os.urandom(1000))
+    proxy.add_rule(Action.IGNORE_IF_MATCH, method="GET", times=None)
+    with via.open(bucket, "k", readahead=0, chunk_size=100) as f:
+        f.read(600)
+        f.seek(500)  # back: reopened with If-Match (signed), re-signed without it
+        assert len(f.read()) == 500
+    assert [r.upstream_status for r in proxy.requests(method="GET")] == [200, 206]
+
+
+def test_strip_checksums_removes_every_checksum_header(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", b"data")  # stored with a CRC32C
+    url = via.presign("HEAD", bucket, "k", expires=60)
+    mode = {"x-amz-checksum-mode": "ENABLED"}
+    assert "x-amz-checksum-crc32c" in requests.head(url, headers=mode, timeout=10).headers
+    proxy.add_rule(Action.STRIP_CHECKSUMS, method="HEAD")
+    headers = requests.head(url, headers=mode, timeout=10).headers
+    assert not [h for h in headers if h.lower().startswith("x-amz-checksum")]
+    assert headers["ETag"]
+
+
+def test_reject_checksum_headers_answers_400_unsupported_header(
+    via: Client, client: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    rule = proxy.add_rule(Action.REJECT_CHECKSUM_HEADERS, times=None)
+    url = via.presign("PUT", bucket, "k", expires=60)
+    resp = requests.put(url, data=b"x", headers={"x-amz-checksum-crc32": "AAAAAA=="}, timeout=10)
+    assert resp.status_code == 400
+    assert "<Code>InvalidArgument</Code>" in resp.text
+    assert "Unsupported header 'x-amz-checksum-crc32' received for this API call." in resp.text
+    assert not list(client.list_objects(bucket))  # not forwarded
+    # objsdk's own PUT carries x-amz-checksum-crc32c today.
+    with pytest.raises(S3Error, match="Unsupported header 'x-amz-checksum-crc32c'"):
+        via.put_object(bucket, "k", b"x")
+    assert rule.hits == 2
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        ("x-amz-checksum-mode", "ENABLED"),
+        ("x-amz-sdk-checksum-algorithm", "CRC32"),
+        ("x-amz-trailer", "x-amz-checksum-crc32"),
+        ("X-Amz-Checksum-Sha256", "x"),
+    ],
+)
+def test_reject_checksum_headers_refuses_every_checksum_header(
+    via: Client, proxy: FaultProxy, bucket: str, header: tuple[str, str]
+) -> None:
+    via.put_object(bucket, "k", b"x")
+    proxy.add_rule(Action.REJECT_CHECKSUM_HEADERS, times=None)
+    url = _url(via, bucket, "k")
+    assert requests.get(url, headers=dict([header]), timeout=10).status_code == 400
+
+
+def test_reject_checksum_headers_forwards_requests_without_them(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", b"data")
+    rule = proxy.add_rule(Action.REJECT_CHECKSUM_HEADERS, times=None)
+    resp = requests.get(_url(via, bucket, "k"), timeout=10)
+    assert (resp.status_code, resp.content) == (200, b"data")
+    assert rule.hits == 0
+
+
+def test_non_md5_etag_rewrites_the_etag_and_maps_if_match_back(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    real = via.head_object(bucket, "k").etag
+    assert real is not None
+    proxy.add_rule(Action.NON_MD5_ETAG, times=None)
+    url = _url(via, bucket, "k")
+    shown = requests.get(url, timeout=10).headers["ETag"]
+    assert shown == '"nomd5-' + real[1:]
+    assert requests.get(url, headers={"If-Match": shown}, timeout=10).status_code == 200
+    assert requests.get(url, headers={"If-Match": '"nomd5-0"'}, timeout=10).status_code == 412
+
+
+def test_non_md5_etag_keeps_a_weak_etag_weak(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"x")
+    proxy.add_rule(Action.WEAK_ETAG, method="GET")
+    proxy.add_rule(Action.NON_MD5_ETAG, method="GET")
+    assert requests.get(_url(via, bucket, "k"), timeout=10).headers["ETag"].startswith('W/"nomd5-')
+
+
+@pytest.mark.parametrize("times", [1, 3])
+def test_slow_down_on_posts_answers_503_that_many_times(
+    via: Client, client: Client, proxy: FaultProxy, bucket: str, times: int
+) -> None:
+    client.put_object(bucket, "k", b"x")
+    rule = proxy.add_rule(Action.SLOW_DOWN, method="POST", times=times)
+    url = via.presign("POST", bucket, "k", expires=60) + "&uploads="
+    statuses = [requests.post(url, timeout=10).status_code for _ in range(times)]
+    assert statuses == [503] * times
+    assert rule.hits == times
+    assert via.head_object(bucket, "k").size == 1  # a PUT passes
+    assert rule.hits == times
+
+
+@pytest.mark.parametrize("at", [0, 1234, (1 << 20) - 1])
+def test_flip_byte_changes_exactly_one_body_byte(
+    via: Client, proxy: FaultProxy, bucket: str, at: int
+) -> None:
+    data = os.urandom(1 << 20)
+    via.put_object(bucket, "k", data)
+    proxy.add_rule(Action.FLIP_BYTE, method="GET", after=at)
+    got = requests.get(_url(via, bucket, "k"), timeout=10).content
+    assert len(got) == len(data)
+    assert [i for i in range(len(data)) if got[i] != data[i]] == [at]
+    assert got[at] == data[at] ^ 0x01
+    assert requests.get(_url(via, bucket, "k"), timeout=10).content == data  # once only
+
+
+def test_flip_byte_past_the_body_changes_nothing(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    proxy.add_rule(Action.FLIP_BYTE, method="GET", after=10)
+    assert requests.get(_url(via, bucket, "k"), timeout=10).content == b"0123456789"

@@ -20,11 +20,11 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def options(local_minio: Any) -> dict[str, str]:
+def options(s3_server: Any) -> dict[str, str]:
     return {
-        "endpoint_url": local_minio.endpoint,
-        "key": local_minio.access_key,
-        "secret": local_minio.secret_key,
+        "endpoint_url": s3_server.endpoint,
+        "key": s3_server.access_key,
+        "secret": s3_server.secret_key,
     }
 
 
@@ -152,8 +152,20 @@ def test_ls_info_find_glob(fs: ObjsdkFileSystem, client: Client, bucket: str) ->
 
 
 def test_mkdir_creates_a_bucket_and_rm_recursive_removes_it(
-    fs: ObjsdkFileSystem, client: Client, fresh_bucket_name: str
+    fs: ObjsdkFileSystem,
+    client: Client,
+    fresh_bucket_name: str,
+    s3_features: Any,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if not s3_features.refuses_own_bucket:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="mkdir of an existing bucket raises FileExistsError only where "
+                "CreateBucket refuses the owner's own bucket (not AWS us-east-1, moto)",
+            )
+        )
     fs.mkdir(fresh_bucket_name)
     assert client.bucket_exists(fresh_bucket_name)
     with pytest.raises(FileExistsError):
@@ -175,26 +187,24 @@ def test_put_and_get_a_tree(fs: ObjsdkFileSystem, bucket: str, tmp_path: Path) -
 
 
 def test_without_options_it_follows_the_environment(
-    monkeypatch: pytest.MonkeyPatch, local_minio: Any, bucket: str, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, s3_server: Any, bucket: str, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_ENDPOINT_URL", local_minio.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", local_minio.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", local_minio.secret_key)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
     fs = fsspec.filesystem("objsdk", skip_instance_cache=True)
     fs.pipe_file(f"{bucket}/env", b"from env")
     with fsspec.open(f"objsdk://{bucket}/env") as f:
         assert f.read() == b"from env"
 
 
-def test_s3fs_style_storage_options_carry_over(
-    local_minio: Any, client: Client, bucket: str
-) -> None:
+def test_s3fs_style_storage_options_carry_over(s3_server: Any, client: Client, bucket: str) -> None:
     client.put_object(bucket, "s3fs", b"same options")
     fs = ObjsdkFileSystem(
-        key=local_minio.access_key,
-        secret=local_minio.secret_key,
-        client_kwargs={"endpoint_url": local_minio.endpoint, "region_name": "us-east-1"},
+        key=s3_server.access_key,
+        secret=s3_server.secret_key,
+        client_kwargs={"endpoint_url": s3_server.endpoint, "region_name": "us-east-1"},
         skip_instance_cache=True,
     )
     assert fs.cat_file(f"{bucket}/s3fs") == b"same options"

@@ -16,11 +16,11 @@ pytestmark = pytest.mark.integration
 
 class ObjsdkFixtures(abstract.AbstractFixtures):  # type: ignore[misc]
     @pytest.fixture
-    def fs(self, local_minio: Any) -> ObjsdkFileSystem:
+    def fs(self, s3_server: Any) -> ObjsdkFileSystem:
         return ObjsdkFileSystem(
-            endpoint_url=local_minio.endpoint,
-            key=local_minio.access_key,
-            secret=local_minio.secret_key,
+            endpoint_url=s3_server.endpoint,
+            key=s3_server.access_key,
+            secret=s3_server.secret_key,
             skip_instance_cache=True,
         )
 

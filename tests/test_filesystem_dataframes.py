@@ -17,11 +17,11 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def options(local_minio: Any) -> dict[str, str]:
+def options(s3_server: Any) -> dict[str, str]:
     return {
-        "endpoint_url": local_minio.endpoint,
-        "key": local_minio.access_key,
-        "secret": local_minio.secret_key,
+        "endpoint_url": s3_server.endpoint,
+        "key": s3_server.access_key,
+        "secret": s3_server.secret_key,
     }
 
 

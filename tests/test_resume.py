@@ -9,6 +9,7 @@ from objsdk._core.resume import (
     SizeUnknown,
     check_response,
     is_strong_etag,
+    ranged_body,
 )
 from objsdk._transport.retry import after_failure, resume_policy
 
@@ -92,6 +93,12 @@ def test_416_without_any_size_asks_the_caller_to_find_out():
 
 def test_416_without_content_range_uses_the_pinned_size():
     assert check_response(416, {}, want=100, etag=ETAG, size=100).eof
+
+
+def test_416_without_a_size_inside_the_pinned_size_means_the_object_changed():
+    # A server that ignored If-Match found nothing at offset 50 of a 100-byte version.
+    with pytest.raises(Changed, match="416 for offset 50, inside the pinned size 100"):
+        check_response(416, {}, want=50, etag=ETAG, size=100)
 
 
 def test_416_before_the_end_is_refused():
@@ -187,3 +194,45 @@ def test_after_failure_is_none_once_the_limit_is_spent():
     nxt = after_failure(policy, OSError("a"))
     assert nxt is not None
     assert after_failure(nxt, OSError("b")) is None
+
+
+def test_ranged_body_takes_a_206_holding_exactly_the_bytes_asked_for():
+    headers = h(Content_Range="bytes 100-199/1024")
+    assert ranged_body(206, headers, b"x" * 100, offset=100, length=100) == b"x" * 100
+
+
+def test_ranged_body_takes_a_206_cut_short_by_the_end_of_the_object():
+    headers = h(Content_Range="bytes 1000-1023/1024")
+    assert ranged_body(206, headers, b"x" * 24, offset=1000, length=100) == b"x" * 24
+
+
+@pytest.mark.parametrize(
+    ("content_range", "match"),
+    [
+        ("bytes 0-99/1024", "from 0"),
+        ("bytes 100-149/1024", "ends at 149"),
+        ("bytes 100-299/1024", "ends at 299"),
+        (None, "unusable Content-Range"),
+        ("bytes */1024", "unusable Content-Range"),
+    ],
+)
+def test_ranged_body_refuses_a_206_for_other_bytes(content_range, match):
+    headers = h(Content_Range=content_range) if content_range else {}
+    with pytest.raises(BadResponse, match=match):
+        ranged_body(206, headers, b"x" * 100, offset=100, length=100)
+
+
+def test_ranged_body_refuses_a_206_whose_body_is_not_its_content_range():
+    with pytest.raises(BadResponse, match="99 body bytes"):
+        ranged_body(206, h(Content_Range="bytes 100-199/*"), b"x" * 99, offset=100, length=100)
+
+
+def test_ranged_body_refuses_a_206_past_the_window_when_the_size_is_unknown():
+    with pytest.raises(BadResponse, match="past 199"):
+        ranged_body(206, h(Content_Range="bytes 100-299/*"), b"x" * 200, offset=100, length=100)
+
+
+def test_ranged_body_slices_a_200_that_ignored_range():
+    body = bytes(range(256))
+    assert ranged_body(200, {}, body, offset=10, length=5) == body[10:15]
+    assert ranged_body(200, {}, body, offset=250, length=None) == body[250:]

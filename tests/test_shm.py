@@ -154,15 +154,15 @@ if mode == "sleep":
 """
 
 
-def creator(local_minio, bucket: str, key: str, mode: str, **kwargs) -> subprocess.Popen:
+def creator(s3_server, bucket: str, key: str, mode: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
             "-c",
             CREATOR,
-            local_minio.endpoint,
-            local_minio.access_key,
-            local_minio.secret_key,
+            s3_server.endpoint,
+            s3_server.access_key,
+            s3_server.secret_key,
             bucket,
             key,
             mode,
@@ -176,9 +176,9 @@ def creator(local_minio, bucket: str, key: str, mode: str, **kwargs) -> subproce
 
 @pytest.mark.parametrize("mode", ["exit", "raise"])
 def test_no_block_is_left_when_the_creator_exits_normally_or_by_exception(
-    local_minio, bucket, matrix, mode
+    s3_server, bucket, matrix, mode
 ):
-    proc = creator(local_minio, bucket, matrix[0], mode)
+    proc = creator(s3_server, bucket, matrix[0], mode)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == (0 if mode == "exit" else 1)
     assert out.strip().startswith("objsdk_")
@@ -196,9 +196,9 @@ def wait_gone(name: str, seconds: float) -> bool:
 
 
 def test_block_of_a_sigkilled_creator_is_unlinked_by_the_resource_tracker(
-    local_minio, bucket, matrix
+    s3_server, bucket, matrix
 ):
-    proc = creator(local_minio, bucket, matrix[0], "sleep")
+    proc = creator(s3_server, bucket, matrix[0], "sleep")
     name = proc.stdout.readline().strip()
     assert exists(name)
     proc.kill()
@@ -206,12 +206,12 @@ def test_block_of_a_sigkilled_creator_is_unlinked_by_the_resource_tracker(
     assert wait_gone(name, 20)
 
 
-def test_sweep_removes_blocks_of_dead_creators_only(local_minio, bucket, matrix):
+def test_sweep_removes_blocks_of_dead_creators_only(s3_server, bucket, matrix):
     # A job killed as a whole (creator and its resource tracker): its block stays.
-    dead = creator(local_minio, bucket, matrix[0], "sleep", start_new_session=True)
+    dead = creator(s3_server, bucket, matrix[0], "sleep", start_new_session=True)
     dead_name = dead.stdout.readline().strip()
     # Another job, still running, and a block objsdk did not name.
-    alive = creator(local_minio, bucket, matrix[0], "sleep")
+    alive = creator(s3_server, bucket, matrix[0], "sleep")
     alive_name = alive.stdout.readline().strip()
     foreign = shared_memory.SharedMemory(create=True, size=4096)
     try:

@@ -32,6 +32,7 @@ from objsdk._transfer.multipart import (
 )
 from objsdk._transfer.upload import upload
 from objsdk._transport.retry import S3Retry
+from objsdk.testing import S3Features
 
 pytestmark = pytest.mark.integration
 
@@ -59,13 +60,34 @@ def read_back(client: Client, bucket: str, key: str) -> tuple[str, int]:
         return digest.hexdigest(), f._verifier.hashed
 
 
+#: The session service's features, for assert_stored (set for each test).
+FEATURES = S3Features()
+
+
+@pytest.fixture(autouse=True)
+def service_features(s3_features: S3Features) -> None:
+    global FEATURES
+    FEATURES = s3_features
+
+
+def checksum_expected(etag: str | None) -> bool:
+    """Does the service keep a CRC32C for this object? Every multipart one (``-N`` ETag);
+    a single PUT's only where it stores the checksum sent with it."""
+    return FEATURES.stores_put_checksum or "-" in (etag or "")
+
+
 def assert_stored(client: Client, bucket: str, key: str, data: bytes) -> None:
-    """The object is ``data``, with the CRC32C of ``data`` stored as FULL_OBJECT."""
+    """The object is ``data``, with the CRC32C of ``data`` stored as FULL_OBJECT; where
+    the service keeps no checksum (moto's single PUT), it reads back right, unverified."""
     sha, verified = read_back(client, bucket, key)
     assert sha == hashlib.sha256(data).hexdigest()
-    assert verified == len(data)
     head = client.head_object(bucket, key)
     assert head.size == len(data)
+    if not checksum_expected(head.etag):
+        assert "crc32c" not in head.checksums
+        assert verified == 0  # "an object without a stored checksum is read unchecked"
+        return
+    assert verified == len(data)
     assert head.checksums["crc32c"] == crc32c_b64(data)
     assert head.checksum_type == "FULL_OBJECT"
 
@@ -113,8 +135,9 @@ def test_file_round_trips_with_its_crc32c(client, bucket, tmp_path, size, route)
     path, data = source_file(tmp_path, size)
     info = upload(client.transport, bucket, "obj", path, part_size=PART, **ROUTES[route])
     assert info.size == size
-    assert info.checksums["crc32c"] == crc32c_b64(data)
-    assert info.checksum_type == "FULL_OBJECT"
+    if checksum_expected(info.etag):  # else see issue 24 item 6: not claimed, once fixed
+        assert info.checksums["crc32c"] == crc32c_b64(data)
+        assert info.checksum_type == "FULL_OBJECT"
     parts = -(-size // PART)
     if route == "multipart" and size:
         assert info.etag is not None
@@ -197,11 +220,14 @@ def test_a_part_whose_bytes_do_not_match_its_crc32c_is_refused_by_the_server(
     client, bucket, tmp_path
 ):
     # What makes sending a part from the file after reading its CRC32C safe: the server
-    # checks the CRC32C against the bytes that arrive.
+    # checks the CRC32C against the bytes that arrive. moto does not (docs/compatibility.md).
     path, data = source_file(tmp_path, PART)
     upload_id = create_multipart_upload(client.transport, bucket, "k")
+    refused = (
+        pytest.raises(objsdk.S3Error) if FEATURES.checks_checksums else contextlib.nullcontext()
+    )
     try:
-        with path.open("rb") as f, pytest.raises(objsdk.S3Error):
+        with path.open("rb") as f, refused:
             upload_part_from_file(
                 client.transport,
                 bucket,

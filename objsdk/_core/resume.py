@@ -21,6 +21,7 @@ __all__ = [
     "SizeUnknown",
     "check_response",
     "is_strong_etag",
+    "ranged_body",
     "same_etag",
 ]
 
@@ -110,6 +111,10 @@ def check_response(
     if status == 416:
         # "bytes */<size>": the range starts at or past the end (RFC 9110 §15.5.17).
         total = _int((headers.get("Content-Range") or "").rpartition("/")[2])
+        if total is None and size is not None and want < size:
+            # Nothing at `want` although the pinned version has bytes there: the object
+            # is now shorter, on a server that ignored If-Match (MinIO's 416 says no size).
+            raise Changed(f"416 for offset {want}, inside the pinned size {size}")
         if total is None:
             total = size
         if total is None:
@@ -156,3 +161,26 @@ def check_response(
         return Continuation(start=want, size=total, etag=got_etag or etag, last_modified=date)
 
     raise BadResponse(f"unexpected HTTP {status}")
+
+
+def ranged_body(
+    status: int, headers: Mapping[str, str], body: bytes, *, offset: int, length: int | None
+) -> bytes:
+    """Bytes ``offset`` to ``offset + length`` (to the end if None) of the whole answer
+    (``body``) to a GET sent with that ``Range``.
+
+    A 206 must say, in ``Content-Range``, that it holds exactly those bytes (fewer only
+    where the object ends) and hold as many; a 200 is the whole object, sliced here.
+    Raises :class:`BadResponse` otherwise.
+    """
+    end = None if length is None else offset + length
+    check_response(status, headers, want=offset, etag=None, size=None, end=end)
+    if status == 200:
+        return body[offset:end]
+    cr = parse_content_range(headers.get("Content-Range"))
+    assert cr is not None  # check_response refused a 206 without one
+    if end is not None and cr.last >= end:
+        raise BadResponse(f"Content-Range ends at {cr.last}, past {end - 1}")
+    if len(body) != cr.length:
+        raise BadResponse(f"{len(body)} body bytes for a Content-Range of {cr.length}")
+    return body

@@ -48,7 +48,8 @@ class XMLParseError(errors.ProtocolError):
 def _root(body: bytes) -> ET.Element:
     try:
         return ET.fromstring(body)
-    except ET.ParseError as e:
+    # LookupError, ValueError: an XML declaration naming an unknown or unusable encoding.
+    except (ET.ParseError, LookupError, ValueError) as e:
         raise XMLParseError(f"malformed XML response ({len(body)} bytes): {e}") from e
 
 
@@ -60,10 +61,29 @@ def _text(el: ET.Element, tag: str) -> str | None:
 
 
 def parse_iso_date(text: str | None) -> datetime | None:
-    """``2009-10-12T17:50:30.000Z`` → an aware UTC datetime (None stays None)."""
+    """``2009-10-12T17:50:30.000Z`` → an aware UTC datetime (None stays None).
+
+    Raises ValueError if ``text`` is not such a date."""
     if not text:
         return None
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def _date(el: ET.Element, tag: str) -> datetime | None:
+    """The ISO 8601 date in child ``tag`` (None if absent); XMLParseError if malformed."""
+    text = _text(el, tag)
+    try:
+        return parse_iso_date(text)
+    except (ValueError, OverflowError):
+        raise XMLParseError(f"{tag} {(text or '')[:40]!r} is not an ISO 8601 date") from None
+
+
+def _size(el: ET.Element, tag: str) -> int:
+    """The byte count in child ``tag`` (0 if absent); XMLParseError if not one."""
+    text = (_text(el, tag) or "0").strip()
+    if not text.isascii() or not text.isdigit():
+        raise XMLParseError(f"{tag} {text[:40]!r} is not a byte count")
+    return int(text)
 
 
 def parse_http_date(text: str | None) -> datetime | None:
@@ -163,9 +183,7 @@ def parse_list_buckets(body: bytes) -> list[BucketInfo]:
     """``ListAllMyBucketsResult`` → buckets in the server's order."""
     root = _root(body)
     return [
-        BucketInfo(
-            name=_text(b, "Name") or "", creation_date=parse_iso_date(_text(b, "CreationDate"))
-        )
+        BucketInfo(name=_text(b, "Name") or "", creation_date=_date(b, "CreationDate"))
         for b in root.iterfind("{*}Buckets/{*}Bucket")
     ]
 
@@ -197,9 +215,9 @@ def parse_list_objects_v2(body: bytes) -> ListPage:
     objects = [
         ObjectSummary(
             key=decode(_text(c, "Key")),
-            size=int(_text(c, "Size") or 0),
+            size=_size(c, "Size"),
             etag=_text(c, "ETag"),
-            last_modified=parse_iso_date(_text(c, "LastModified")),
+            last_modified=_date(c, "LastModified"),
             storage_class=_text(c, "StorageClass"),
         )
         for c in root.iterfind("{*}Contents")
@@ -247,7 +265,7 @@ def parse_copy_result(body: bytes) -> tuple[str | None, datetime | None]:
     first.
     """
     root = _root(body)
-    return _text(root, "ETag"), parse_iso_date(_text(root, "LastModified"))
+    return _text(root, "ETag"), _date(root, "LastModified")
 
 
 # -- multipart uploads --------------------------------------------------------------------
@@ -310,7 +328,7 @@ def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
             (
                 unquote_plus(key) if encoded else key,
                 _text(up, "UploadId") or "",
-                parse_iso_date(_text(up, "Initiated")),
+                _date(up, "Initiated"),
             )
         )
     truncated = (_text(root, "IsTruncated") or "").lower() == "true"

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from objsdk import errors
 from objsdk._core.ranges import format_range, parse_content_range
+from objsdk._io.range_reader import ranged_content
 from objsdk._io.verify import check_body
 from objsdk._s3.head import head_object
 from objsdk._transport.base import Transport
@@ -62,10 +63,10 @@ def get_object(
     _check_length(transport, bucket, key, version_id, resp.status, resp.headers, len(data))
     if verify and offset == 0:
         check_body(bucket, key, resp.status, resp.headers, data)
-    if resp.status == 200 and "Range" in headers:
-        # A server may ignore Range and send the whole object (RFC 9110 §14.2).
-        data = data[offset : None if length is None else offset + length]
-    return data
+    if "Range" not in headers:
+        return data
+    # A 206 must hold exactly the bytes asked for; a 200 (Range ignored) is sliced.
+    return ranged_content(resp, offset, length, operation=operation, bucket=bucket, key=key)
 
 
 def _check_length(

@@ -203,7 +203,7 @@ class ObjectFile(io.BufferedIOBase):
             "readahead": self.readahead,
             "part_size": self.part_size,
         }
-        pin = (self._reader.etag, self._reader.size)
+        pin = (self._reader.etag, self._reader.size, self._reader.last_modified)
         return (_restore, (self._client, self.bucket, self.key, state, pin, self._pos, self.closed))
 
     # -- size, position ----------------------------------------------------------------
@@ -585,12 +585,12 @@ def _restore(
     bucket: str,
     key: str,
     state: dict[str, Any],
-    pin: tuple[str | None, int | None],
+    pin: tuple[str | None, int | None, str | None],
     pos: int,
     closed: bool,
 ) -> ObjectFile:
     f = ObjectFile(client, bucket, key, **state)
-    f._reader.etag, f._reader.size = pin
+    f._reader.etag, f._reader.size, f._reader.last_modified = pin
     f._pos = f._recv_pos = pos
     if closed:
         f.close()

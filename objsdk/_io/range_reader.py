@@ -26,6 +26,7 @@ from objsdk._core.resume import (
     SizeUnknown,
     check_response,
     is_strong_etag,
+    ranged_body,
     same_etag,
 )
 from objsdk._core.s3xml import http_date
@@ -35,7 +36,14 @@ from objsdk._transport.base import Response, Transport
 from objsdk._transport.retry import after_failure, resume_policy
 from objsdk.models import ObjectInfo
 
-__all__ = ["DEFAULT_MAX_RESUME", "SKIP_THRESHOLD", "RangeIgnored", "RangeReader", "ReadStats"]
+__all__ = [
+    "DEFAULT_MAX_RESUME",
+    "SKIP_THRESHOLD",
+    "RangeIgnored",
+    "RangeReader",
+    "ReadStats",
+    "ranged_content",
+]
 
 log = logging.getLogger("objsdk")
 
@@ -273,7 +281,10 @@ class RangeReader:
         skip forward reads through it), False if it was dropped (reopened lazily)."""
         stream = self._stream
         self.pos = pos
-        if stream is not None and 0 <= pos - stream.pos <= SKIP_THRESHOLD:
+        # Past the end of the open stream there is nothing to read through: skipping
+        # would meet the end of its body, which is no break (the next read is just b"").
+        past_end = stream is not None and stream.end is not None and pos > stream.end
+        if stream is not None and 0 <= pos - stream.pos <= SKIP_THRESHOLD and not past_end:
             return True
         self.drop()
         return False
@@ -554,6 +565,18 @@ class RangeReader:
             key=self.key,
             offset=offset,
         )
+
+
+def ranged_content(
+    resp: Response, offset: int, length: int | None, *, operation: str, bucket: str, key: str
+) -> bytes:
+    """The bytes a whole (unstreamed) answer to a ranged GET holds for ``offset`` and
+    ``length``: a 206 must say in Content-Range that it holds exactly those, a 200 (Range
+    ignored, RFC 9110 §14.2) is sliced; :class:`~objsdk.ProtocolError` otherwise."""
+    try:
+        return ranged_body(resp.status, resp.headers, resp.content, offset=offset, length=length)
+    except BadResponse as e:
+        raise errors.ProtocolError(str(e), operation=operation, bucket=bucket, key=key) from None
 
 
 def _describe(cause: BaseException) -> str:

@@ -1,13 +1,28 @@
 """Developer tooling, never imported by ``import objsdk``: a local MinIO (built from its
 Go module by :mod:`~objsdk.testing.gobuild`, run under the crash-safe
-:mod:`~objsdk.testing.supervisor`), a Toxiproxy for network faults, and a pytest plugin.
+:mod:`~objsdk.testing.supervisor`), a local moto server (a second S3 implementation), a
+user-named :class:`S3Endpoint`, a Toxiproxy for network faults, an HTTP fault proxy
+(:mod:`~objsdk.testing.faultproxy`), and a pytest plugin.
 
 Enable the fixtures with ``pytest_plugins = ["objsdk.testing.pytest_plugin"]``.
 """
 
 from __future__ import annotations
 
+from objsdk.testing.endpoint import S3Endpoint, S3EndpointError
+from objsdk.testing.features import S3Features
 from objsdk.testing.local_minio import LocalMinio
+from objsdk.testing.local_moto import LocalMoto, LocalMotoError
 from objsdk.testing.toxiproxy import Proxy, Toxiproxy, ToxiproxyError
 
-__all__ = ["LocalMinio", "Proxy", "Toxiproxy", "ToxiproxyError"]
+__all__ = [
+    "LocalMinio",
+    "LocalMoto",
+    "LocalMotoError",
+    "Proxy",
+    "S3Endpoint",
+    "S3EndpointError",
+    "S3Features",
+    "Toxiproxy",
+    "ToxiproxyError",
+]

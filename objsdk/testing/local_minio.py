@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from objsdk.errors import LocalMinioError
+from objsdk.testing.features import MINIO, S3Features
 from objsdk.testing.gobuild import minio_binary
 from objsdk.testing.localserver import LocalServer
 from objsdk.testing.supervisor import Supervised, SupervisorError, free_port, tail
@@ -42,6 +43,10 @@ class LocalMinio(LocalServer):
 
     name = "MinIO"
     error = LocalMinioError
+    #: The region MinIO answers for (its default).
+    region = "us-east-1"
+    #: Where MinIO differs from other services (see docs/compatibility.md).
+    features: S3Features = MINIO
 
     def __init__(
         self,
@@ -136,7 +141,7 @@ class LocalMinio(LocalServer):
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": "us-east-1",
+            "AWS_REGION": self.region,
         }
         if self.tls:
             env["AWS_CA_BUNDLE"] = str(self.ca_bundle)

@@ -186,7 +186,7 @@ def error_response(
         f"<Resource>{escape(resource)}</Resource>"
         f"<RequestId>faultproxy</RequestId></Error>"
     ).encode()
-    reasons = {500: "Internal Server Error", 503: "Service Unavailable"}
+    reasons = {400: "Bad Request", 500: "Internal Server Error", 503: "Service Unavailable"}
     headers: Headers = [
         ("Content-Type", "application/xml"),
         ("Content-Length", str(len(body))),

@@ -30,10 +30,12 @@ from .http import (
 )
 from .rules import (
     ANSWERED_HERE,
+    NON_MD5_PREFIX,
     Action,
     FaultProxyError,
     LoggedRequest,
     Rule,
+    checksum_header,
     choose_rules,
 )
 from .sigv4 import ALGORITHM, resign
@@ -159,7 +161,8 @@ class FaultProxy(StartStop):
 
         ``status``/``code`` choose the error of ``ERROR`` and ``ERROR_AFTER_FORWARD``;
         ``retry_after`` adds a ``Retry-After`` header to an injected error; ``headers``
-        are the ones ``SET_HEADERS`` sets; ``after`` is where ``TRUNCATE_BODY`` cuts;
+        are the ones ``SET_HEADERS`` sets; ``after`` is where ``TRUNCATE_BODY`` cuts
+        and which body byte ``FLIP_BYTE`` flips;
         ``seconds`` how long ``DELAY`` waits.
         """
         if times is not None and times < 1:
@@ -207,11 +210,13 @@ class FaultProxy(StartStop):
         with self._lock:
             self._log.clear()
 
-    def _take_rules(self, method: str, path: str, query: Mapping[str, str]) -> list[Rule]:
+    def _take_rules(
+        self, method: str, path: str, query: Mapping[str, str], headers: Headers
+    ) -> list[Rule]:
         """The rules that apply to this request, their hits counted (see
         :func:`~objsdk.testing.faultproxy.rules.choose_rules`)."""
         with self._lock:
-            return choose_rules(self._rules, method, path, query)
+            return choose_rules(self._rules, method, path, query, headers)
 
     def _record(self, entry: LoggedRequest) -> None:
         with self._lock:
@@ -261,6 +266,23 @@ class FaultProxy(StartStop):
             raise FaultProxyError("re-signing a request needs access_key and secret_key")
         return resign(target, method, headers, present, *self._credentials)
 
+    def _real_etags(self, target: str, method: str, headers: Headers) -> Headers:
+        """``If-Match``/``If-None-Match`` with NON_MD5_ETAG's rewriting undone (re-signed
+        if they were signed)."""
+        changed: Headers = []
+        for name, value in headers:
+            if name.lower() in ("if-match", "if-none-match"):
+                value = value.replace(f'"{NON_MD5_PREFIX}', '"')
+            changed.append((name, value))
+        if changed == headers:
+            return headers
+        auth = get_header(changed, "Authorization")
+        if auth is None or not auth.startswith(ALGORITHM):
+            return changed
+        if self._credentials is None:
+            raise FaultProxyError("re-signing a request needs access_key and secret_key")
+        return resign(target, method, changed, set(), *self._credentials)
+
     def _connect_upstream(self) -> Conn:
         sock = socket.create_connection(self.upstream, timeout=30)
         sock.settimeout(None)
@@ -304,7 +326,7 @@ class FaultProxy(StartStop):
         split = urlsplit(target)
         path = unquote(split.path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
-        rules = self._take_rules(method, path, query)
+        rules = self._take_rules(method, path, query, headers)
         client_close = wants_close(headers)
         requested_range = get_header(headers, "Range")
         sent = 0
@@ -339,6 +361,22 @@ class FaultProxy(StartStop):
             if rule.action is Action.DROP:
                 log(None, None)
                 raise _Dropped
+            if rule.action is Action.REJECT_CHECKSUM_HEADERS:
+                # Backblaze B2's words for a header it does not implement.
+                name = checksum_header(headers)
+                message = f"Unsupported header '{name}' received for this API call."
+                client.sendall(
+                    error_response(
+                        400,
+                        "InvalidArgument",
+                        path,
+                        retry_after=None,
+                        close=client_close,
+                        message=message,
+                    )
+                )
+                log(400, None)
+                return not client_close
             slow = rule.action is Action.SLOW_DOWN
             status = rule.status or (503 if slow else 500)
             code = rule.code or ("SlowDown" if slow else "InternalError")
@@ -348,9 +386,16 @@ class FaultProxy(StartStop):
             log(status, None)
             return not client_close
 
+        strip: tuple[str, ...] = ()
         if first(Action.IGNORE_RANGE) is not None:
+            strip += ("range", "if-range")
+        if first(Action.IGNORE_IF_MATCH) is not None:
+            strip += ("if-match",)
+        if strip or first(Action.NON_MD5_ETAG) is not None:
             try:
-                headers = self._strip_signed(target, method, headers, ("range", "if-range"))
+                headers = self._strip_signed(target, method, headers, strip)
+                if first(Action.NON_MD5_ETAG) is not None:
+                    headers = self._real_etags(target, method, headers)
             except FaultProxyError as e:
                 # A test set-up mistake: answer with it rather than die in this thread.
                 client.sendall(
@@ -425,12 +470,25 @@ class FaultProxy(StartStop):
                 resp_headers = without(resp_headers, "Content-Length")
             elif rule.action is Action.SET_HEADERS:
                 resp_headers = [*without(resp_headers, *rule.headers), *rule.headers.items()]
+            elif rule.action is Action.STRIP_CHECKSUMS:
+                resp_headers = [
+                    (k, v) for k, v in resp_headers if not k.lower().startswith("x-amz-checksum-")
+                ]
+            elif rule.action is Action.NON_MD5_ETAG:
+                resp_headers = [
+                    (k, _non_md5(v) if k.lower() == "etag" else v) for k, v in resp_headers
+                ]
 
         truncate = first(Action.TRUNCATE_BODY)
         limit = truncate.after if truncate is not None and body_follows else None
+        flip = first(Action.FLIP_BYTE)
+        flip_at = flip.after if flip is not None and body_follows else None
 
         def to_client(data: bytes) -> None:
             nonlocal sent
+            if flip_at is not None and sent <= flip_at < sent + len(data):
+                i = flip_at - sent
+                data = data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
             if limit is not None and sent + len(data) > limit:
                 data = data[: limit - sent]
                 client.sendall(data)
@@ -453,3 +511,12 @@ class FaultProxy(StartStop):
             self._close(upstream)
             session.upstream = None
         return not close_after
+
+
+def _non_md5(etag: str) -> str:
+    """``"x"`` as NON_MD5_ETAG sends it: ``"nomd5-x"`` (``W/`` kept)."""
+    prefix = "W/" if etag.startswith("W/") else ""
+    rest = etag.removeprefix("W/")
+    if rest.startswith('"') and not rest.startswith(f'"{NON_MD5_PREFIX}'):
+        rest = f'"{NON_MD5_PREFIX}{rest[1:]}'
+    return prefix + rest

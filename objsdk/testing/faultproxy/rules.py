@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 __all__ = [
     "AFTER_FORWARD",
     "ANSWERED_HERE",
+    "CHECKSUM_HEADER_PREFIXES",
+    "NON_MD5_PREFIX",
     "Action",
     "FaultProxyError",
     "LoggedRequest",
     "Rule",
+    "checksum_header",
     "choose_rules",
 ]
 
@@ -56,6 +59,42 @@ class Action(enum.Enum):
     #: Send the response headers and the first ``after`` body bytes, then close the
     #: connection: a body cut short (Toxiproxy's ``limit_data``, for one request).
     TRUNCATE_BODY = "truncate_body"
+    #: Forward without ``If-Match``: a server that does not honour it (re-signed like
+    #: ``IGNORE_RANGE``).
+    IGNORE_IF_MATCH = "ignore_if_match"
+    #: Remove every ``x-amz-checksum-*`` header from the response: a server that stores
+    #: or returns no checksums.
+    STRIP_CHECKSUMS = "strip_checksums"
+    #: Answer a request that carries any checksum header (``x-amz-checksum-*``,
+    #: ``x-amz-sdk-checksum-algorithm``, or a checksum trailer) with S3's
+    #: ``400 InvalidArgument`` "Unsupported header", without forwarding it, as Backblaze
+    #: B2 does; requests without one are forwarded. ``hits`` counts the rejections.
+    REJECT_CHECKSUM_HEADERS = "reject_checksum_headers"
+    #: Give the response's ETag a form that is not an MD5 (``"x"`` becomes
+    #: ``"nomd5-x"``), as services with opaque ETags do; ``If-Match`` and
+    #: ``If-None-Match`` values of that form are turned back before forwarding, so a
+    #: pin on the rewritten ETag still holds (re-signed).
+    NON_MD5_ETAG = "non_md5_etag"
+    #: Flip one bit of the body byte at offset ``after`` (counted from the first body
+    #: byte the server sends): a corruption that every length check lets through.
+    FLIP_BYTE = "flip_byte"
+
+
+#: The request headers REJECT_CHECKSUM_HEADERS refuses: their name starts with one of these.
+CHECKSUM_HEADER_PREFIXES = ("x-amz-checksum-", "x-amz-sdk-checksum-")
+#: The form NON_MD5_ETAG gives an ETag's opaque part.
+NON_MD5_PREFIX = "nomd5-"
+
+
+def checksum_header(headers: Sequence[tuple[str, str]]) -> str | None:
+    """The first checksum header a request carries (see REJECT_CHECKSUM_HEADERS)."""
+    for name, value in headers:
+        lname = name.lower()
+        if lname.startswith(CHECKSUM_HEADER_PREFIXES):
+            return lname
+        if lname == "x-amz-trailer" and value.lower().startswith("x-amz-checksum-"):
+            return lname
+    return None
 
 
 @dataclass
@@ -82,8 +121,16 @@ class Rule:
     seconds: float = 0.0
     hits: int = 0
 
-    def matches(self, method: str, path: str, query: Mapping[str, str]) -> bool:
+    def matches(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> bool:
         if self.method is not None and self.method.upper() != method.upper():
+            return False
+        if self.action is Action.REJECT_CHECKSUM_HEADERS and checksum_header(headers) is None:
             return False
         if self.path is not None and re.search(self.path, path) is None:
             return False
@@ -119,21 +166,25 @@ class LoggedRequest:
 
 
 #: Actions that answer the request in the proxy, without forwarding it.
-ANSWERED_HERE = (Action.SLOW_DOWN, Action.ERROR, Action.DROP)
+ANSWERED_HERE = (Action.SLOW_DOWN, Action.ERROR, Action.DROP, Action.REJECT_CHECKSUM_HEADERS)
 #: Actions that forward the request and then lose its reply.
 AFTER_FORWARD = (Action.ERROR_AFTER_FORWARD, Action.DROP_AFTER_FORWARD)
 
 
 def choose_rules(
-    rules: Sequence[Rule], method: str, path: str, query: Mapping[str, str]
+    rules: Sequence[Rule],
+    method: str,
+    path: str,
+    query: Mapping[str, str],
+    headers: Sequence[tuple[str, str]] = (),
 ) -> list[Rule]:
     """The rules (in the order given) that apply to this request, their hits counted.
 
-    An answer made here (SLOW_DOWN, ERROR, DROP) excludes everything else; of the
-    rest, one lost-reply rule (ERROR/DROP_AFTER_FORWARD) and one TRUNCATE_BODY apply
-    at most, and every request or header rule does.
+    An answer made here (SLOW_DOWN, ERROR, DROP, REJECT_CHECKSUM_HEADERS) excludes
+    everything else; of the rest, one lost-reply rule (ERROR/DROP_AFTER_FORWARD), one
+    TRUNCATE_BODY and one FLIP_BYTE apply at most, and every request or header rule does.
     """
-    matching = [r for r in rules if not r.used_up and r.matches(method, path, query)]
+    matching = [r for r in rules if not r.used_up and r.matches(method, path, query, headers)]
     here = [r for r in matching if r.action in ANSWERED_HERE]
     if here:
         chosen = here[:1]
@@ -141,7 +192,7 @@ def choose_rules(
         chosen, seen = [], set()
         for rule in matching:
             kind = "lost" if rule.action in AFTER_FORWARD else rule.action
-            if kind in seen and kind in ("lost", Action.TRUNCATE_BODY):
+            if kind in seen and kind in ("lost", Action.TRUNCATE_BODY, Action.FLIP_BYTE):
                 continue
             seen.add(kind)
             chosen.append(rule)
