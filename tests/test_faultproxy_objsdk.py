@@ -4,8 +4,7 @@ Each fault of :mod:`objsdk.testing.faultproxy` stands for a real service: one th
 Range or If-Match, stores no checksums, rejects checksum headers (Backblaze B2), has ETags
 that are not MD5s (GCS, R2, SSE-KMS), throttles POSTs (AWS on bulk deletes), or hands
 over a corrupted byte. The tests say what objsdk does there; docs/compatibility.md lists
-the same table. Tests marked ``xfail(strict=True)`` are the behaviour issue 24 asks for
-that is not built yet: they must start passing when it is, and lose the mark then.
+the same table.
 """
 
 from __future__ import annotations
@@ -27,12 +26,6 @@ from objsdk.testing.faultproxy import Action, FaultProxy
 pytestmark = pytest.mark.integration
 
 MIB = 1 << 20
-
-CHECKSUM_DIALECT = (
-    "issue 24 item 2: checksum headers cannot be turned off yet "
-    "(request_checksum_calculation / the 400 'Unsupported header' fallback)"
-)
-DELETE_RETRY = "issue 24 item 1: DeleteObjects is not retried on 503 yet"
 
 
 @pytest.fixture
@@ -167,7 +160,6 @@ def test_503_on_create_and_complete_multipart_upload_is_retried(
     assert client.get_object(bucket, "k") == data
 
 
-@pytest.mark.xfail(strict=True, reason=DELETE_RETRY)
 @pytest.mark.parametrize("times", [1, 3])
 def test_delete_objects_is_retried_after_503_on_its_post(
     via: Client, client: Client, proxy: FaultProxy, bucket: str, times: int
@@ -223,7 +215,6 @@ def b2_client(b2_like: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Itera
         yield c
 
 
-@pytest.mark.xfail(strict=True, reason=CHECKSUM_DIALECT)
 def test_rejected_checksum_headers_put_head_and_read_work(
     b2_client: Client, client: Client, bucket: str
 ) -> None:
@@ -235,7 +226,6 @@ def test_rejected_checksum_headers_put_head_and_read_work(
     assert client.get_object(bucket, "k") == data
 
 
-@pytest.mark.xfail(strict=True, reason=CHECKSUM_DIALECT)
 def test_rejected_checksum_headers_multipart_upload_and_download_work(
     b2_client: Client, client: Client, bucket: str, tmp_path: Path
 ) -> None:
@@ -246,7 +236,6 @@ def test_rejected_checksum_headers_multipart_upload_and_download_work(
     assert (tmp_path / "out").read_bytes() == data
 
 
-@pytest.mark.xfail(strict=True, reason=CHECKSUM_DIALECT)
 def test_rejected_checksum_headers_cli_cp_works(
     b2_like: dict[str, str], client: Client, bucket: str, tmp_path: Path
 ) -> None:
@@ -271,7 +260,6 @@ def test_rejected_checksum_headers_cli_cp_works(
     assert (tmp_path / "back.bin").read_bytes() == src.read_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason=CHECKSUM_DIALECT)
 def test_rejected_checksum_headers_fsspec_works(
     b2_like: dict[str, str], monkeypatch: pytest.MonkeyPatch, bucket: str
 ) -> None:
