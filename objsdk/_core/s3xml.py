@@ -38,6 +38,8 @@ __all__ = [
     "parse_list_multipart_uploads",
     "parse_list_objects_v2",
     "parse_upload_id",
+    "xml_root",
+    "xml_text",
 ]
 
 
@@ -45,7 +47,8 @@ class XMLParseError(errors.ProtocolError):
     """A response body that should be S3 XML is not."""
 
 
-def _root(body: bytes) -> ET.Element:
+def xml_root(body: bytes) -> ET.Element:
+    """The root element of an S3 XML answer; :class:`XMLParseError` if it is not XML."""
     try:
         return ET.fromstring(body)
     # LookupError, ValueError: an XML declaration naming an unknown or unusable encoding.
@@ -53,7 +56,8 @@ def _root(body: bytes) -> ET.Element:
         raise XMLParseError(f"malformed XML response ({len(body)} bytes): {e}") from e
 
 
-def _text(el: ET.Element, tag: str) -> str | None:
+def xml_text(el: ET.Element, tag: str) -> str | None:
+    """The text of ``el``'s child ``tag`` (any namespace): None if absent, "" if empty."""
     child = el.find(f"{{*}}{tag}")
     if child is None:
         return None
@@ -71,7 +75,7 @@ def parse_iso_date(text: str | None) -> datetime | None:
 
 def _date(el: ET.Element, tag: str) -> datetime | None:
     """The ISO 8601 date in child ``tag`` (None if absent); XMLParseError if malformed."""
-    text = _text(el, tag)
+    text = xml_text(el, tag)
     try:
         return parse_iso_date(text)
     except (ValueError, OverflowError):
@@ -80,7 +84,7 @@ def _date(el: ET.Element, tag: str) -> datetime | None:
 
 def _size(el: ET.Element, tag: str) -> int:
     """The byte count in child ``tag`` (0 if absent); XMLParseError if not one."""
-    text = (_text(el, tag) or "0").strip()
+    text = (xml_text(el, tag) or "0").strip()
     if not text.isascii() or not text.isdigit():
         raise XMLParseError(f"{tag} {text[:40]!r} is not a byte count")
     return int(text)
@@ -122,17 +126,17 @@ def parse_error(body: bytes) -> ErrorBody | None:
     if not body or not body.lstrip().startswith(b"<"):
         return None
     try:
-        root = _root(body)
+        root = xml_root(body)
     except XMLParseError:
         return None
     if root.tag.rsplit("}", 1)[-1] != "Error":
         return None
     return ErrorBody(
-        code=_text(root, "Code") or "Unknown",
-        message=_text(root, "Message") or "",
-        request_id=_text(root, "RequestId"),
-        bucket=_text(root, "BucketName"),
-        key=_text(root, "Key"),
+        code=xml_text(root, "Code") or "Unknown",
+        message=xml_text(root, "Message") or "",
+        request_id=xml_text(root, "RequestId"),
+        bucket=xml_text(root, "BucketName"),
+        key=xml_text(root, "Key"),
     )
 
 
@@ -181,9 +185,9 @@ def error_in_body(
 
 def parse_list_buckets(body: bytes) -> list[BucketInfo]:
     """``ListAllMyBucketsResult`` → buckets in the server's order."""
-    root = _root(body)
+    root = xml_root(body)
     return [
-        BucketInfo(name=_text(b, "Name") or "", creation_date=_date(b, "CreationDate"))
+        BucketInfo(name=xml_text(b, "Name") or "", creation_date=_date(b, "CreationDate"))
         for b in root.iterfind("{*}Buckets/{*}Bucket")
     ]
 
@@ -205,8 +209,8 @@ def parse_list_objects_v2(body: bytes) -> ListPage:
     control characters survive XML), keys and prefixes are URL-decoded the way botocore
     does it (``unquote_plus``: S3 encodes a space as ``+`` and ``+`` as ``%2B``).
     """
-    root = _root(body)
-    encoded = (_text(root, "EncodingType") or "").lower() == "url"
+    root = xml_root(body)
+    encoded = (xml_text(root, "EncodingType") or "").lower() == "url"
 
     def decode(value: str | None) -> str:
         value = value or ""
@@ -214,20 +218,20 @@ def parse_list_objects_v2(body: bytes) -> ListPage:
 
     objects = [
         ObjectSummary(
-            key=decode(_text(c, "Key")),
+            key=decode(xml_text(c, "Key")),
             size=_size(c, "Size"),
-            etag=_text(c, "ETag"),
+            etag=xml_text(c, "ETag"),
             last_modified=_date(c, "LastModified"),
-            storage_class=_text(c, "StorageClass"),
+            storage_class=xml_text(c, "StorageClass"),
         )
         for c in root.iterfind("{*}Contents")
     ]
-    prefixes = [Prefix(decode(_text(p, "Prefix"))) for p in root.iterfind("{*}CommonPrefixes")]
+    prefixes = [Prefix(decode(xml_text(p, "Prefix"))) for p in root.iterfind("{*}CommonPrefixes")]
     return ListPage(
         objects=objects,
         prefixes=prefixes,
-        is_truncated=(_text(root, "IsTruncated") or "").lower() == "true",
-        next_token=_text(root, "NextContinuationToken") or None,
+        is_truncated=(xml_text(root, "IsTruncated") or "").lower() == "true",
+        next_token=xml_text(root, "NextContinuationToken") or None,
     )
 
 
@@ -245,13 +249,13 @@ def build_delete_body(keys: Iterable[str], *, quiet: bool = True) -> bytes:
 
 def parse_delete_result(body: bytes) -> list[DeleteError]:
     """``DeleteResult`` → the keys that failed (deleted ones are not reported)."""
-    root = _root(body)
+    root = xml_root(body)
     return [
         DeleteError(
-            key=_text(e, "Key") or "",
-            code=_text(e, "Code") or "Unknown",
-            message=_text(e, "Message") or "",
-            version_id=_text(e, "VersionId") or None,
+            key=xml_text(e, "Key") or "",
+            code=xml_text(e, "Code") or "Unknown",
+            message=xml_text(e, "Message") or "",
+            version_id=xml_text(e, "VersionId") or None,
         )
         for e in root.iterfind("{*}Error")
     ]
@@ -264,8 +268,8 @@ def parse_copy_result(body: bytes) -> tuple[str | None, datetime | None]:
     headers were sent (S3 API reference, CopyObject); callers check :func:`parse_error`
     first.
     """
-    root = _root(body)
-    return _text(root, "ETag"), _date(root, "LastModified")
+    root = xml_root(body)
+    return xml_text(root, "ETag"), _date(root, "LastModified")
 
 
 # -- multipart uploads --------------------------------------------------------------------
@@ -273,7 +277,7 @@ def parse_copy_result(body: bytes) -> tuple[str | None, datetime | None]:
 
 def parse_upload_id(body: bytes) -> str | None:
     """``InitiateMultipartUploadResult`` → the upload id (None if absent)."""
-    return _text(_root(body), "UploadId") or None
+    return xml_text(xml_root(body), "UploadId") or None
 
 
 def build_complete_body(parts: Iterable[tuple[int, str, str | None]]) -> bytes:
@@ -300,11 +304,11 @@ class CompleteResult:
 
 def parse_complete_result(body: bytes) -> CompleteResult:
     """``CompleteMultipartUploadResult`` → ETag and checksum fields."""
-    root = _root(body)
+    root = xml_root(body)
     return CompleteResult(
-        _text(root, "ETag") or None,
-        _text(root, "ChecksumCRC32C") or None,
-        _text(root, "ChecksumType") or None,
+        xml_text(root, "ETag") or None,
+        xml_text(root, "ChecksumCRC32C") or None,
+        xml_text(root, "ChecksumType") or None,
     )
 
 
@@ -319,21 +323,21 @@ class UploadListPage:
 
 def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
     """``ListMultipartUploadsResult`` → one page (keys URL-decoded if so encoded)."""
-    root = _root(body)
-    encoded = (_text(root, "EncodingType") or "").lower() == "url"
+    root = xml_root(body)
+    encoded = (xml_text(root, "EncodingType") or "").lower() == "url"
     uploads = []
     for up in root.iterfind("{*}Upload"):
-        key = _text(up, "Key") or ""
+        key = xml_text(up, "Key") or ""
         uploads.append(
             (
                 unquote_plus(key) if encoded else key,
-                _text(up, "UploadId") or "",
+                xml_text(up, "UploadId") or "",
                 _date(up, "Initiated"),
             )
         )
-    truncated = (_text(root, "IsTruncated") or "").lower() == "true"
+    truncated = (xml_text(root, "IsTruncated") or "").lower() == "true"
     return UploadListPage(
         uploads,
-        (_text(root, "NextKeyMarker") or None) if truncated else None,
-        (_text(root, "NextUploadIdMarker") or None) if truncated else None,
+        (xml_text(root, "NextKeyMarker") or None) if truncated else None,
+        (xml_text(root, "NextUploadIdMarker") or None) if truncated else None,
     )

@@ -11,13 +11,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from xml.sax.saxutils import escape
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_key
-from objsdk._core.s3xml import XMLParseError
+from objsdk._core.s3xml import xml_root
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Transport
 
@@ -70,10 +69,7 @@ def build_tagging(bucket: str, key: str, tags: Mapping[str, str]) -> bytes:
 
 def parse_tagging(body: bytes) -> dict[str, str]:
     """A GetObjectTagging answer as a dict."""
-    try:
-        root = ET.fromstring(body)
-    except ET.ParseError as e:
-        raise XMLParseError(f"malformed XML response ({len(body)} bytes): {e}") from e
+    root = xml_root(body)
     tags = {}
     for tag in root.iterfind("{*}TagSet/{*}Tag"):
         name = tag.find("{*}Key")

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote_plus
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket
-from objsdk._core.s3xml import XMLParseError, parse_iso_date
+from objsdk._core.s3xml import parse_iso_date, xml_root, xml_text
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectVersion
@@ -42,23 +41,11 @@ class VersionsPage:
     next_version_id_marker: str | None
 
 
-def _root(body: bytes) -> ET.Element:
-    try:
-        return ET.fromstring(body)
-    except ET.ParseError as e:
-        raise XMLParseError(f"malformed XML response ({len(body)} bytes): {e}") from e
-
-
-def _text(el: ET.Element, tag: str) -> str | None:
-    child = el.find(f"{{*}}{tag}")
-    return None if child is None else (child.text or "")
-
-
 def parse_list_object_versions(body: bytes) -> VersionsPage:
     """A ListObjectVersions answer (``encoding-type=url``: keys are URL-decoded), its
     versions and delete markers in the order S3 gives (by key, newest first)."""
-    root = _root(body)
-    url = (_text(root, "EncodingType") or "") == "url"
+    root = xml_root(body)
+    url = (xml_text(root, "EncodingType") or "") == "url"
 
     def key_of(text: str | None) -> str:
         return unquote_plus(text or "") if url else (text or "")
@@ -68,25 +55,25 @@ def parse_list_object_versions(body: bytes) -> VersionsPage:
         tag = el.tag.rsplit("}", 1)[-1]
         if tag not in ("Version", "DeleteMarker"):
             continue
-        size = _text(el, "Size")
+        size = xml_text(el, "Size")
         versions.append(
             ObjectVersion(
-                key=key_of(_text(el, "Key")),
-                version_id=_text(el, "VersionId") or "null",
-                is_latest=(_text(el, "IsLatest") or "").lower() == "true",
-                last_modified=parse_iso_date(_text(el, "LastModified")),
+                key=key_of(xml_text(el, "Key")),
+                version_id=xml_text(el, "VersionId") or "null",
+                is_latest=(xml_text(el, "IsLatest") or "").lower() == "true",
+                last_modified=parse_iso_date(xml_text(el, "LastModified")),
                 size=int(size) if size and size.isdigit() else 0,
-                etag=_text(el, "ETag"),
-                storage_class=_text(el, "StorageClass"),
+                etag=xml_text(el, "ETag"),
+                storage_class=xml_text(el, "StorageClass"),
                 delete_marker=tag == "DeleteMarker",
             )
         )
-    marker = _text(root, "NextKeyMarker")
+    marker = xml_text(root, "NextKeyMarker")
     return VersionsPage(
         versions=versions,
-        is_truncated=(_text(root, "IsTruncated") or "").lower() == "true",
+        is_truncated=(xml_text(root, "IsTruncated") or "").lower() == "true",
         next_key_marker=key_of(marker) if marker is not None else None,
-        next_version_id_marker=_text(root, "NextVersionIdMarker"),
+        next_version_id_marker=xml_text(root, "NextVersionIdMarker"),
     )
 
 
@@ -132,7 +119,7 @@ def get_bucket_versioning(transport: Transport, bucket: str) -> str | None:
     resp = transport.request(
         "GET", operation="get_bucket_versioning", bucket=bucket, params=[("versioning", "")]
     )
-    return _text(_root(resp.content), "Status") or None
+    return xml_text(xml_root(resp.content), "Status") or None
 
 
 def set_bucket_versioning(transport: Transport, bucket: str, enabled: bool) -> None:
