@@ -57,8 +57,9 @@ def session(
 ) -> MultipartSession:
     def handler(request: Request) -> MockResponse:
         if request.method == "HEAD":
-            assert head is not None
-            return head
+            # By default the service keeps no checksum: Complete's answer names none,
+            # and neither does the HEAD that asks for it.
+            return head or MockResponse(200, {"Content-Length": "0", "ETag": '"e-1"'})
         return answers.pop(0)
 
     s = _new_session(handler, parallel=1)
@@ -102,6 +103,62 @@ def test_complete_is_sent_with_the_full_object_crc32c():
     s.complete(expected_parts=1, size=len(DATA))
     assert posts(s)[0].headers["x-amz-checksum-crc32c"] == CRC
     assert posts(s)[0].headers["x-amz-checksum-type"] == "FULL_OBJECT"
+
+
+def test_complete_claims_no_checksum_the_service_does_not_report():
+    s = session([MockResponse(200, {}, COMPLETE_OK)])
+    info = s.complete(expected_parts=1, size=len(DATA))
+    assert info.checksums == {}
+    assert [r.method for r in s.transport.requests] == ["POST", "HEAD"]  # type: ignore[attr-defined]
+
+
+def test_complete_whose_answer_names_the_crc32c_sent_asks_nothing_more():
+    answer = COMPLETE_OK.replace(
+        b"</ETag>", b"</ETag><ChecksumCRC32C>" + CRC.encode() + b"</ChecksumCRC32C>"
+    )
+    s = session([MockResponse(200, {}, answer)])
+    info = s.complete(expected_parts=1, size=len(DATA))
+    assert info.checksums == {"crc32c": CRC}
+    assert [r.method for r in s.transport.requests] == ["POST"]  # type: ignore[attr-defined]
+
+
+def test_complete_claims_the_crc32c_a_later_head_of_the_same_object_reports():
+    head = MockResponse(
+        200, {"Content-Length": "11", "ETag": '"e-1"', "x-amz-checksum-crc32c": CRC}
+    )
+    s = session([MockResponse(200, {}, COMPLETE_OK)], head)
+    info = s.complete(expected_parts=1, size=len(DATA))
+    assert info.checksums == {"crc32c": CRC}
+
+
+@pytest.mark.parametrize("where", ["answer", "head"])
+def test_complete_of_an_object_stored_with_another_crc32c_deletes_it_and_fails(where):
+    other = encode_crc32c(crc32c(b"hello worle"))
+    if where == "answer":
+        answer = COMPLETE_OK.replace(
+            b"</ETag>", b"</ETag><ChecksumCRC32C>" + other.encode() + b"</ChecksumCRC32C>"
+        )
+        head = None
+    else:
+        answer = COMPLETE_OK
+        head = MockResponse(
+            200, {"Content-Length": "11", "ETag": '"e-1"', "x-amz-checksum-crc32c": other}
+        )
+    s = session([MockResponse(200, {}, answer), MockResponse(204, {})], head)
+    with pytest.raises(objsdk.IntegrityError, match="it was deleted") as info:
+        s.complete(expected_parts=1, size=len(DATA))
+    assert (info.value.bucket, info.value.key) == ("b", "k")
+    assert [r.method for r in s.transport.requests][-1] == "DELETE"  # type: ignore[attr-defined]
+
+
+def test_complete_does_not_judge_an_object_replaced_before_its_head():
+    head = MockResponse(
+        200, {"Content-Length": "3", "ETag": '"other"', "x-amz-checksum-crc32c": "AAAAAA=="}
+    )
+    s = session([MockResponse(200, {}, COMPLETE_OK)], head)
+    info = s.complete(expected_parts=1, size=len(DATA))
+    assert info.checksums == {}
+    assert "DELETE" not in [r.method for r in s.transport.requests]  # type: ignore[attr-defined]
 
 
 CREATED = b"<InitiateMultipartUploadResult><UploadId>U9</UploadId></InitiateMultipartUploadResult>"

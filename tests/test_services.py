@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from objsdk import Client
-from objsdk.testing import S3Features
 
 pytestmark = pytest.mark.integration
-
-ITEM_6 = (
-    "issue 24 item 6: upload() of a file claims the CRC32C objsdk sent with its single PUT "
-    "(sendfile), which moto does not keep"
-)
 
 
 @pytest.mark.parametrize("size", [0, 1000])
@@ -33,11 +27,7 @@ def test_a_single_put_upload_of_a_file_claims_only_the_checksums_the_service_kee
     bucket: str,
     size: int,
     tmp_path: Path,
-    s3_features: S3Features,
-    request: pytest.FixtureRequest,
 ) -> None:
-    if not s3_features.stores_put_checksum:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=ITEM_6))
     path = tmp_path / "src"
     path.write_bytes(os.urandom(size))
     info = client.upload(bucket, "k", path)

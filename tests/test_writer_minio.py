@@ -244,9 +244,9 @@ def test_a_bucket_deleted_mid_upload_surfaces_as_the_part_error(client, fresh_bu
 
 
 SILENT_CORRUPTION = (
-    "a service that checks no checksum (moto) stores a part changed after its CRC32C was "
-    "computed, and objsdk does not compare the CRC32C the service reports after Complete "
-    "with its own"
+    "a service that checks no checksum (moto) refuses neither the part nor the Complete: "
+    "the change is caught after Complete instead (IntegrityError, the object deleted; see "
+    "test_a_part_changed_in_flight_is_never_left_stored_as_if_it_were_the_bytes_written)"
 )
 
 
@@ -268,6 +268,34 @@ def test_a_part_changed_in_flight_is_refused_by_its_crc32c_and_the_upload_aborte
     with pytest.raises(objsdk.S3Error, match=r"upload_part\(2\)") as info:
         w.close()
     assert "Checksum" in info.value.code or info.value.code == "BadDigest"
+    assert_nothing_stored(client, bucket, "k")
+
+
+@pytest.mark.parametrize("after_its_crc32c", [True, False])
+def test_a_part_changed_in_flight_is_never_left_stored_as_if_it_were_the_bytes_written(
+    client, bucket, monkeypatch, s3_features, after_its_crc32c
+):
+    """On any service: a service that checks checksums refuses the part or the Complete;
+    one that checks none stores it, and objsdk compares the CRC32C the service reports
+    for the object with its own, deletes the object and raises IntegrityError."""
+    real = objsdk._transfer.multipart.upload_part
+
+    def corrupting(client, bucket, key, upload_id, part, body, **kw):
+        if part.number == 2:
+            body[100] ^= 0x01
+            if not after_its_crc32c:
+                kw["checksum_crc32c"] = b64crc(bytes(body))
+        return real(client, bucket, key, upload_id, part, body, **kw)
+
+    monkeypatch.setattr(objsdk._transfer.multipart, "upload_part", corrupting)
+    w = ObjectWriter(client, bucket, "k", part_size=PART)
+    w.write(os.urandom(3 * PART))
+    expected = objsdk.S3Error if s3_features.checks_checksums else objsdk.IntegrityError
+    with pytest.raises(expected) as info:
+        w.close()
+    if expected is objsdk.IntegrityError:
+        assert (info.value.bucket, info.value.key) == (bucket, "k")
+        assert "CRC32C" in str(info.value)
     assert_nothing_stored(client, bucket, "k")
 
 

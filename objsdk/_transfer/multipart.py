@@ -40,6 +40,7 @@ from objsdk._core.signing import payload_sha256
 from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._s3.head import head_object
+from objsdk._transfer.confirm import confirm_completed
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.base import Body, Transport
 from objsdk._transport.retry import counting_failures
@@ -531,6 +532,7 @@ class MultipartSession:
                 self.key,
             )
         self.completed = True
+        answer = confirm_completed(self.transport, self.bucket, self.key, value, answer)
         return upload_info(self.bucket, self.key, size, answer, self.content_type, self.metadata)
 
     def _already_there(self, size: int, crc: str, parts: list[CompletedPart]) -> ObjectInfo | None:
