@@ -16,7 +16,9 @@ completion carries the CRC32C of the whole object, computed from the caller's by
 they were written ("Checking object integrity" in the S3 user guide, full-object
 checksums for multipart uploads). The server checks each part against its CRC32C and
 the parts together against the full-object value, and stores the latter, which every
-later full read with :class:`~objsdk.ObjectFile` verifies.
+later full read with :class:`~objsdk.ObjectFile` verifies. A service that checks none
+(moto) is caught after the completion instead: a stored CRC32C other than the caller's
+bytes' deletes the object and raises IntegrityError (:mod:`objsdk._transfer.confirm`).
 """
 
 from __future__ import annotations
