@@ -375,6 +375,9 @@ def _download_to_path(
         _remove(temp, state_path, state_path + ".tmp")
         os.close(fd)
         raise
+    except OSError as e:
+        os.close(fd)  # temp and state stay: the next call resumes
+        raise _write_error(e, info, path) from e
     except BaseException:
         os.close(fd)  # temp and state stay: the next call resumes
         raise
@@ -385,6 +388,8 @@ def _download_to_path(
         os.replace(temp, path)
         _fsync_dir(os.path.dirname(os.path.abspath(path)))
         _remove(state_path, state_path + ".tmp")
+    except OSError as e:
+        raise _write_error(e, info, path) from e
     finally:
         os.close(fd)
     fetched = sum(p.length for p in todo)
@@ -425,6 +430,14 @@ def _open_locked(temp: str, path: str, info: ObjectInfo) -> int:
         f"the temp file of {path!r} keeps being replaced by another download "
         f"(bucket {info.bucket!r}, key {info.key!r})"
     )
+
+
+def _write_error(e: OSError, info: ObjectInfo, path: str) -> errors.LocalWriteError:
+    """A local write that failed (disk full, quota, EFBIG, EIO; in a part's pwrite, the
+    record, fsync or the rename), as an error naming the object and its destination."""
+    if isinstance(e, errors.LocalWriteError):
+        return e
+    return errors.LocalWriteError(e.errno, e.strerror, path, bucket=info.bucket, key=info.key)
 
 
 def _same_file(fd: int, name: str) -> bool:
