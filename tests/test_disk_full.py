@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -187,6 +188,43 @@ def test_cli_small_object_downloads_to_a_full_disk_name_each_file_and_leave_no_p
     assert again.returncode == 0, again.stderr
     for key, data in objects.items():
         assert (disk.path / key.removeprefix("p/")).read_bytes() == data
+
+
+# A file larger than the process may write (RLIMIT_FSIZE, SIGXFSZ ignored as a shell's
+# ulimit -f leaves it) fails its write with EFBIG: the same path as a full disk.
+_FSIZE_LIMITED_DOWNLOAD = """
+import json, resource, signal, sys
+import objsdk
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+bucket, key, dest = sys.argv[1:]
+with objsdk.Client.from_env() as client:
+    try:
+        client.download(bucket, key, dest, part_size=1 << 20)
+    except objsdk.LocalWriteError as e:
+        print(json.dumps({"errno": e.errno, "message": str(e)}))
+        sys.exit(3)
+"""
+
+
+def test_a_download_past_the_file_size_limit_is_a_named_error_with_efbig(
+    env: dict[str, str], client: Client, bucket: str, tmp_path: Path
+) -> None:
+    data = os.urandom(3 * MiB)
+    client.put_object(bucket, "big.bin", data)
+    dest = tmp_path / "big.bin"
+    proc = subprocess.run(
+        [sys.executable, "-c", _FSIZE_LIMITED_DOWNLOAD, bucket, "big.bin", str(dest)],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    error = json.loads(proc.stdout)
+    assert error["errno"] == errno.EFBIG
+    assert f"s3://{bucket}/big.bin" in error["message"]
+    assert str(dest) in error["message"]
+    assert not dest.exists()
+    client.download(bucket, "big.bin", dest, part_size=MiB)  # no limit here
+    assert dest.read_bytes() == data
 
 
 def test_a_local_write_error_keeps_its_errno_file_bucket_and_key_through_a_pickle() -> None:
