@@ -240,3 +240,14 @@ def test_a_local_write_error_keeps_its_errno_file_bucket_and_key_through_a_pickl
     assert (back.errno, back.strerror, back.filename) == (errno.ENOSPC, err.strerror, "/d/x")
     assert (back.bucket, back.key) == ("b", "k")
     assert str(back) == str(err) == "cannot write s3://b/k to /d/x: No space left on device"
+
+
+def test_a_destination_that_is_a_directory_stays_python_s_is_a_directory_error(
+    client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # A fault of the path, not of the disk: Python's own error, as docs/errors.md says.
+    client.put_object(bucket, "k", b"data")
+    (tmp_path / "k").mkdir()
+    with pytest.raises(IsADirectoryError):
+        client.download(bucket, "k", tmp_path / "k")
+    assert (tmp_path / "k").is_dir()
