@@ -25,6 +25,7 @@ anything the library raises on purpose. The tree::
     ├── SourceChangedError          a file being uploaded changed while it was sent
     ├── Cancelled                   the transfer was stopped (close(), another part failed)
     ├── DownloadLockedError         another download into the same path is running
+    ├── LocalWriteError (OSError)   a download's local file could not be written (disk full)
     ├── InvalidArgument (ValueError) bad input caught before anything was sent
     └── LocalMinioError             the local MinIO could not be built or started
 
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidObjectName",
     "InvalidRange",
     "LocalMinioError",
+    "LocalWriteError",
     "NoSuchBucket",
     "NoSuchKey",
     "ObjectChangedError",
@@ -277,6 +279,38 @@ class Cancelled(ObjsdkError):
 
 class DownloadLockedError(ObjsdkError):
     """Another download (in this or another process) is writing to the same path."""
+
+
+class LocalWriteError(ObjsdkError, OSError):
+    """A downloaded object could not be written to its local file: the disk or a quota
+    is full (``ENOSPC``, ``EDQUOT``), the file would be too large (``EFBIG``), an I/O
+    error. Also an :class:`OSError` carrying that ``errno`` and ``strerror``, with the
+    destination as ``filename``. Nothing is left under the destination's name; what was
+    written stays in the temporary file for the next call to resume."""
+
+    def __init__(
+        self, errno: int | None, strerror: str | None, path: str, *, bucket: str, key: str
+    ) -> None:
+        super().__init__(errno, strerror, path)
+        self.bucket = bucket
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"cannot write s3://{self.bucket}/{self.key} to {self.filename}: {self.strerror}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # OSError keeps errno, strerror and filename in C fields that the base class's
+        # rebuild from args would lose.
+        return (
+            _rebuild_local_write_error,
+            (self.errno, self.strerror, self.filename, self.bucket, self.key),
+        )
+
+
+def _rebuild_local_write_error(
+    errno: int | None, strerror: str | None, path: str, bucket: str, key: str
+) -> LocalWriteError:
+    return LocalWriteError(errno, strerror, path, bucket=bucket, key=key)
 
 
 class InvalidArgument(ObjsdkError, ValueError):

@@ -28,7 +28,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
@@ -375,6 +375,9 @@ def _download_to_path(
         _remove(temp, state_path, state_path + ".tmp")
         os.close(fd)
         raise
+    except OSError as e:
+        os.close(fd)  # temp and state stay: the next call resumes
+        _raise_write_error(e, info, path)
     except BaseException:
         os.close(fd)  # temp and state stay: the next call resumes
         raise
@@ -385,6 +388,8 @@ def _download_to_path(
         os.replace(temp, path)
         _fsync_dir(os.path.dirname(os.path.abspath(path)))
         _remove(state_path, state_path + ".tmp")
+    except OSError as e:
+        _raise_write_error(e, info, path)
     finally:
         os.close(fd)
     fetched = sum(p.length for p in todo)
@@ -425,6 +430,19 @@ def _open_locked(temp: str, path: str, info: ObjectInfo) -> int:
         f"the temp file of {path!r} keeps being replaced by another download "
         f"(bucket {info.bucket!r}, key {info.key!r})"
     )
+
+
+# Faults of the path itself stay Python's own (docs/errors.md, "Not objsdk errors").
+_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def _raise_write_error(e: OSError, info: ObjectInfo, path: str) -> NoReturn:
+    """Raise a local write that failed (disk or quota full, EFBIG, EIO; in a part's
+    pwrite, the record, fsync or the rename) as an error naming the object and its
+    destination."""
+    if isinstance(e, (errors.LocalWriteError, *_PATH_ERRORS)):
+        raise e
+    raise errors.LocalWriteError(e.errno, e.strerror, path, bucket=info.bucket, key=info.key) from e
 
 
 def _same_file(fd: int, name: str) -> bool:

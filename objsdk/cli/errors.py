@@ -54,7 +54,7 @@ def exit_code_for(exc: BaseException) -> int:
         return EXIT_BAD_ARGS
     if isinstance(exc, errors.S3Error):
         return EXIT_SERVICE
-    if isinstance(exc, errors.ReadError | errors.SourceChangedError):
+    if isinstance(exc, errors.ReadError | errors.SourceChangedError | errors.LocalWriteError):
         return EXIT_FAILED
     return EXIT_OTHER
 

@@ -193,6 +193,8 @@ def download_small(
             view = data
             while view:
                 view = view[os.write(fd, view) :]
+        except OSError as e:  # a full disk or quota (ENOSPC, EDQUOT), EFBIG, EIO
+            raise errors.LocalWriteError(e.errno, e.strerror, dest, bucket=bucket, key=key) from e
         finally:
             os.close(fd)
         if mtime is not None:
