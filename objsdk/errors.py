@@ -35,6 +35,8 @@ credentials: no secret key, session token, signature or presigned URL.
 
 from __future__ import annotations
 
+import traceback
+
 __all__ = [
     "AccessDenied",
     "BucketAlreadyExists",
@@ -319,3 +321,22 @@ class InvalidArgument(ObjsdkError, ValueError):
 
 class LocalMinioError(ObjsdkError):
     """The local MinIO server could not be built, started or stopped."""
+
+
+def drop_frame_locals(exc: BaseException) -> None:
+    """Clear the locals of the finished frames in ``exc``'s tracebacks (and its causes').
+
+    Those frames hold slices of the destination buffer; as long as one lives, the
+    caller's mmap or SharedMemory cannot be closed (BufferError: exported pointers
+    exist), and the exception travels back to the caller. The traceback itself (files,
+    lines) is kept.
+    """
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        traceback.clear_frames(e.__traceback__)
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)

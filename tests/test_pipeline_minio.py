@@ -64,10 +64,15 @@ def test_delete_objects_survives_a_throttle_and_deletes_every_key(
 def test_a_failed_put_from_a_bytesio_buffer_raises_no_such_bucket(
     client: Client, fresh_bucket_name: str, size: int
 ) -> None:
-    # The documented pattern: the buffer is closed while the error is on its way out.
-    with pytest.raises(objsdk.NoSuchBucket):
+    # The documented pattern: the buffer is closed while the error is on its way out, and
+    # the error is the real one, never BufferError. A server may answer a large body
+    # early and close the connection (RFC 9112 §9.6): whether the client then reads that
+    # answer depends on the HTTP stack (urllib3 2.0.7 sees the reset, sends again, and
+    # ends with ConnectError), so a large body may end either way.
+    real = objsdk.NoSuchBucket if size < 1 << 20 else (objsdk.NoSuchBucket, objsdk.ConnectError)
+    with pytest.raises(real):
         _from_a_bytesio(client.put_object, fresh_bucket_name, "k", os.urandom(size))
-    with pytest.raises(objsdk.NoSuchBucket):
+    with pytest.raises(real):
         _from_a_bytesio(client.upload, fresh_bucket_name, "k", os.urandom(size))
 
 

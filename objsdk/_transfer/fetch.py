@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._io.range_reader import RangeIgnored, RangeReader
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.base import Transport
+from objsdk.errors import drop_frame_locals
 from objsdk.models import ObjectInfo
 
 __all__ = [
@@ -358,22 +358,3 @@ def _one_stream(
         raise
     finally:
         reader.close()
-
-
-def drop_frame_locals(exc: BaseException) -> None:
-    """Clear the locals of the finished frames in ``exc``'s tracebacks (and its causes').
-
-    Those frames hold slices of the destination buffer; as long as one lives, the
-    caller's mmap or SharedMemory cannot be closed (BufferError: exported pointers
-    exist), and the exception travels back to the caller. The traceback itself (files,
-    lines) is kept.
-    """
-    seen: set[int] = set()
-    stack = [exc]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        traceback.clear_frames(e.__traceback__)
-        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)

@@ -187,7 +187,14 @@ class Pipeline:
         key: str | None,
         on_retry: Callable[[errors.ObjsdkError], None] | None,
     ) -> None:
-        log.warning("%s: retrying after %s (bucket %r, key %r)", operation, e, bucket, key)
+        # The message, not the error: a handler that keeps records (pytest's, a
+        # MemoryHandler) would otherwise keep the error's frames, and with them the
+        # caller's body buffer.
+        log.warning("%s: retrying after %s (bucket %r, key %r)", operation, str(e), bucket, key)
+        # The failed attempt's frames hold the body; cleared now, they are freed at once
+        # instead of by a later garbage collection (a BytesIO whose getbuffer() was sent
+        # cannot be closed while they live).
+        errors.drop_frame_locals(e)
         if on_retry is not None:
             on_retry(e)
 

@@ -90,6 +90,10 @@ def translate_errors(operation: str, bucket: str | None, key: str | None) -> Ite
     except errors.ObjsdkError:
         raise
     except (*_BROKEN, ValueError) as e:
+        # requests keeps the PreparedRequest (and so the caller's body buffer) on its
+        # exceptions; the objsdk error chained to it must not hold that buffer.
+        if isinstance(e, requests.exceptions.RequestException):
+            e.request = None
         raise translate(e, operation, bucket, key) from e
 
 
