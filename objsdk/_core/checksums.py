@@ -8,8 +8,8 @@ back; a *composite* one (``x-amz-checksum-type: COMPOSITE``, a value ending in
 hashed whole and is skipped (:func:`full_object_checksum` says why).
 
 The three CRCs hash at hardware speed, each with the library measured fastest for it
-(docs/design.md, "Checksums"): CRC32 with ``isal`` (ISA-L), CRC32C with ``crc32c``,
-CRC64NVME with ``awscrt`` (imported on first use). Each reads any buffer in place.
+(docs/design.md, "Checksums"): CRC32 with ``isal`` (ISA-L), CRC32C and CRC64NVME with
+``awscrt`` (imported on first use). Each reads any buffer in place and releases the GIL.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import bisect
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-import crc32c as _crc32c
 from isal import isal_zlib as _isal_zlib
 
 from objsdk._core.crc import CRC32, CRC32C, CRC64NVME, CrcPoly, crc_combine
@@ -56,8 +55,8 @@ CRC_ALGORITHMS: dict[str, CrcPoly] = {"crc32": CRC32, "crc32c": CRC32C, "crc64nv
 
 
 def crc32c(data: Buffer, value: int = 0) -> int:
-    """CRC32C of a buffer, read in place (the GIL is released for large ones)."""
-    return int(_crc32c.crc32c(data, value))
+    """CRC32C of a buffer, read in place (the GIL is released)."""
+    return int(_awscrt().crc32c(data, value))
 
 
 def _crc32(data: Buffer, value: int = 0) -> int:
@@ -65,16 +64,23 @@ def _crc32(data: Buffer, value: int = 0) -> int:
 
 
 def _crc64nvme(data: Buffer, value: int = 0) -> int:
-    global _crc64nvme_impl
-    if _crc64nvme_impl is None:
-        # awscrt takes ~30 ms to import: only objects that carry a CRC64NVME pay it.
-        from awscrt import checksums as _awscrt_checksums  # type: ignore[import-untyped]
-
-        _crc64nvme_impl = _awscrt_checksums.crc64nvme
-    return int(_crc64nvme_impl(data, value))
+    return int(_awscrt().crc64nvme(data, value))
 
 
-_crc64nvme_impl: CrcFunction | None = None
+_awscrt_checksums: Any = None
+
+
+def _awscrt() -> Any:
+    """awscrt's checksums module. It takes ~30 ms to import, so a process that hashes
+    nothing never pays it. awscrt's CRC32C costs a third of the ``crc32c`` package's on
+    the chunks a read has just received (docs/design.md, "Checksums")."""
+    global _awscrt_checksums
+    if _awscrt_checksums is None:
+        from awscrt import checksums  # type: ignore[import-untyped]
+
+        _awscrt_checksums = checksums
+    return _awscrt_checksums
+
 
 _CRC_FUNCTIONS: dict[str, CrcFunction] = {
     "crc32": _crc32,

@@ -10,8 +10,7 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-import crc32c
-
+from .._core.checksums import crc32c
 from .errors import EXIT_BAD_ARGS, CliError
 from .jobs import STREAM_CHUNK, Job, Outcome, PlanOptions
 from .listing import list_objects, local_file, local_target, new_plan, safe_local_name, walk_files
@@ -28,7 +27,7 @@ def local_crc32c(path: str) -> str:
     value = 0
     with open(path, "rb") as f:
         while chunk := f.read(STREAM_CHUNK):
-            value = crc32c.crc32c(chunk, value)
+            value = crc32c(chunk, value)
     return base64.b64encode(value.to_bytes(4, "big")).decode()
 
 
