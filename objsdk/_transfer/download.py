@@ -442,7 +442,8 @@ def _raise_write_error(e: OSError, info: ObjectInfo, path: str) -> NoReturn:
     destination."""
     if isinstance(e, (errors.LocalWriteError, *_PATH_ERRORS)):
         raise e
-    raise errors.LocalWriteError(e.errno, e.strerror, path, bucket=info.bucket, key=info.key) from e
+    reason = e.strerror or str(e) or type(e).__name__
+    raise errors.LocalWriteError(e.errno, reason, path, bucket=info.bucket, key=info.key) from e
 
 
 def _same_file(fd: int, name: str) -> bool:
