@@ -135,10 +135,14 @@ def main() -> int:
                     out = subprocess.run(
                         [pythons[who], "-c", CHILD, case, BUCKET, str(size), scratch],
                         env=env,
+                        # Not the checkout: `python -c` puts the working directory first
+                        # on sys.path, which would make the baseline import this tree.
+                        cwd=scratch,
                         capture_output=True,
                         text=True,
-                        check=True,
                     )
+                    if out.returncode:
+                        raise SystemExit(f"{who} {case!r} failed:\n{out.stderr}")
                     if run:
                         results.setdefault((case, who), []).append(json.loads(out.stdout))
     gib = size / (1 << 30)
