@@ -30,7 +30,7 @@ from objsdk._core.resume import (
     same_etag,
 )
 from objsdk._core.s3xml import http_date
-from objsdk._core.sizes import DEFAULT_CHUNK_SIZE
+from objsdk._io.body import BodyStream, Broken, Observer
 from objsdk._s3.head import head_object
 from objsdk._transport.base import Response, Transport
 from objsdk._transport.retry import after_failure, resume_policy
@@ -52,9 +52,8 @@ DEFAULT_MAX_RESUME = 6
 # new request (tarfile's "r:" mode skips member padding and small members like this).
 SKIP_THRESHOLD = 256 * 1024
 
-T = TypeVar("T")
 
-Observer = Callable[[int, "bytes | memoryview"], None]
+T = TypeVar("T")
 
 
 @dataclass
@@ -80,81 +79,6 @@ class RangeIgnored(errors.ProtocolError):
     """The server answered a ranged GET with the whole object (200). Raised only to
     readers made with ``strict_range``: parallel parts then cost O(N²) bytes, so their
     owner falls back to one stream."""
-
-
-class _Broken(Exception):
-    """The stream broke; ``cause`` says how. Internal: always resumed or re-raised."""
-
-    def __init__(self, cause: Exception | str) -> None:
-        self.cause = cause if isinstance(cause, Exception) else errors.ProtocolError(cause)
-        super().__init__(self.cause)
-
-
-class _Stream:
-    """One open GET body: the object's bytes from ``pos`` up to ``end``.
-
-    ``observer(offset, data)`` sees every received byte in order (checksums).
-    """
-
-    def __init__(self, resp: Response, start: int, end: int | None, observer: Observer | None):
-        self.resp = resp
-        self.pos = start
-        self.end = end
-        self.observer = observer
-
-    def _account(self, data: bytes | memoryview, asked: int) -> None:
-        n = len(data)
-        if n == 0 and asked and self.end is not None and self.pos < self.end:
-            raise _Broken(f"connection closed {self.end - self.pos} bytes before the end")
-        if n and self.observer is not None:
-            self.observer(self.pos, data)
-        self.pos += n
-
-    def _cap(self, n: int) -> int:
-        # Never read past `end`: a window answered with a whole 200 body goes on beyond it.
-        return n if self.end is None else min(n, self.end - self.pos)
-
-    def read(self, n: int) -> bytes:
-        n = self._cap(n)
-        try:
-            data = self.resp.read(n)
-        except errors.TransportError as e:
-            raise _Broken(e) from e
-        self._account(data, n)
-        return data
-
-    def read1(self, n: int) -> bytes:
-        n = self._cap(n)
-        try:
-            data = self.resp.read1(n)
-        except errors.TransportError as e:
-            raise _Broken(e) from e
-        self._account(data, n)
-        return data
-
-    def readinto(self, view: memoryview) -> int:
-        view = view[: self._cap(len(view))]
-        try:
-            n = self.resp.readinto(view)
-        except errors.TransportError as e:
-            raise _Broken(e) from e
-        self._account(view[:n], len(view))
-        return n
-
-    def discard(self, n: int) -> None:
-        scratch = memoryview(bytearray(min(n, DEFAULT_CHUNK_SIZE)))
-        while n > 0:
-            got = self.readinto(scratch[: min(n, len(scratch))])
-            if got == 0:
-                raise _Broken("end of body while skipping")
-            n -= got
-
-    @property
-    def done(self) -> bool:
-        return self.end is not None and self.pos >= self.end
-
-    def close(self) -> None:
-        self.resp.close()
 
 
 class RangeReader:
@@ -218,7 +142,7 @@ class RangeReader:
         self.strict_range = strict_range
         self.stats = stats if stats is not None else ReadStats()
         self.pos = 0  # the next byte to receive
-        self._stream: _Stream | None = None
+        self._stream: BodyStream | None = None
         self._policy = resume_policy(max_resume)
         self._retry = self._policy
         self._opened_once = False
@@ -349,7 +273,7 @@ class RangeReader:
             stream, self._stream = self._stream, None
             stream.close()
 
-    def _net(self, op: Callable[[_Stream], T], empty: T) -> T:
+    def _net(self, op: Callable[[BodyStream], T], empty: T) -> T:
         """Run one body read at ``pos``, resuming on breaks; ``empty`` at the end."""
         while True:
             try:
@@ -357,7 +281,7 @@ class RangeReader:
                 if stream is None:
                     return empty
                 result = op(stream)
-            except _Broken as e:
+            except Broken as e:
                 self._on_break(e)
                 continue
             if stream.pos > self.pos:
@@ -368,12 +292,12 @@ class RangeReader:
                 self.drop()  # read whole: the connection goes back to the pool
             return result
 
-    def _stream_at(self, want: int) -> _Stream | None:
+    def _stream_at(self, want: int) -> BodyStream | None:
         """The stream positioned at ``want`` (opened if needed); None at the end."""
         stream = self._stream
         if stream is not None and stream.pos < want:
             skip = want - stream.pos
-            stream.discard(skip)  # raises _Broken on failure: then we resume at want
+            stream.discard(skip)  # raises Broken on failure: then we resume at want
             self.stats.bytes_discarded += skip
         if stream is not None and stream.pos == want:
             return stream
@@ -383,7 +307,7 @@ class RangeReader:
             return None
         return self._open(want)
 
-    def _open(self, want: int) -> _Stream | None:
+    def _open(self, want: int) -> BodyStream | None:
         headers = {"Accept-Encoding": "identity"}  # offsets must be stored bytes
         if self.end is not None:
             headers["Range"] = format_range(want, self.end - 1)
@@ -426,10 +350,10 @@ class RangeReader:
                 raise
             raise self._changed("it was deleted", want) from e
         except errors.TransportError as e:
-            raise _Broken(e) from e
+            raise Broken(e) from e
         except errors.S3Error as e:
             if e.status >= 500:  # still failing after the transport's own retries
-                raise _Broken(e) from e
+                raise Broken(e) from e
             raise
         try:
             cont = check_response(
@@ -446,13 +370,13 @@ class RangeReader:
             raise self._changed(str(e), want) from None
         except BadResponse as e:
             resp.close()
-            raise _Broken(str(e)) from None
+            raise Broken(str(e)) from None
         except SizeUnknown:
             resp.close()
             self.head()  # pinned to our ETag
             if self.size is not None and want >= self.size:
                 return None
-            raise _Broken(f"416 for offset {want} of a {self.size}-byte object") from None
+            raise Broken(f"416 for offset {want} of a {self.size}-byte object") from None
         ignored = cont.discard or (
             resp.status == 200 and self.end is not None and (cont.size or 0) > self.end
         )
@@ -480,7 +404,7 @@ class RangeReader:
                 raise
         size = self.size
         stop = size if self.end is None or size is None else min(size, self.end)
-        stream = _Stream(resp, cont.start, stop, self.observer)
+        stream = BodyStream(resp, cont.start, stop, self.observer)
         self._stream = stream
         if cont.discard:
             stream.discard(cont.discard)
@@ -498,7 +422,7 @@ class RangeReader:
         if want == 0 and not cont.eof and self.on_start is not None:
             self.on_start(resp.headers)
 
-    def _on_break(self, e: _Broken) -> None:
+    def _on_break(self, e: Broken) -> None:
         self.drop()
         cause = e.cause
         if self.cancel is not None and self.cancel.is_set():
