@@ -3,6 +3,8 @@
 import base64
 import hashlib
 import os
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -215,6 +217,22 @@ def test_combining_agrees_with_awscrt_where_it_has_combine(algorithm):
     for len2 in (1, 1000, 1 << 29, 1 << 30, (1 << 40) + 7):
         a, b = fn(b"first", 0), fn(b"second", 0)
         assert crc_combine(CRC_ALGORITHMS[algorithm], a, b, len2) == combine(a, b, len2)
+
+
+def test_verifying_crc32_and_crc32c_never_loads_awscrt():
+    # Loading awscrt costs ~30 ms of CPU: a process that reads objects stored with the
+    # common CRCs (boto3's CRC32, objsdk's CRC32C) must not pay it; CRC64NVME alone does.
+    code = (
+        "import sys\n"
+        "from objsdk._core.checksums import StreamChecksum, crc_function\n"
+        "for algorithm in ('crc32', 'crc32c'):\n"
+        "    crc_function(algorithm)(memoryview(b'x' * 1000), 0)\n"
+        "print('awscrt' in sys.modules)\n"
+        "crc_function('crc64nvme')(b'x', 0)\n"
+        "print('awscrt' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
 
 
 # -- composite checksums are never taken for full-object ones --------------------------------

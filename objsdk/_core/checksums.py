@@ -7,9 +7,10 @@ back; a *composite* one (``x-amz-checksum-type: COMPOSITE``, a value ending in
 ``-<parts>``) is a checksum of the parts' checksums, so it says nothing about a body
 hashed whole and is skipped (:func:`full_object_checksum` says why).
 
-The three CRCs hash at hardware speed, each with the library measured fastest for it
-(docs/design.md, "Checksums"): CRC32 with ``isal`` (ISA-L), CRC32C and CRC64NVME with
-``awscrt`` (imported on first use). Each reads any buffer in place and releases the GIL.
+The three CRCs hash at hardware speed, each with a library measured for it
+(docs/design.md, "Checksums"): CRC32 with ``isal`` (ISA-L), CRC32C with ``fastcrc``,
+CRC64NVME with ``awscrt`` (imported on first use: it takes ~30 ms). Each reads any buffer
+in place and releases the GIL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from fastcrc import crc32 as _fastcrc32
 from isal import isal_zlib as _isal_zlib
 
 from objsdk._core.crc import CRC32, CRC32C, CRC64NVME, CrcPoly, crc_combine
@@ -56,7 +58,8 @@ CRC_ALGORITHMS: dict[str, CrcPoly] = {"crc32": CRC32, "crc32c": CRC32C, "crc64nv
 
 def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC32C of a buffer, read in place (the GIL is released)."""
-    return int(_awscrt().crc32c(data, value))
+    # fastcrc's ``initial`` is the previous CRC (its init and final XOR are both ~0).
+    return int(_fastcrc32.iscsi(data, value))
 
 
 def _crc32(data: Buffer, value: int = 0) -> int:
@@ -71,9 +74,8 @@ _awscrt_checksums: Any = None
 
 
 def _awscrt() -> Any:
-    """awscrt's checksums module. It takes ~30 ms to import, so a process that hashes
-    nothing never pays it. awscrt's CRC32C costs a third of the ``crc32c`` package's on
-    the chunks a read has just received (docs/design.md, "Checksums")."""
+    """awscrt's checksums module, for CRC64NVME alone. Loading awscrt takes ~30 ms of
+    CPU, so only a process that meets a CRC64NVME pays it (docs/design.md, "Checksums")."""
     global _awscrt_checksums
     if _awscrt_checksums is None:
         from awscrt import checksums  # type: ignore[import-untyped]
