@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The demo's own venv: the library and its three runtime dependencies, nothing else
+# The demo's own venv: the library and its runtime dependencies, nothing else
 # (a regular install: a wheel, as users get it).
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
@@ -49,7 +49,7 @@ test: lint
 	$(MAKE) test-min
 	$(MAKE) test-torch
 
-# The suite again on the minimum versions of requests, urllib3 and crc32c. Left out: the
+# The suite again on the minimum versions of the runtime dependencies. Left out: the
 # end-to-end runs of the tools built on the client (the console script in subprocesses,
 # fsspec's and s3fs's own suites, pandas/Dask, the perf suite's quick mode and perf scripts,
 # docs and examples): they reach HTTP only through the same client, which the rest of the
