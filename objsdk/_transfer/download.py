@@ -47,6 +47,7 @@ from objsdk._transfer.download_state import (
 )
 from objsdk._transfer.fetch import drop_frame_locals, fetch_parts, into_buffer, into_file
 from objsdk._transfer.progress import Progress, ProgressTracker
+from objsdk._transfer.writeback import Writeback
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
 
@@ -356,18 +357,22 @@ def _download_to_path(
         todo = [p for p in parts if p.index not in reused]
         done = sum(p.length for p in parts if p.index in reused)
         tracker = ProgressTracker(progress, size, done=done, announce=True)
-        sink = into_file(fd, check.crcs)
-        used = fetch_parts(
-            transport,
-            info,
-            todo,
-            sink,
-            parallel,
-            max_resume,
-            tracker,
-            journal.mark_done,
-            on_start=check.on_start,
-        )
+        writeback = Writeback(fd)
+        try:
+            used = fetch_parts(
+                transport,
+                info,
+                todo,
+                into_file(fd, check.crcs, writeback),
+                parallel,
+                max_resume,
+                tracker,
+                journal.mark_done,
+                on_start=check.on_start,
+            )
+        finally:
+            writeback.close()
+        writeback.check()
         check.verify(lambda update, start, stop: _hash_file(fd, start, stop, update))
         os.fsync(fd)
     except (errors.ObjectChangedError, errors.IntegrityError):
