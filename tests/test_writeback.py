@@ -59,7 +59,7 @@ def test_an_error_met_in_the_background_is_raised_by_the_next_sync_once() -> Non
     wb.wrote(10)
     assert flushes.called.wait(5)
     wb.close()
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Input/output error") as e:
         wb.sync()
     assert e.value.errno == errno.EIO
     wb.sync()  # reported once, as the kernel does
