@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import COMMAND, env
 
 from objsdk import Client
 from objsdk._core.checksums import crc_function
 from objsdk.bench.profiles import Toxic
 
 # MinIO only: a second service holding 1 GiB objects in memory (moto) proves nothing more.
+__all__ = ["env"]  # fixture, used by name
+
 pytestmark = [pytest.mark.integration, pytest.mark.minio_only]
 
 MiB = 1 << 20
@@ -134,3 +138,42 @@ def test_open_read_at_defaults_is_verified_whole(any_client, stored) -> None:
         assert f.stats.verified == "crc32c", f.stats
     assert total == SIZE
     assert base64.b64encode(value.to_bytes(4, "big")).decode() == crc
+
+
+# -- the tools built on the client: the command line and fsspec, on loopback ---------------
+
+
+def test_cli_cp_up_and_down_at_defaults_keeps_every_byte(
+    client, bucket_of_large, source, env, tmp_path
+) -> None:
+    path, crc = source
+    up = subprocess.run(
+        [*COMMAND, "cp", str(path), f"s3://{BUCKET}/cli.bin"], env=env, capture_output=True
+    )
+    assert up.returncode == 0, up.stderr
+    assert_stored_as(client, "cli.bin", crc)
+    dest = tmp_path / "cli-down.bin"
+    down = subprocess.run(
+        [*COMMAND, "cp", f"s3://{BUCKET}/cli.bin", str(dest)], env=env, capture_output=True
+    )
+    assert down.returncode == 0, down.stderr
+    assert crc32c_b64(dest) == crc
+
+
+def test_fsspec_put_file_and_get_file_at_defaults_keep_every_byte(
+    client, bucket_of_large, source, s3_server, tmp_path
+) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    path, crc = source
+    fs = fsspec.filesystem(
+        "objsdk",
+        endpoint_url=s3_server.endpoint,
+        key=s3_server.access_key,
+        secret=s3_server.secret_key,
+        skip_instance_cache=True,
+    )
+    fs.put_file(str(path), f"{BUCKET}/fs.bin")
+    assert_stored_as(client, "fs.bin", crc)
+    dest = tmp_path / "fs-down.bin"
+    fs.get_file(f"{BUCKET}/fs.bin", str(dest))
+    assert crc32c_b64(dest) == crc
