@@ -318,3 +318,11 @@ def test_100_mib_upload_streams_from_file_with_bounded_memory(s3_server, bucket,
     with s3_server.client() as c:
         got = hashlib.sha256(c.get_object(bucket, "big.bin")).hexdigest()
     assert got == digest.hexdigest()
+
+
+@pytest.mark.minio_only
+def test_an_invalid_bucket_name_is_named_as_such_even_from_a_head(client):
+    # MinIO answers HEAD with a bare 400: the error says what the likely cause is.
+    with pytest.raises(objsdk.S3Error, match="bucket name 'v'") as e:
+        client.bucket_exists("v")
+    assert e.value.code == "InvalidBucketName"

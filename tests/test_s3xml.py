@@ -7,6 +7,7 @@ import pytest
 from objsdk._core.s3xml import (
     XMLParseError,
     build_delete_body,
+    error_from_response,
     parse_copy_result,
     parse_delete_result,
     parse_error,
@@ -136,3 +137,29 @@ def test_http_dates_parse_and_bad_ones_are_none():
     )
     assert parse_http_date("yesterday") is None
     assert parse_http_date(None) is None
+
+
+# -- a 400 with nothing in it (the answer to a HEAD has no body) -----------------------------
+
+
+def test_a_bare_400_on_a_bucket_name_few_services_accept_names_the_bucket_rule():
+    e = error_from_response(400, {}, b"", operation="bucket_exists", bucket="v", key=None)
+    assert e.code == "InvalidBucketName"
+    assert "'v'" in str(e)
+    assert "3-63 characters" in str(e)
+
+
+def test_a_bare_400_on_a_portable_bucket_name_says_bad_request_not_http400():
+    e = error_from_response(400, {}, b"", operation="head_object", bucket="fine-name", key="k")
+    assert e.code == "BadRequest"
+    assert "HTTP400" not in str(e)
+    assert "Bad Request" in str(e)
+
+
+def test_a_400_whose_body_says_why_keeps_the_service_words():
+    body = (
+        b"<Error><Code>InvalidArgument</Code><Message>nope</Message>"
+        b"<RequestId>r</RequestId></Error>"
+    )
+    e = error_from_response(400, {}, body, operation="put_object", bucket="v", key="k")
+    assert (e.code, e.message) == ("InvalidArgument", "nope")

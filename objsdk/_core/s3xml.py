@@ -6,6 +6,7 @@ S3-compatible servers omit it; every lookup here uses the ``{*}`` wildcard so bo
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -162,6 +163,8 @@ def error_from_response(
         or errors.code_for_status(status, has_key=key is not None)
     )
     message = parsed.message if parsed else headers.get("x-minio-error-desc", "")
+    if status == 400 and not message:
+        code, message = _bad_request(code, bucket)
     return errors.error_class_for_code(code)(
         status,
         code,
@@ -171,6 +174,22 @@ def error_from_response(
         key=key,
         operation=operation,
     )
+
+
+# The bucket names every S3 service accepts ("Bucket naming rules", S3 user guide): the
+# client lets others through (old regions allow upper case and '_'), so a bare 400 on
+# one of those is most likely the name.
+_PORTABLE_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def _bad_request(code: str, bucket: str | None) -> tuple[str, str]:
+    """Code and message for a 400 that says nothing (a HEAD answer has no body)."""
+    if bucket is not None and not _PORTABLE_BUCKET.match(bucket):
+        return "InvalidBucketName", (
+            f"the service refused the bucket name {bucket!r}; bucket names are 3-63 "
+            "characters from a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
+        )
+    return ("BadRequest" if code == "HTTP400" else code), "Bad Request (the answer gave no reason)"
 
 
 def error_in_body(
