@@ -161,3 +161,31 @@ def test_interrupting_a_watch_spares_a_connection_it_gave_back(big, local_minio,
         second = other.submit(client.get_object, bucket, "big", offset=5, length=10)
         assert second.result() == data[5:15]
     assert len(connects) == 1
+
+
+def test_a_big_read_of_a_body_is_whole_from_its_first_so_reads_stay_aligned(
+    client, big, monkeypatch
+):
+    # The first direct read drains what http.client had buffered, which is short of what
+    # was asked; returned as is, every later read(1 MiB) straddled two network chunks and
+    # paid a join: twice the CPU of requests' raw.read for the same bytes.
+    from objsdk._transport import http
+
+    bucket, data = big
+    asked: list[tuple[int, int]] = []
+    real = http._Response.read
+
+    def spy(self, n):  # type: ignore[no-untyped-def]
+        got = real(self, n)
+        asked.append((n, len(got)))
+        return got
+
+    monkeypatch.setattr(http._Response, "read", spy)
+    out = bytearray()
+    with client.open(bucket, "big", readahead=0) as f:
+        while chunk := f.read(MiB):
+            out += chunk
+    assert out == data
+    body_reads = [(n, got) for n, got in asked if n >= MiB // 2]
+    assert body_reads
+    assert all(got == n for n, got in body_reads[:-1]), body_reads

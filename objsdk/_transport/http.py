@@ -83,6 +83,11 @@ class _Response:
                 self._direct, data = tricks.DirectSocket.take_bytes(self._raw, self._fp, n)
                 if self._direct.left == 0:
                     self._direct.done()
+                elif len(data) < n:
+                    # What http.client had buffered is short of n: the rest now, so
+                    # this read is whole like every other, and the reads after it stay
+                    # aligned with the caller's (one join, once per body).
+                    data += self._direct.recv(n - len(data), whole=True)
             elif self._fp is not None:
                 data = self._fp.read(n)
             else:
