@@ -330,6 +330,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         readahead: int | None = None,
         part_size: int = DEFAULT_READAHEAD_PART_SIZE,
         max_stall: float | None = None,
+        pin: ObjectInfo | None = None,
     ) -> ObjectFile:
         """A seekable, resumable binary file over the object (see :class:`ObjectFile`).
 
@@ -338,6 +339,9 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         ``0`` is one stream; ``None`` (the default) adapts to the network: parts ahead
         are added while the rate keeps rising. Use it as a context manager. ``max_stall``:
         seconds without progress a read survives (resuming), instead of ``max_resume``.
+        ``pin``: the :class:`ObjectInfo` :meth:`head_object` returned for this object:
+        the file reads that version or raises :class:`~objsdk.ObjectChangedError`, and
+        sends no HEAD of its own.
         """
         f = ObjectFile(
             self,
@@ -349,6 +353,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
             verify=verify,
             readahead=readahead,
             part_size=part_size,
+            pin=pin,
         )
         if max_stall is not None:  # read-ahead parts inherit it (RangeReader.window)
             f._reader.max_stall = max_stall
