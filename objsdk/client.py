@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from objsdk._s3 import copies, deletes
 from objsdk._s3.buckets import BucketsAPI
 from objsdk._s3.encryption import encrypting
 from objsdk._s3.head import head_object
-from objsdk._s3.listing import list_objects
+from objsdk._s3.listing import ListingAPI
 from objsdk._s3.objects import put_object
 from objsdk._s3.tagging import TaggingAPI
 from objsdk._s3.versions import VersionsAPI
@@ -51,7 +51,7 @@ from objsdk._transport.base import Transport
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.retry import Policy, make_retry
-from objsdk.models import DeleteError, ObjectInfo, ObjectSummary, Prefix, UploadInfo
+from objsdk.models import DeleteError, ObjectInfo, UploadInfo
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
@@ -63,7 +63,7 @@ __all__ = ["Client"]
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
 
-class Client(BucketsAPI, VersionsAPI, TaggingAPI):
+class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
     """A client for one S3-compatible endpoint (MinIO, AWS S3, ...).
 
     ``timeout`` is ``(connect_seconds, read_seconds)``; ``retries`` is a count or a
@@ -330,6 +330,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
         readahead: int | None = None,
         part_size: int = DEFAULT_READAHEAD_PART_SIZE,
         max_stall: float | None = None,
+        pin: ObjectInfo | None = None,
     ) -> ObjectFile:
         """A seekable, resumable binary file over the object (see :class:`ObjectFile`).
 
@@ -338,6 +339,9 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
         ``0`` is one stream; ``None`` (the default) adapts to the network: parts ahead
         are added while the rate keeps rising. Use it as a context manager. ``max_stall``:
         seconds without progress a read survives (resuming), instead of ``max_resume``.
+        ``pin``: the :class:`ObjectInfo` :meth:`head_object` returned for this object:
+        the file reads that version or raises :class:`~objsdk.ObjectChangedError`, and
+        sends no HEAD of its own.
         """
         f = ObjectFile(
             self,
@@ -349,6 +353,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
             verify=verify,
             readahead=readahead,
             part_size=part_size,
+            pin=pin,
         )
         if max_stall is not None:  # read-ahead parts inherit it (RangeReader.window)
             f._reader.max_stall = max_stall
@@ -538,22 +543,6 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI):
             metadata=metadata,
             headers=standard_headers(dst_bucket, dst_key, **headers),
         )
-
-    def list_objects(
-        self,
-        bucket: str,
-        prefix: str = "",
-        delimiter: str | None = None,
-        start_after: str | None = None,
-        page_size: int = 1000,
-    ) -> Iterator[ObjectSummary | Prefix]:
-        """Lazily list keys under ``prefix`` (ListObjectsV2), following continuation tokens.
-
-        With a ``delimiter``, common prefixes are yielded as :class:`Prefix` values, in
-        key order among the objects.
-        """
-        check_bucket(bucket)
-        return list_objects(self._transport, bucket, prefix, delimiter, start_after, page_size)
 
     def presign(
         self,

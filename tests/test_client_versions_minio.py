@@ -66,6 +66,19 @@ def test_every_version_is_listed_read_headed_copied_and_deleted_by_id(
     assert client.get_object(bucket, "k") == b"first version"
 
 
+def test_a_head_answer_of_a_version_opens_that_version(client: Client, versioned: str) -> None:
+    first = client.put_object(versioned, "k", b"first version").version_id
+    second = client.put_object(versioned, "k", b"second, longer version").version_id
+    head = client.head_object(versioned, "k", version_id=first)
+    with client.open(versioned, "k", pin=head) as f:
+        assert (f.version_id, f.size) == (first, 13)
+        assert f.read() == b"first version"
+    with client.open(versioned, "k", version_id=first, pin=head) as f:
+        assert f.read() == b"first version"
+    with pytest.raises(InvalidArgument, match=f"{second!r} is not the pinned version {first!r}"):
+        client.open(versioned, "k", version_id=second, pin=head)
+
+
 def test_listing_versions_pages_through_many(client: Client, versioned: str) -> None:
     for i in range(7):
         client.put_object(versioned, f"p/{i % 3}", str(i).encode())

@@ -73,6 +73,19 @@ def test_a_weak_etag_is_pinned_by_last_modified_and_resumes(serve):
     assert resumed.headers["If-Unmodified-Since"] == "Mon, 01 Jan 2024 00:00:00 GMT"
 
 
+def test_a_head_answer_given_to_open_pins_the_first_get_and_replaces_its_own_head(serve):
+    obj = S3Object(DATA, etag='W/"abc"')
+    server, client = serve(lambda r, conn: answer(r, conn, reply_without(r, obj)))
+    head = client.head_object(BUCKET, KEY)
+    with client.open(BUCKET, KEY, pin=head, readahead=0) as f:
+        assert f.size == SIZE
+        assert f.read() == DATA
+    assert [r.method for r in server.requests] == ["HEAD", "GET"]  # the caller's HEAD only
+    first = server.requests[1]
+    assert "If-Match" not in first.headers  # a weak ETag never matches If-Match
+    assert first.headers["If-Unmodified-Since"] == "Mon, 01 Jan 2024 00:00:00 GMT"
+
+
 def test_no_etag_is_pinned_by_last_modified_and_resumes(serve):
     obj = S3Object(DATA)
     server, client = serve(cut_first(lambda r: reply_without(r, obj, "ETag")))

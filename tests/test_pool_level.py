@@ -9,6 +9,7 @@ import time
 import pytest
 
 from objsdk._core.adaptive import Adaptive
+from objsdk._core.pin import VersionPin
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._io.range_reader import RangeReader
 from objsdk._io.readahead import part_fetcher
@@ -89,7 +90,7 @@ def test_a_read_ahead_part_tells_the_level_of_its_start_its_bytes_as_they_arrive
         def part_ended(self) -> None:
             events.append("end")
 
-    pin = RangeReader(client.transport, bucket, "k", size=len(data), max_resume=0)
+    pin = RangeReader(client.transport, bucket, "k", pin=VersionPin(size=len(data)), max_resume=0)
     fetch = part_fetcher(pin, level=Recorder(Adaptive(), begin=False))
     into = bytearray(len(data) - 5)
     result = fetch(5, len(data), memoryview(into), threading.Event())

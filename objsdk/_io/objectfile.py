@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from objsdk import errors
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.addressing import check_bucket, check_count, check_key
-from objsdk._core.s3xml import http_date
+from objsdk._core.pin import VersionPin, pin_for
 from objsdk._core.sizes import (
     ADAPTIVE_CAP,
     ADAPTIVE_WINDOW,
@@ -47,7 +47,7 @@ from objsdk.models import ObjectInfo
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as Buffer
 
-__all__ = ["ObjectFile", "ReadStats", "open_pinned"]
+__all__ = ["ObjectFile", "ReadStats"]
 
 T = TypeVar("T")
 
@@ -72,7 +72,9 @@ class ObjectFile(io.BufferedIOBase):
     sequential reading switches to N threads fetching the next ``part_size`` parts;
     ``readahead=0`` is one stream; ``None`` (the default) measures one stream, then
     reads more parts ahead while the rate keeps rising and drops back when it does not
-    (``stats.readahead`` tells what it chose).
+    (``stats.readahead`` tells what it chose). ``pin``: the ObjectInfo ``head_object``
+    returned (or a VersionPin): the file reads that version from its first request, and
+    knows its size and stored checksums without a HEAD of its own.
 
     Picklable: a copy reopens lazily at the same position and version. Thread-safe like
     ``io.BufferedReader``: each call holds a lock, so two threads sharing one file get
@@ -91,6 +93,7 @@ class ObjectFile(io.BufferedIOBase):
         verify: bool = True,
         readahead: int | None = None,
         part_size: int = DEFAULT_READAHEAD_PART_SIZE,
+        pin: ObjectInfo | VersionPin | None = None,
     ) -> None:
         super().__init__()
         check_bucket(bucket)
@@ -127,7 +130,7 @@ class ObjectFile(io.BufferedIOBase):
             self._transport,
             bucket,
             key,
-            version_id=version_id,
+            pin=pin_for(bucket, key, version_id, pin),
             max_resume=max_resume,
             checksum_mode=verify,
             observer=self._observe if verify else None,
@@ -136,7 +139,8 @@ class ObjectFile(io.BufferedIOBase):
         )
         self._prefetcher: Prefetcher | None = None
         self._parts: PartStream | None = None
-        self._head_info: ObjectInfo | None = None
+        # What HEAD said (its checksums verify a pass read ahead in parts).
+        self._head_info = pin if isinstance(pin, ObjectInfo) else None
         # Bytes read in sequence since the last far seek: read-ahead starts once a whole
         # part's worth has gone by, so random small reads do not fetch whole parts.
         # A fresh reader counts as sequential.
@@ -155,11 +159,11 @@ class ObjectFile(io.BufferedIOBase):
     @property
     def etag(self) -> str | None:
         """The ETag every request is pinned to (None until the first answer)."""
-        return self._reader.etag
+        return self._reader.pin.etag
 
     @property
     def version_id(self) -> str | None:
-        return self._reader.version_id
+        return self._reader.pin.version_id
 
     def __repr__(self) -> str:
         return f"<ObjectFile bucket={self.bucket!r} key={self.key!r} pos={self._pos}>"
@@ -198,12 +202,11 @@ class ObjectFile(io.BufferedIOBase):
         state = {
             "chunk_size": self.chunk_size,
             "max_resume": self.max_resume,
-            "version_id": self._reader.version_id,
             "verify": self.verify,
             "readahead": self.readahead,
             "part_size": self.part_size,
         }
-        pin = (self._reader.etag, self._reader.size, self._reader.last_modified)
+        pin = self._reader.pin
         return (_restore, (self._client, self.bucket, self.key, state, pin, self._pos, self.closed))
 
     # -- size, position ----------------------------------------------------------------
@@ -569,28 +572,18 @@ class ObjectFile(io.BufferedIOBase):
             raise
 
 
-def open_pinned(client: HasTransport, info: ObjectInfo, **options: Any) -> ObjectFile:
-    """An ObjectFile already pinned to the version ``info`` describes (from a HEAD the
-    caller made): its ETag, Last-Modified and size, so no second HEAD is sent.
-    ``options`` are ObjectFile's keyword arguments."""
-    f = ObjectFile(client, info.bucket, info.key, version_id=info.version_id, **options)
-    f._reader.etag, f._reader.size = info.etag, info.size
-    f._reader.last_modified = http_date(info.last_modified)
-    f._head_info = info  # its checksums verify a pass read ahead in parts
-    return f
-
-
 def _restore(
     client: HasTransport,
     bucket: str,
     key: str,
     state: dict[str, Any],
-    pin: tuple[str | None, int | None, str | None],
+    pin: VersionPin | tuple[str | None, int | None, str | None],
     pos: int,
     closed: bool,
 ) -> ObjectFile:
-    f = ObjectFile(client, bucket, key, **state)
-    f._reader.etag, f._reader.size, f._reader.last_modified = pin
+    if isinstance(pin, tuple):  # pickled before VersionPin: version_id is in ``state``
+        pin = VersionPin(etag=pin[0], size=pin[1], last_modified=pin[2])
+    f = ObjectFile(client, bucket, key, pin=pin, **state)
     f._pos = f._recv_pos = pos
     if closed:
         f.close()

@@ -14,10 +14,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from objsdk import errors
+from objsdk._core.pin import VersionPin
 from objsdk._core.ranges import format_range
 from objsdk._core.resume import (
     BadResponse,
@@ -25,11 +26,9 @@ from objsdk._core.resume import (
     Continuation,
     SizeUnknown,
     check_response,
-    is_strong_etag,
     ranged_body,
     same_etag,
 )
-from objsdk._core.s3xml import http_date
 from objsdk._io.body import BodyStream, Broken, Observer
 from objsdk._s3.head import head_object
 from objsdk._transport.base import Response, Transport
@@ -84,17 +83,17 @@ class RangeIgnored(errors.ProtocolError):
 class RangeReader:
     """Bytes ``[pos, end)`` of one object version, resumed across broken connections.
 
-    Pinned: the first answer's ETag (and size and version) are kept, and every later
-    request carries ``If-Match``; if the object changes,
-    :class:`~objsdk.ObjectChangedError` is raised. A server that sends no ETag, or only
-    a weak one (which ``If-Match`` never matches), is pinned by ``Last-Modified`` with
-    ``If-Unmodified-Since`` (one-second resolution) and the size; with neither, a broken
-    stream is not resumed (:class:`~objsdk.ReadError`), since nothing would prove the
-    rest comes from the same version. A broken stream is resumed from the
-    next undelivered byte up to ``max_resume`` consecutive failures
-    (:class:`~objsdk.ResumeLimitError` after that). ``end`` makes it a window: closed
-    ``Range`` requests, as if the object ended there. ``cancel``, once set, turns the
-    next break into :class:`~objsdk.Cancelled` instead of a resume.
+    Pinned (:class:`~objsdk._core.pin.VersionPin`): what ``pin`` does not know yet, the
+    first answer sets (ETag, size, version, Last-Modified), and every later request
+    carries its conditions (``If-Match``, or ``If-Unmodified-Since`` for a server
+    without a strong ETag); if the object changes, :class:`~objsdk.ObjectChangedError`
+    is raised. With nothing to pin, a broken stream is not resumed
+    (:class:`~objsdk.ReadError`), since nothing would prove the rest comes from the same
+    version. A broken stream is resumed from the next undelivered byte up to
+    ``max_resume`` consecutive failures (:class:`~objsdk.ResumeLimitError` after that).
+    ``end`` makes it a window: closed ``Range`` requests, as if the object ended there.
+    ``cancel``, once set, turns the next break into :class:`~objsdk.Cancelled` instead
+    of a resume.
 
     ``observer(offset, data)`` sees every received byte in object order; ``on_start``
     gets the headers of every answer that starts at byte 0 (stored checksums).
@@ -112,10 +111,7 @@ class RangeReader:
         bucket: str,
         key: str,
         *,
-        version_id: str | None = None,
-        etag: str | None = None,
-        last_modified: str | None = None,
-        size: int | None = None,
+        pin: VersionPin | None = None,
         end: int | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
         checksum_mode: bool = False,
@@ -129,10 +125,7 @@ class RangeReader:
         self.transport = transport
         self.bucket = bucket
         self.key = key
-        self.version_id = version_id
-        self.etag = etag
-        self.last_modified = last_modified
-        self.size = size
+        self.pin = pin if pin is not None else VersionPin()
         self.end = end
         self.max_resume = max_resume
         self.checksum_mode = checksum_mode
@@ -164,10 +157,7 @@ class RangeReader:
             self.transport,
             self.bucket,
             self.key,
-            version_id=self.version_id,
-            etag=self.etag,
-            last_modified=self.last_modified,
-            size=self.size,
+            pin=self.pin,
             end=end,
             max_resume=self.max_resume,
             cancel=cancel,
@@ -194,6 +184,11 @@ class RangeReader:
     # -- position ----------------------------------------------------------------------
 
     @property
+    def size(self) -> int | None:
+        """The object's size, once known (the pin's)."""
+        return self.pin.size
+
+    @property
     def limit(self) -> int | None:
         """Where reading stops: the window's end or the object's size, if known."""
         if self.end is None:
@@ -216,9 +211,10 @@ class RangeReader:
     def head(self) -> ObjectInfo:
         """Size, ETag and version from HEAD, pinned like a GET answer."""
         self.stats.requests += 1
-        info = head_object(self.transport, self.bucket, self.key, version_id=self.version_id)
-        if self.etag is not None and not same_etag(info.etag or "", self.etag):
-            raise self._changed(f"ETag {self.etag} is now {info.etag}", self.pos)
+        pin = self.pin
+        info = head_object(self.transport, self.bucket, self.key, version_id=pin.version_id)
+        if pin.etag is not None and not same_etag(info.etag or "", pin.etag):
+            raise self._changed(f"ETag {pin.etag} is now {info.etag}", self.pos)
         if info.size is None:
             raise errors.ProtocolError(
                 "HEAD answer has no Content-Length",
@@ -226,16 +222,14 @@ class RangeReader:
                 bucket=self.bucket,
                 key=self.key,
             )
-        self.etag = info.etag
-        self.last_modified = self.last_modified or http_date(info.last_modified)
-        self.version_id = self.version_id or info.version_id
-        self.size = info.size
+        # HEAD's ETag (the same by the weak comparison) is kept in the form it came in.
+        self.pin = replace(pin, etag=info.etag, size=info.size).filled(VersionPin.of(info))
         return info
 
     @property
     def pinned(self) -> bool:
         """Can later requests be tied to the version the first answer came from?"""
-        return is_strong_etag(self.etag) or self.last_modified is not None
+        return self.pin.pinned
 
     # -- reading -----------------------------------------------------------------------
 
@@ -313,11 +307,9 @@ class RangeReader:
             headers["Range"] = format_range(want, self.end - 1)
         elif want:
             headers["Range"] = format_range(want)
-        if is_strong_etag(self.etag):
-            headers["If-Match"] = self.etag  # type: ignore[assignment]
-        elif self.last_modified:
-            headers["If-Unmodified-Since"] = self.last_modified
-        elif self._opened_once:
+        conditions = self.pin.conditions()
+        headers.update(conditions)
+        if not conditions and self._opened_once:
             raise errors.ReadError(
                 "cannot resume this read safely: the server sent neither an ETag nor "
                 "Last-Modified to pin the object's version",
@@ -328,7 +320,7 @@ class RangeReader:
         if want == 0 and self.checksum_mode:
             # S3 returns stored checksums only when asked (GetObject, ChecksumMode).
             headers["x-amz-checksum-mode"] = "ENABLED"
-        params = [("versionId", self.version_id)] if self.version_id else []
+        params = self.pin.params()
         self.stats.requests += 1
         try:
             resp = self.transport.request(
@@ -360,10 +352,10 @@ class RangeReader:
                 resp.status,
                 resp.headers,
                 want=want,
-                etag=self.etag,
-                size=self.size,
+                etag=self.pin.etag,
+                size=self.pin.size,
                 end=self.end,
-                last_modified=self.last_modified,
+                last_modified=self.pin.last_modified,
             )
         except Changed as e:
             resp.close()
@@ -412,13 +404,9 @@ class RangeReader:
         return stream
 
     def _adopt(self, cont: Continuation, resp: Response, want: int) -> None:
-        """Pin what a good answer says about the object: ETag, size, version."""
+        """Pin what a good answer says about the object: ETag, size, version, date."""
         self._opened_once = True
-        self.etag = self.etag or cont.etag
-        self.last_modified = self.last_modified or cont.last_modified
-        if self.size is None:
-            self.size = cont.size
-        self.version_id = self.version_id or resp.headers.get("x-amz-version-id")
+        self.pin = self.pin.filled(VersionPin.from_headers(resp.headers, size=cont.size))
         if want == 0 and not cont.eof and self.on_start is not None:
             self.on_start(resp.headers)
 

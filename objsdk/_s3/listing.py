@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from objsdk import errors
+from objsdk._core.addressing import check_bucket
 from objsdk._core.s3xml import parse_list_objects_v2
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectSummary, Prefix
 
-__all__ = ["list_objects"]
+__all__ = ["ListingAPI", "list_objects"]
 
 
 def list_objects(
@@ -65,3 +66,25 @@ def _pages(
                 bucket=bucket,
             )
         token = page.next_token
+
+
+class ListingAPI:
+    """The :class:`~objsdk.Client` method for listing keys."""
+
+    _transport: Transport
+
+    def list_objects(
+        self,
+        bucket: str,
+        prefix: str = "",
+        delimiter: str | None = None,
+        start_after: str | None = None,
+        page_size: int = 1000,
+    ) -> Iterator[ObjectSummary | Prefix]:
+        """Lazily list keys under ``prefix`` (ListObjectsV2), following continuation tokens.
+
+        With a ``delimiter``, common prefixes are yielded as :class:`Prefix` values, in
+        key order among the objects.
+        """
+        check_bucket(bucket)
+        return list_objects(self._transport, bucket, prefix, delimiter, start_after, page_size)

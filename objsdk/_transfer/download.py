@@ -292,7 +292,7 @@ def _read_window_into(
         reader.close()
     if verify and offset == 0 and n and n == reader.size:
         with view[:n] as whole:
-            _verify_whole(transport, bucket, key, whole, reader.etag)
+            _verify_whole(transport, bucket, key, whole, reader.pin.etag)
     return n
 
 

@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from objsdk import errors
 from objsdk._core.checksums import RangeCrc
 from objsdk._core.parts import Part
-from objsdk._core.resume import is_strong_etag
-from objsdk._core.s3xml import http_date
+from objsdk._core.pin import VersionPin
 from objsdk._core.sizes import ADAPTIVE_CAP, MiB
 from objsdk._io.pool import PartPool, SharedLevel
 from objsdk._io.range_reader import RangeIgnored, RangeReader
@@ -187,7 +185,7 @@ def fetch_parts(
     """
     if not parts:
         return 0
-    pin = _Pin(info)
+    pin = VersionPin.of(info)
     if not pin.pinned:
         # Nothing ties parts to one version: one stream, which refuses to resume unpinned.
         parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
@@ -211,8 +209,8 @@ def fetch_parts(
                 # One ranged GET for a run of consecutive parts, each recorded once
                 # the run is in place.
                 whole = Part(run[0].index, run[0].start, run[-1].stop)
-                reader = pin.reader(
-                    transport, whole.stop, max_resume, pool.cancelled, on_start=on_start
+                reader = _window(
+                    transport, info, pin, whole.stop, max_resume, pool.cancelled, on_start=on_start
                 )
                 started = False
 
@@ -247,7 +245,7 @@ def fetch_parts(
     except RangeIgnored:
         rest = [p for p in parts if p.index not in finished]
         base = start + sum(p.length for p in parts if p.index in finished)
-        _one_stream(transport, pin, rest, sink, max_resume, progress, base, on_done, on_start)
+        _one_stream(transport, info, pin, rest, sink, max_resume, progress, base, on_done, on_start)
         return 1
     return level.target() if level is not None else workers
 
@@ -284,51 +282,36 @@ def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence
         i = j
 
 
-@dataclass(frozen=True)
-class _Pin:
-    """What ties every part of a transfer to the version HEAD described."""
-
-    info: ObjectInfo
-
-    @property
-    def last_modified(self) -> str | None:
-        return http_date(self.info.last_modified)
-
-    @property
-    def pinned(self) -> bool:
-        return is_strong_etag(self.info.etag) or self.last_modified is not None
-
-    def reader(
-        self,
-        transport: Transport,
-        end: int,
-        max_resume: int,
-        cancel: threading.Event | None = None,
-        *,
-        strict_range: bool = True,
-        on_start: Callable[[Mapping[str, str]], None] | None = None,
-    ) -> RangeReader:
-        info = self.info
-        return RangeReader(
-            transport,
-            info.bucket,
-            info.key,
-            etag=info.etag,
-            last_modified=self.last_modified,
-            size=info.size,
-            version_id=info.version_id,
-            end=end,
-            max_resume=max_resume,
-            cancel=cancel,
-            strict_range=strict_range,
-            checksum_mode=on_start is not None,
-            on_start=on_start,
-        )
+def _window(
+    transport: Transport,
+    info: ObjectInfo,
+    pin: VersionPin,
+    end: int,
+    max_resume: int,
+    cancel: threading.Event | None = None,
+    *,
+    strict_range: bool = True,
+    on_start: Callable[[Mapping[str, str]], None] | None = None,
+) -> RangeReader:
+    """A reader of ``info``'s object up to ``end``, tied to the version HEAD described."""
+    return RangeReader(
+        transport,
+        info.bucket,
+        info.key,
+        pin=pin,
+        end=end,
+        max_resume=max_resume,
+        cancel=cancel,
+        strict_range=strict_range,
+        checksum_mode=on_start is not None,
+        on_start=on_start,
+    )
 
 
 def _one_stream(
     transport: Transport,
-    pin: _Pin,
+    info: ObjectInfo,
+    pin: VersionPin,
     parts: Sequence[Part],
     sink: Sink,
     max_resume: int,
@@ -349,8 +332,8 @@ def _one_stream(
         fetched += n
         progress.reached(base + fetched)
 
-    reader = pin.reader(
-        transport, parts[-1].stop, max_resume, strict_range=False, on_start=on_start
+    reader = _window(
+        transport, info, pin, parts[-1].stop, max_resume, strict_range=False, on_start=on_start
     )
     try:
         for part in parts:

@@ -43,7 +43,7 @@ class FileReader(ObjectFile):
     @property
     def version_id(self) -> str | None:
         """The version read, on a version-aware filesystem (None otherwise, as s3fs)."""
-        return self._reader.version_id if getattr(self.fs, "version_aware", False) else None
+        return super().version_id if getattr(self.fs, "version_aware", False) else None
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of the pinned version, leaving the position as it was."""

@@ -33,7 +33,7 @@ import fsspec  # type: ignore[import-untyped,unused-ignore]
 from objsdk import Client, ObjectSummary, Prefix, errors
 from objsdk._core.config import credentials_for, resolve_config
 from objsdk._core.metadata import standard_headers
-from objsdk._core.s3xml import http_date
+from objsdk._core.pin import VersionPin
 from objsdk.filesystem import entries
 from objsdk.filesystem.extras import S3fsExtras
 from objsdk.filesystem.options import (
@@ -510,14 +510,11 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         if size is None:
             with translated(path):
                 head = self.client.head_object(bucket, key, version_id=version_id)
-            # Pinned to the version just seen: its ETag, date and size, no second HEAD
-            # (as open_pinned does for an ObjectFile).
-            reader = FileReader(self.client, bucket, key, version_id=head.version_id, **options)
-            reader._reader.etag, reader._reader.size = head.etag, head.size
-            reader._reader.last_modified = http_date(head.last_modified)
+            # Pinned to the version just seen: its ETag, date and size, no second HEAD.
+            pin = VersionPin.of(head)
         else:  # the caller knows the size (fsspec's caches): no HEAD; pinned at first read
-            reader = FileReader(self.client, bucket, key, version_id=version_id, **options)
-            reader._reader.size = size
+            pin = VersionPin(size=size, version_id=version_id)
+        reader = FileReader(self.client, bucket, key, pin=pin, **options)
         reader.blocksize = block_size or self.blocksize
         reader.path, reader.fs = path, self
         return reader
