@@ -370,6 +370,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         progress: Progress | None = None,
         max_resume: int = DEFAULT_MAX_RESUME,
         verify: bool = True,
+        version_id: str | None = None,
     ) -> DownloadResult:
         """Download the whole object to a path or a writable buffer, in parallel parts.
 
@@ -377,6 +378,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         killed resumes where it stopped if the object is unchanged. Buffers are filled
         straight from the socket. ``parallel=None`` adapts the parts in flight to the
         network (one at first, more while the rate keeps rising); a number pins it.
+        ``version_id`` names a version (default: the current one).
         See :func:`objsdk._transfer.download.download`.
         """
         return _download(
@@ -389,6 +391,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
             progress=progress,
             max_resume=max_resume,
             verify=verify,
+            version_id=version_id,
         )
 
     def get_into(
@@ -401,10 +404,12 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         parallel: int | None = None,
         part_size: int | None = None,
         verify: bool = True,
+        version_id: str | None = None,
     ) -> int:
         """Fill ``buffer`` with the object's bytes from ``offset`` (fewer at the end);
         return how many. Received straight into the buffer, in parallel when large; a
-        fill of the whole object is verified unless ``verify=False``."""
+        fill of the whole object is verified unless ``verify=False``. ``version_id``
+        names a version (default: the current one)."""
         return _get_into(
             self._transport,
             bucket,
@@ -414,6 +419,7 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
             parallel=parallel,
             part_size=part_size,
             verify=verify,
+            version_id=version_id,
         )
 
     def upload(

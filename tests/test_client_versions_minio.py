@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from objsdk import Client, InvalidArgument, NoSuchKey, ObjectVersion
+from objsdk import Client, InvalidArgument, NoSuchKey, ObjectVersion, S3Error
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +77,37 @@ def test_a_head_answer_of_a_version_opens_that_version(client: Client, versioned
         assert f.read() == b"first version"
     with pytest.raises(InvalidArgument, match=f"{second!r} is not the pinned version {first!r}"):
         client.open(versioned, "k", version_id=second, pin=head)
+
+
+@pytest.mark.parametrize("size", [1000, 40 << 20], ids=["one GET", "parts"])
+def test_download_and_get_into_fetch_the_version_named(
+    client: Client, versioned: str, tmp_path, size: int
+) -> None:
+    old, new = os.urandom(size), os.urandom(size + 1)
+    first = client.put_object(versioned, "k", old).version_id
+    client.put_object(versioned, "k", new)
+    result = client.download(versioned, "k", tmp_path / "old.bin", version_id=first)
+    assert result.info.version_id == first
+    assert (tmp_path / "old.bin").read_bytes() == old
+    buf = bytearray(size)
+    assert client.get_into(versioned, "k", buf, version_id=first) == size
+    assert buf == old
+    small = bytearray(100)  # one ranged GET, no HEAD first
+    assert client.get_into(versioned, "k", small, offset=10, version_id=first) == 100
+    assert small == old[10:110]
+    client.download(versioned, "k", tmp_path / "new.bin")
+    assert (tmp_path / "new.bin").read_bytes() == new
+
+
+def test_a_download_of_a_version_that_does_not_exist_names_it(
+    client: Client, versioned: str, tmp_path
+) -> None:
+    client.put_object(versioned, "k", b"x")
+    missing = "00000000-0000-0000-0000-000000000000"
+    with pytest.raises(S3Error) as e:
+        client.download(versioned, "k", tmp_path / "x.bin", version_id=missing)
+    assert e.value.key == "k"
+    assert not (tmp_path / "x.bin").exists()
 
 
 def test_listing_versions_pages_through_many(client: Client, versioned: str) -> None:

@@ -191,7 +191,7 @@ def test_bucket_versioning_through_the_filesystem(fs: ObjsdkFileSystem, bucket: 
 
 
 def test_version_aware_paths_read_list_and_delete_versions(
-    vfs: ObjsdkFileSystem, options: dict[str, Any], client: Client, versioned: str
+    vfs: ObjsdkFileSystem, options: dict[str, Any], client: Client, versioned: str, tmp_path
 ) -> None:
     pd.DataFrame({"x": [1]}).to_csv(
         f"objsdk://{versioned}/t.csv", index=False, storage_options=options
@@ -208,6 +208,8 @@ def test_version_aware_paths_read_list_and_delete_versions(
     with fsspec.open(url, "rb", **options) as f:
         assert f.read() == b"x\n1\n"
     assert vfs.cat_file(f"{versioned}/t.csv?versionId={old}") == b"x\n1\n"
+    vfs.get_file(f"{versioned}/t.csv?versionId={old}", tmp_path / "old.csv")
+    assert (tmp_path / "old.csv").read_bytes() == b"x\n1\n"
     listed = vfs.ls(versioned, detail=True, versions=True)
     assert sorted(e["VersionId"] for e in listed) == sorted(v["VersionId"] for v in history)
     vfs.cp_file(f"{versioned}/t.csv?versionId={old}", f"{versioned}/restored.csv")

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.parts import Part, adaptive_part_size, plan_parts
+from objsdk._core.pin import VersionPin
 from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._s3.head import head_object
@@ -99,6 +100,7 @@ def download(
     progress: Progress | None = None,
     max_resume: int = DEFAULT_MAX_RESUME,
     verify: bool = True,
+    version_id: str | None = None,
 ) -> DownloadResult:
     """Download a whole object to a path or into a writable buffer, ``parallel`` parts of
     ``part_size`` bytes at a time; ``parallel=None`` (the default) starts with one and
@@ -118,7 +120,8 @@ def download(
     object's size; the object fills its first bytes, received straight from the socket.
 
     ``progress(bytes_done, bytes_total)`` is called from worker threads, one call at a
-    time, with ``bytes_done`` never decreasing; keep it quick.
+    time, with ``bytes_done`` never decreasing; keep it quick. ``version_id`` names a
+    version of a versioned object (default: the current one).
     """
     part_size = _checked(bucket, key, parallel, part_size)
     check_count("max_resume", max_resume, 0, bucket, key)
@@ -128,14 +131,14 @@ def download(
             raise errors.InvalidArgument(
                 f"dest path must be str, got {type(path).__name__} (bucket {bucket!r}, key {key!r})"
             )
-        info = _head(transport, bucket, key)
+        info = _head(transport, bucket, key, version_id)
         part_size = part_size or adaptive_part_size(_size(info))
         check = Check(info, verify, transport)
         return _download_to_path(
             transport, info, path, parallel, part_size, progress, max_resume, check
         )
     with _writable_view(dest, bucket, key, "dest") as view:
-        info = _head(transport, bucket, key)
+        info = _head(transport, bucket, key, version_id)
         size = _size(info)
         if view.nbytes < size:
             raise errors.InvalidArgument(
@@ -165,6 +168,7 @@ def get_into(
     parallel: int | None = None,
     part_size: int | None = None,
     verify: bool = True,
+    version_id: str | None = None,
 ) -> int:
     """Fill ``buffer`` with the object's bytes from ``offset``; return how many.
 
@@ -174,18 +178,20 @@ def get_into(
     HEAD; ``None`` adapts, as in :func:`download`); a smaller one by a single ranged GET.
     A fill of the whole object (``offset=0``, a buffer at least its size) is checked
     against its full-object checksum, unless ``verify=False``
-    (:class:`~objsdk.IntegrityError` on mismatch).
+    (:class:`~objsdk.IntegrityError` on mismatch). ``version_id`` names a version of a
+    versioned object (default: the current one).
     """
     part_size = _checked(bucket, key, parallel, part_size)
     check_count("offset", offset, 0, bucket, key)
     with _writable_view(buffer, bucket, key, "buffer") as view:
         want = view.nbytes
         if want == 0:
-            head_object(transport, bucket, key)  # still report a missing bucket or key
+            # Still report a missing bucket, key or version.
+            head_object(transport, bucket, key, version_id=version_id)
             return 0
         if want <= (part_size or adaptive_part_size(want)) or parallel == 1:
-            return _read_window(transport, bucket, key, view, offset, verify)
-        info = _head(transport, bucket, key)
+            return _read_window(transport, bucket, key, view, offset, verify, version_id)
+        info = _head(transport, bucket, key, version_id)
         size = _size(info)
         if offset >= size:
             return 0
@@ -247,8 +253,8 @@ def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
             ) from None
 
 
-def _head(transport: Transport, bucket: str, key: str) -> ObjectInfo:
-    info = head_object(transport, bucket, key)
+def _head(transport: Transport, bucket: str, key: str, version_id: str | None) -> ObjectInfo:
+    info = head_object(transport, bucket, key, version_id=version_id)
     _size(info)
     return info
 
@@ -265,20 +271,34 @@ def _size(info: ObjectInfo) -> int:
 
 
 def _read_window(
-    transport: Transport, bucket: str, key: str, view: memoryview, offset: int, verify: bool
+    transport: Transport,
+    bucket: str,
+    key: str,
+    view: memoryview,
+    offset: int,
+    verify: bool,
+    version_id: str | None,
 ) -> int:
     """One closed-range GET of ``[offset, offset + len(view))`` straight into ``view``."""
     try:
-        return _read_window_into(transport, bucket, key, view, offset, verify)
+        return _read_window_into(transport, bucket, key, view, offset, verify, version_id)
     except BaseException as e:
         drop_frame_locals(e)  # the finished frames below hold slices of the view
         raise
 
 
 def _read_window_into(
-    transport: Transport, bucket: str, key: str, view: memoryview, offset: int, verify: bool
+    transport: Transport,
+    bucket: str,
+    key: str,
+    view: memoryview,
+    offset: int,
+    verify: bool,
+    version_id: str | None,
 ) -> int:
-    reader = RangeReader(transport, bucket, key, end=offset + len(view))
+    reader = RangeReader(
+        transport, bucket, key, pin=VersionPin(version_id=version_id), end=offset + len(view)
+    )
     reader.seek(offset)
     try:
         n = 0
@@ -292,20 +312,20 @@ def _read_window_into(
         reader.close()
     if verify and offset == 0 and n and n == reader.size:
         with view[:n] as whole:
-            _verify_whole(transport, bucket, key, whole, reader.pin.etag)
+            _verify_whole(transport, bucket, key, whole, reader.pin)
     return n
 
 
 def _verify_whole(
-    transport: Transport, bucket: str, key: str, data: memoryview, etag: str | None
+    transport: Transport, bucket: str, key: str, data: memoryview, pin: VersionPin
 ) -> None:
     """Check ``data``, the whole object as one ranged GET returned it, against the stored
     checksum. Ranged answers carry none (MinIO's and S3's never do, even for a range
     that covers the object), so HEAD says what is stored; if the object was replaced
     since (another ETag), the bytes read were one consistent version that is no longer
     described anywhere, and are returned unverified."""
-    info = head_object(transport, bucket, key)
-    if etag is not None and info.etag != etag:
+    info = head_object(transport, bucket, key, version_id=pin.version_id)
+    if pin.etag is not None and info.etag != pin.etag:
         return
     check = Check(info, True, transport)
     check.verify(_from_memory(data))

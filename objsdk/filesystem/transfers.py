@@ -145,8 +145,7 @@ class Transfers:
         if outfile is None and (not key or (version_id is None and self.isdir(rpath))):
             os.makedirs(lpath, exist_ok=True)
             return
-        if outfile is not None or version_id is not None:
-            # A file object, or a version (which the parallel download does not pin).
+        if outfile is not None:
             with self._open(rpath, "rb") as f:
                 callback.set_size(f.size)
                 own = outfile is None
@@ -164,7 +163,12 @@ class Transfers:
             os.makedirs(parent, exist_ok=True)
         with translated(rpath):
             self.client.download(
-                bucket, key, os.fspath(lpath), parallel=self.parallel, progress=_progress(callback)
+                bucket,
+                key,
+                os.fspath(lpath),
+                parallel=self.parallel,
+                progress=_progress(callback),
+                version_id=version_id,
             )
 
     def pipe_file(
