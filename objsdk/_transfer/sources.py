@@ -15,9 +15,12 @@ s3transfer's upload input managers are.
   by logrotate's copytruncate) is a :class:`~objsdk.SourceChangedError`, not a SIGBUS
   that kills the process, and so is a file whose size or mtime changed before
   completion.
-* :class:`StreamSource`, any other file object: read in order, part by part, into
-  reused buffers; one whose size is unknown (it cannot seek) is read a part ahead to
-  learn whether one PUT holds it.
+* :class:`StreamSource`, any other file object that can seek: one PUT streamed by the
+  transport, after a pass for its CRC32C; parts read in order into at most
+  ``parallel + 1`` reused buffers.
+* :class:`UnsizedStreamSource`, a file object that cannot seek: its first part read
+  ahead, to learn whether one PUT holds it; then, like a stream, parts read in order
+  until it ends.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ __all__ = [
     "Source",
     "StreamSource",
     "Target",
+    "UnsizedStreamSource",
     "UploadSource",
     "open_source",
     "parts_until_the_end",
@@ -147,7 +151,8 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
     else:
         src = _file_source(source)
         yield src
-        if src.size is not None:
+        # One that cannot seek is left where reading it stopped.
+        if not isinstance(src, UnsizedStreamSource):
             source.seek(src.start + src.size)
 
 
@@ -164,13 +169,13 @@ def _flat(data: bytes | bytearray | memoryview, bucket: str, key: str) -> Iterat
             yield flat
 
 
-def _file_source(f: IO[bytes]) -> FileSource | StreamSource:
+def _file_source(f: IO[bytes]) -> FileSource | StreamSource | UnsizedStreamSource:
     try:
         seekable = f.seekable()
     except (AttributeError, OSError, ValueError):
         seekable = False
     if not seekable:
-        return StreamSource(f, None)
+        return UnsizedStreamSource(f)
     start = f.tell()
     end = f.seek(0, os.SEEK_END)
     f.seek(start)
@@ -328,49 +333,63 @@ def _pread_all(fd: int, view: memoryview, offset: int) -> None:
 
 
 class StreamSource(Source):
-    """Any other file object, read in order: ``size`` bytes from ``start`` if it can
-    seek, else until it ends (``size`` None)."""
+    """Any other file object that can seek: ``size`` bytes from ``start``, read in
+    order."""
 
+    size: int
     any_order = False
 
-    def __init__(self, stream: IO[bytes], size: int | None, start: int = 0) -> None:
+    def __init__(self, stream: IO[bytes], size: int, start: int) -> None:
         super().__init__(size)
         self.stream = stream
         self.start = start
-        # A stream of unknown size: its first part, read ahead by one_put, and how many
-        # bytes of it the stream held.
+
+    def put(self, target: Target, tracker: ProgressTracker) -> ObjectInfo:
+        return _put_stream(target, self.stream, self.start, self.size, tracker)
+
+    def sender(self, parts: Iterable[Part], longest: int, *, direct: bool) -> Send:
+        self.stream.seek(self.start)
+        free: list[PartBuffer] = []
+        items = _stream_parts(self.stream, parts, longest, free, exact=True)
+        return lambda session: session.send_all(items, _recycle(free))
+
+
+class UnsizedStreamSource(Source):
+    """A file object that cannot seek: read in order until it ends, its size known
+    only then (``size`` None)."""
+
+    any_order = False
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        super().__init__(None)
+        self.stream = stream
+        # Its first part, read ahead by one_put, and how many bytes of it it held.
         self._head: tuple[PartBuffer, int] | None = None
 
     def one_put(self, threshold: int, part_size: int) -> bool:
-        """A stream of unknown size: one PUT if it ends within its first ``part_size``
-        bytes, whatever ``threshold`` (read ahead here, sent by :meth:`put` or first by
-        :meth:`sender`)."""
-        if self.size is not None:
-            return super().one_put(threshold, part_size)
+        """One PUT if the stream ends within its first ``part_size`` bytes, whatever
+        ``threshold`` (read ahead here, sent by :meth:`put` or first by :meth:`sender`,
+        which must follow)."""
         first = part_buffer(part_size, populate=True)
         with memoryview(first) as view:
             self._head = (first, _fill(self.stream, view))
         return self._head[1] < part_size
 
+    def _take_head(self) -> tuple[PartBuffer, int]:
+        head, self._head = self._head, None
+        assert head is not None, "one_put reads the head first"
+        return head
+
     def put(self, target: Target, tracker: ProgressTracker) -> ObjectInfo:
-        if self._head is not None:
-            first, n = self._head
-            with memoryview(first) as view, view[:n] as data:
-                return target.put_bytes(data)
-        assert self.size is not None  # one_put read a head otherwise
-        return _put_stream(target, self.stream, self.start, self.size, tracker)
+        first, n = self._take_head()
+        with memoryview(first) as view, view[:n] as data:
+            return target.put_bytes(data)
 
     def sender(self, parts: Iterable[Part], longest: int, *, direct: bool) -> Send:
-        free: list[PartBuffer] = []
-        filled: int | None = None
-        if self._head is not None:
-            first, filled = self._head
-            free.append(first)
-        else:
-            self.stream.seek(self.start)
-        items = _stream_parts(
-            self.stream, parts, longest, free, exact=self.size is not None, filled=filled
-        )
+        """``parts``: as many as it takes (:func:`parts_until_the_end`)."""
+        first, filled = self._take_head()
+        free = [first]  # recycled for the parts after it
+        items = _stream_parts(self.stream, parts, longest, free, exact=False, filled=filled)
         return lambda session: session.send_all(items, _recycle(free))
 
 
