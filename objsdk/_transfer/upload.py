@@ -121,6 +121,9 @@ def upload(
 
 @dataclass
 class _Job:
+    """The object an upload stores, and how: the :class:`~objsdk._transfer.sources.Target`
+    of a source's one PUT, or the maker of its multipart session."""
+
     transport: Transport
     bucket: str
     key: str
