@@ -75,12 +75,7 @@ class Target(Protocol):
         ...
 
     def put_file(
-        self,
-        file: IO[bytes],
-        offset: int,
-        count: int,
-        crc: int,
-        progress: Callable[[int], None],
+        self, file: IO[bytes], offset: int, count: int, crc: int, progress: Callable[[int], None]
     ) -> ObjectInfo:
         """PUT ``count`` bytes of ``file`` from ``offset`` (``Transport.send_file``),
         whose CRC32C is ``crc``; ``progress(done)`` as they go."""

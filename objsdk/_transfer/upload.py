@@ -147,12 +147,7 @@ class _Job:
         return replace(info, checksum_type=info.checksum_type or "FULL_OBJECT")
 
     def put_file(
-        self,
-        file: IO[bytes],
-        offset: int,
-        count: int,
-        crc: int,
-        progress: Callable[[int], None],
+        self, file: IO[bytes], offset: int, count: int, crc: int, progress: Callable[[int], None]
     ) -> ObjectInfo:
         answer = self.transport.send_file(
             self.bucket,
