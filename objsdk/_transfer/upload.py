@@ -103,7 +103,7 @@ def upload(
         part_size = ADAPTIVE_PART_SIZE
     job = _Job(transport, bucket, key, headers, content_type, dict(metadata or {}), parallel)
     # The part size of a stream whose size is known only once it ends.
-    stream_part_size = upload_part_size(None, part_size)
+    stream_part_size = upload_part_size(size=None, part_size=part_size)
     with open_source(source, bucket, key) as src, counting_failures() as failures:
         size = src.size
         tracker = ProgressTracker(progress, size)
