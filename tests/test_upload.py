@@ -36,7 +36,7 @@ from objsdk._core.parts import (
     replan_smaller,
 )
 from objsdk._transfer import multipart as multipart_module
-from objsdk._transfer import upload as upload_module
+from objsdk._transfer import sources as sources_module
 from objsdk._transfer.upload import upload
 from objsdk._transport.http import HTTPTransport
 from objsdk.errors import SourceChangedError
@@ -366,7 +366,7 @@ def test_empty_source_is_one_put_even_when_the_threshold_is_zero(client, s3):
 
 
 def test_source_over_5_gib_is_multipart_whatever_the_threshold(client, s3, monkeypatch):
-    monkeypatch.setattr(upload_module, "MAX_SINGLE_PUT", PART)
+    monkeypatch.setattr(sources_module, "MAX_SINGLE_PUT", PART)
     upload(client.transport, BUCKET, KEY, pattern(PART + 1), multipart_threshold=1 << 40)
     assert s3.calls("POST", "uploads")
 
@@ -604,7 +604,7 @@ def test_file_parts_over_http_are_sent_from_the_file_itself_with_no_part_buffer(
     def no_buffer(*a: object, **k: object) -> None:
         pytest.fail("a part buffer was made")
 
-    monkeypatch.setattr(upload_module, "part_buffer", no_buffer)
+    monkeypatch.setattr(sources_module, "part_buffer", no_buffer)
     data = upload_six_parts_two_at_a_time(client, tmp_path)
     assert sorted(file_sends) == [(i * PART, PART) for i in range(5)] + [(5 * PART, 1)]
     assert s3.objects[KEY] == data
@@ -725,7 +725,7 @@ def test_seekable_stream_over_the_threshold_is_read_into_planned_parts(client, s
 
 
 def test_stream_longer_than_the_part_limit_is_refused_and_aborted(client, s3, monkeypatch):
-    monkeypatch.setattr(upload_module, "MAX_PARTS", 2)
+    monkeypatch.setattr(sources_module, "MAX_PARTS", 2)
     with pytest.raises(objsdk.InvalidArgument, match="part_size"):
         upload(client.transport, BUCKET, KEY, Pipe(pattern(3 * PART)), part_size=PART)
     assert s3.aborted == ["U1"]
