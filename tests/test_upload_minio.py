@@ -450,3 +450,15 @@ def test_client_upload_stores_a_file(client, bucket, tmp_path):
     info = client.upload(bucket, "via-client.bin", path)
     assert info.size == len(data)
     assert client.get_object(bucket, "via-client.bin") == data
+
+
+def test_any_buffer_uploads_its_bytes_and_anything_else_is_refused_by_name(client, bucket):
+    import array
+
+    numbers = array.array("i", range(1000))  # the buffer protocol, no read()
+    client.upload(bucket, "array", numbers)
+    assert client.get_object(bucket, "array") == numbers.tobytes()
+    with pytest.raises(objsdk.InvalidArgument, match=r"got object \(bucket .*, key 'junk'\)"):
+        client.upload(bucket, "junk", object())  # type: ignore[arg-type]
+    with pytest.raises(objsdk.NoSuchKey):
+        client.head_object(bucket, "junk")

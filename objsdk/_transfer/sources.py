@@ -143,6 +143,17 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
             size = view.nbytes
             yield MemorySource(view)
         source.seek(start + size)
+    elif not callable(getattr(source, "read", None)):
+        # Any other object with the buffer protocol (array.array, numpy, mmap) is memory.
+        try:
+            memoryview(source).release()  # type: ignore[arg-type]
+        except TypeError:
+            raise errors.InvalidArgument(
+                "upload source must be bytes-like, a path or a binary file object, got "
+                f"{type(source).__name__} (bucket {bucket!r}, key {key!r})"
+            ) from None
+        with _flat(source, bucket, key) as view:  # type: ignore[arg-type]
+            yield MemorySource(view)
     else:
         src = _file_source(source)
         yield src
