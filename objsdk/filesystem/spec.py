@@ -22,6 +22,7 @@ of a bare bucket name creates the bucket and is otherwise a no-op.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import mimetypes
 import os
@@ -31,7 +32,8 @@ from urllib.parse import parse_qs
 import fsspec  # type: ignore[import-untyped,unused-ignore]
 
 from objsdk import Client, ObjectSummary, Prefix, errors
-from objsdk._core.config import credentials_for, resolve_config
+from objsdk._core.client_config import resolve_client_config
+from objsdk._core.config import credentials_for
 from objsdk._core.metadata import standard_headers
 from objsdk._core.s3xml import http_date
 from objsdk.filesystem import entries
@@ -135,21 +137,30 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         elif key is not None and secret is None:
             # Unpickled without its secret (the default): this process's own, for that key.
             secret, token = _secret_for(settings.endpoint_url, key)
-        cfg = resolve_config(
+        # client_kwargs (objsdk.Client's own arguments) override what the chain gives.
+        options: dict[str, Any] = {
+            "access_key": key,
+            "secret_key": secret,
+            "session_token": token,
+            "region": settings.region,
+            **settings.client_kwargs,
+        }
+        if settings.anon:  # unsigned requests, for public buckets
+            for name in ("access_key", "secret_key", "session_token"):
+                options[name] = None
+        config = resolve_client_config(
             os.environ,
             endpoint=settings.endpoint_url,
-            access_key=key,
-            secret_key=secret,
-            session_token=token,
-            region=settings.region,
             profile=profile,
+            pickle_credentials=pickle_credentials,
+            sse=settings.sse,
+            **options,
         )
-        if not cfg.endpoint:
-            raise errors.InvalidArgument(
-                "no endpoint: pass endpoint_url in the storage options, set "
-                "AWS_ENDPOINT_URL, or put endpoint_url in ~/.aws/config"
+        if settings.anon:
+            config = dataclasses.replace(
+                config, access_key=None, secret_key=None, session_token=None
             )
-        self.endpoint_url = cfg.endpoint
+        self.endpoint_url = config.endpoint
         self.settings: Settings = settings
         # None: the client's own defaults (adaptive read-ahead and parts in flight).
         self.readahead = readahead
@@ -158,12 +169,7 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         self.version_aware = settings.version_aware
         self.blocksize = settings.block_size or part_size or DEFAULT_BLOCK_SIZE
         self.pickle_credentials = pickle_credentials
-        options: dict[str, Any] = {**cfg.client_kwargs(), **settings.client_kwargs}
-        if settings.anon:  # unsigned requests, for public buckets
-            options.update(access_key=None, secret_key=None, session_token=None)
-        self.client = Client(
-            cfg.endpoint, pickle_credentials=pickle_credentials, sse=settings.sse, **options
-        )
+        self.client = Client.from_config(config)
 
     def __repr__(self) -> str:
         # The storage options hold the secret: show the endpoint only.
