@@ -10,15 +10,17 @@ from typing import IO, TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
-from objsdk._core.config import (
-    ResolvedConfig,
-    check_timeout,
-    checksum_setting,
-    credentials_for,
-    resolve_config,
+from objsdk._core.client_config import (
+    DEFAULT_MAX_POOL_CONNECTIONS,
+    DEFAULT_REGION,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    ClientConfig,
+    resolve_client_config,
+    tls_verify,
 )
 from objsdk._core.metadata import ObjectHeaders, standard_headers
-from objsdk._core.signing import Credentials, presign_url
+from objsdk._core.signing import presign_url
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
@@ -88,11 +90,11 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         access_key: str | None = None,
         secret_key: str | None = None,
         *,
-        region: str = "us-east-1",
+        region: str = DEFAULT_REGION,
         session_token: str | None = None,
-        timeout: tuple[float, float] = (10.0, 60.0),
-        max_pool_connections: int = 16,
-        retries: int | Policy | None = 5,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
+        retries: int | Policy | None = DEFAULT_RETRIES,
         addressing_style: str = "path",
         verify: bool | str | None = None,
         transport: Transport | None = None,
@@ -105,56 +107,60 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
             raise errors.InvalidArgument(
                 "give the checksum settings to the transport passed (its dialect=), not to Client"
             )
-        dialect = ChecksumDialect(
-            checksum_setting("request_checksum_calculation", request_checksum_calculation),
-            checksum_setting("response_checksum_validation", response_checksum_validation),
+        config = ClientConfig(
+            endpoint,
+            access_key,
+            secret_key,
+            session_token,
+            region=region,
+            timeout=timeout,
+            max_pool_connections=max_pool_connections,
+            retries=retries,
+            addressing_style=addressing_style,
+            verify=verify,
+            pickle_credentials=pickle_credentials,
+            request_checksum_calculation=request_checksum_calculation,
+            response_checksum_validation=response_checksum_validation,
+            sse=sse,
         )
-        if addressing_style not in ("path", "virtual"):
-            raise errors.InvalidArgument(
-                f"addressing_style must be 'path' or 'virtual', got {addressing_style!r}"
-            )
-        if (access_key is None) != (secret_key is None):
-            raise errors.InvalidArgument("give both access_key and secret_key, or neither")
-        if max_pool_connections < 1:
-            raise errors.InvalidArgument("max_pool_connections must be at least 1")
-        self._config: dict[str, Any] = {
-            "endpoint": endpoint,
-            "access_key": access_key,
-            "secret_key": secret_key,
-            "region": region,
-            "session_token": session_token,
-            "timeout": timeout,
-            "max_pool_connections": max_pool_connections,
-            "retries": retries,
-            "addressing_style": addressing_style,
-            "verify": verify,
-            "pickle_credentials": pickle_credentials,
-            "request_checksum_calculation": dialect.request_checksum_calculation,
-            "response_checksum_validation": dialect.response_checksum_validation,
-            "sse": sse,  # an SSEC pickles without its key
-        }
-        self.endpoint = Endpoint.parse(endpoint, virtual_hosted=addressing_style == "virtual")
-        self.region = region
-        self.credentials = (
-            Credentials(access_key, secret_key, session_token)
-            if access_key is not None and secret_key is not None
-            else None
+        self._build(config, transport)
+
+    def _build(self, config: ClientConfig, transport: Transport | None) -> None:
+        """Everything a client holds, from its configuration (and a transport to use
+        instead of the HTTP stack it describes)."""
+        self._config = config
+        self.endpoint = Endpoint.parse(
+            config.endpoint, virtual_hosted=config.addressing_style == "virtual"
         )
-        if verify is None:
-            verify = os.environ.get("AWS_CA_BUNDLE") or os.environ.get("REQUESTS_CA_BUNDLE") or True
+        self.region = config.region
+        self.credentials = config.credentials
         self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
             self.credentials,
-            region=region,
-            timeout=check_timeout(timeout),
-            max_pool_connections=max_pool_connections,
-            retry=make_retry(retries),
-            verify=verify,
-            dialect=dialect,
+            region=config.region,
+            timeout=config.timeout,
+            max_pool_connections=config.max_pool_connections,
+            retry=make_retry(config.retries),
+            verify=tls_verify(config.verify, os.environ),
+            dialect=ChecksumDialect(
+                config.request_checksum_calculation, config.response_checksum_validation
+            ),
         )
-        self._transport = encrypting(self._transport, sse)
+        self._transport = encrypting(self._transport, config.sse)
         # Whether this client's last adaptive upload saw a connection cut mid-part.
         self._cut_memory = CutMemory()
+
+    @classmethod
+    def from_config(cls, config: ClientConfig) -> Client:
+        """A client with these settings (see :mod:`objsdk._core.client_config`)."""
+        client = cls.__new__(cls)
+        client._build(config, None)
+        return client
+
+    @property
+    def config(self) -> ClientConfig:
+        """The settings this client was made with (frozen; its repr shows no secret)."""
+        return self._config
 
     @property
     def transport(self) -> Transport:
@@ -172,8 +178,8 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         session_token: str | None = None,
         region: str | None = None,
         profile: str | None = None,
-        timeout: tuple[float, float] = (10.0, 60.0),
-        max_pool_connections: int = 16,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
         retries: int | Policy | EllipsisType | None = ...,
         addressing_style: str = "path",
         verify: bool | str | None = None,
@@ -189,66 +195,37 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         profile's ``max_attempts``, ``request_checksum_calculation``... too). A
         ``profile`` named here takes its keys even when ``AWS_ACCESS_KEY_ID`` is set.
         ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
-        :mod:`objsdk._core.config`."""
+        :func:`objsdk._core.client_config.resolve_client_config`."""
         env = os.environ if environ is None else environ
-        cfg = resolve_config(
-            env,
-            endpoint=endpoint,
-            access_key=access_key,
-            secret_key=secret_key,
-            session_token=session_token,
-            region=region,
-            profile=profile,
-            # An environ without HOME (a test's dict) still finds this user's ~/.aws.
-            home=env.get("HOME") or os.path.expanduser("~"),
-            settings={
-                "request_checksum_calculation": request_checksum_calculation,
-                "response_checksum_validation": response_checksum_validation,
-            },
-        )
-        if not cfg.endpoint:
-            raise errors.InvalidArgument(
-                "AWS_ENDPOINT_URL is not set and no endpoint was given (nor endpoint_url in "
-                f"~/.aws/config for profile {cfg.profile!r})"
+        return cls.from_config(
+            resolve_client_config(
+                env,
+                endpoint=endpoint,
+                access_key=access_key,
+                secret_key=secret_key,
+                session_token=session_token,
+                region=region,
+                profile=profile,
+                timeout=timeout,
+                max_pool_connections=max_pool_connections,
+                retries=retries,
+                addressing_style=addressing_style,
+                verify=verify,
+                request_checksum_calculation=request_checksum_calculation,
+                response_checksum_validation=response_checksum_validation,
+                # An environ without HOME (a test's dict) still finds this user's ~/.aws.
+                home=env.get("HOME") or os.path.expanduser("~"),
             )
-        if verify is None:
-            verify = env.get("AWS_CA_BUNDLE") or env.get("REQUESTS_CA_BUNDLE") or True
-        return cls(
-            cfg.endpoint,
-            cfg.access_key,
-            cfg.secret_key,
-            region=cfg.region or "us-east-1",
-            session_token=cfg.session_token,
-            timeout=timeout,
-            max_pool_connections=max_pool_connections,
-            retries=_retries_from(cfg) if isinstance(retries, EllipsisType) else retries,
-            addressing_style=addressing_style,
-            verify=verify,
-            request_checksum_calculation=cfg.request_checksum_calculation,
-            response_checksum_validation=cfg.response_checksum_validation,
         )
 
     def __repr__(self) -> str:
         return f"Client(endpoint={self.endpoint.url!r}, region={self.region!r})"
 
     # A client crosses process boundaries (dataloader workers, pickled ObjectFiles) as its
-    # configuration; the connection pool is rebuilt on the other side.
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self._config)
-        if not state["pickle_credentials"]:
-            state["secret_key"] = state["session_token"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        config = dict(state)
-        endpoint = config.pop("endpoint")
-        access_key = config.pop("access_key")
-        secret_key = config.pop("secret_key")
-        if access_key is not None and secret_key is None:
-            secret_key, config["session_token"] = credentials_for(
-                endpoint, access_key, os.environ, home=os.path.expanduser("~")
-            )
-        self.__init__(endpoint, access_key, secret_key, **config)  # type: ignore[misc]
+    # configuration, which leaves the secret behind unless pickle_credentials=True; the
+    # connection pool is built again on the other side.
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self).from_config, (self._config,))
 
     def close(self) -> None:
         """Release pooled connections."""
@@ -578,14 +555,6 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
             now=datetime.now(timezone.utc),
             expires=seconds,
         )
-
-
-def _retries_from(cfg: ResolvedConfig) -> int:
-    """Retries after the first attempt: ``max_attempts`` (or ``retry_mode``'s) less one,
-    else 5."""
-    retries = cfg.client_kwargs().get("retries", 5)
-    assert isinstance(retries, int)
-    return retries
 
 
 def _release(error: BaseException) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import Any
@@ -118,13 +119,61 @@ def test_bench_runs_the_suite_in_quick_mode(
 ) -> None:
     seen: list[list[str]] = []
     fake = types.ModuleType("objsdk.bench")
-    fake.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
+    fake.main = lambda argv, config=None: seen.append(argv) or 0  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "objsdk.bench", fake)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"):
         monkeypatch.setenv(name, "x")  # restored afterwards, whatever the command sets
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
     assert main(["bench", "--sizes", "1MiB"]) == 0
     assert seen == [["--quick", "--sizes", "1MiB"]]
+
+
+def test_bench_gets_the_resolved_settings_as_a_value_and_the_environment_is_untouched(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from objsdk._core.client_config import ClientConfig
+
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text(
+        "[dev]\naws_access_key_id = DEVKEY\naws_secret_access_key = DEVSECRET\n"
+    )
+    (tmp_path / ".aws" / "config").write_text(
+        "[profile dev]\nendpoint_url = http://127.0.0.1:1\nregion = eu-west-3\n"
+    )
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    given: list[ClientConfig | None] = []
+    fake = types.ModuleType("objsdk.bench")
+    fake.main = lambda argv, config=None: given.append(config) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "objsdk.bench", fake)
+    before = dict(os.environ)
+    assert main(["--profile", "dev", "bench"]) == 0
+    assert dict(os.environ) == before
+    (config,) = given
+    assert config is not None
+    assert (config.endpoint, config.access_key, config.secret_key, config.region) == (
+        "http://127.0.0.1:1",
+        "DEVKEY",
+        "DEVSECRET",
+        "eu-west-3",
+    )
+
+
+def test_bench_without_an_endpoint_leaves_the_suite_to_start_its_own_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    given: list[object] = []
+    fake = types.ModuleType("objsdk.bench")
+    fake.main = lambda argv, config=None: given.append(config) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "objsdk.bench", fake)
+    assert main(["bench"]) == 0
+    assert given == [None]
 
 
 def test_bench_without_the_suite_is_a_clear_error(

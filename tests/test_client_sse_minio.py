@@ -114,7 +114,7 @@ def test_the_sse_c_key_is_not_in_the_client_pickle(kms_minio: LocalMinio) -> Non
     assert key not in blob
     assert base64.b64encode(key) not in blob
     copy: Any = pickle.loads(blob)
-    assert repr(copy._config["sse"]) == "SSEC(key=<not pickled>)"
+    assert repr(copy.config.sse) == "SSEC(key=<not pickled>)"
     with pytest.raises(InvalidArgument, match="never pickled"):
         copy.get_object("any-bucket", "k")
 
@@ -148,7 +148,7 @@ def test_fsspec_s3_additional_kwargs_encrypt_what_pandas_writes(
     back = pd.read_csv(f"objsdk://{sse_bucket}/f.csv", storage_options=options)
     pd.testing.assert_frame_equal(back, frame)
     fs = ObjsdkFileSystem(**options)
-    sse = fs.client._config["sse"]
+    sse = fs.client.config.sse
     stored = _stored_encryption(kms_minio, sse_bucket, "f.csv", sse)
     assert stored, "the object is stored encrypted"
     if "SSECustomerKey" in extra:

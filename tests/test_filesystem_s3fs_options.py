@@ -92,7 +92,7 @@ def check_client_kwargs(options: dict[str, Any], bucket: str, client: Client) ->
         skip_instance_cache=True,
     )
     assert fs.ls(bucket) == []
-    assert fs.client._config["max_pool_connections"] == 3
+    assert fs.client.config.max_pool_connections == 3
     with pytest.raises(TypeError, match="no_such_argument"):
         _fs(options, client_kwargs={"no_such_argument": 1})
 
@@ -137,8 +137,8 @@ def check_config_kwargs(options: dict[str, Any], bucket: str, client: Client) ->
             "signature_version": "s3v4",
         },
     )
-    config = fs.client._config
-    assert (config["max_pool_connections"], config["timeout"], config["retries"]) == (5, (3, 7), 2)
+    config = fs.client.config
+    assert (config.max_pool_connections, config.timeout, config.retries) == (5, (3, 7), 2)
     assert fs.ls(bucket) == []
     with pytest.raises(ValueError, match="config_kwargs"):
         _fs(options, config_kwargs={"tcp_keepalive": True})
@@ -161,14 +161,14 @@ def check_s3_additional_kwargs(options: dict[str, Any], bucket: str, client: Cli
         assert (info.content_type, info.cache_control) == ("text/csv", "no-cache")
         assert info.metadata == {"source": "s3fs-code"}
     assert (
-        _fs(options, s3_additional_kwargs={"ServerSideEncryption": "AES256"}).client._config["sse"]
+        _fs(options, s3_additional_kwargs={"ServerSideEncryption": "AES256"}).client.config.sse
         == SSES3()
     )
     kms = _fs(
         options,
         s3_additional_kwargs={"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "k1"},
     )
-    assert kms.client._config["sse"] == SSEKMS("k1")
+    assert kms.client.config.sse == SSEKMS("k1")
     with pytest.raises(ValueError, match="ACL"):
         _fs(options, s3_additional_kwargs={"ACL": "public-read"})
 

@@ -116,6 +116,12 @@ class ResolvedConfig:
     def __reduce__(self) -> tuple[object, ...]:
         raise TypeError("ResolvedConfig holds credentials and is not pickled")
 
+    def retries(self) -> int | None:
+        """Retries after the first attempt that ``max_attempts`` (else ``retry_mode``)
+        gives; None when neither was found."""
+        attempts = self.max_attempts or RETRY_MODES.get(self.retry_mode or "")
+        return None if attempts is None else attempts - 1  # attempts count the first one
+
     def client_kwargs(self) -> dict[str, object]:
         """Keyword arguments for ``Client(endpoint, **kwargs)`` (region only when known)."""
         kwargs: dict[str, object] = {
@@ -125,9 +131,9 @@ class ResolvedConfig:
         }
         if self.region:
             kwargs["region"] = self.region
-        attempts = self.max_attempts or RETRY_MODES.get(self.retry_mode or "")
-        if attempts is not None:
-            kwargs["retries"] = attempts - 1  # attempts count the first one
+        retries = self.retries()
+        if retries is not None:
+            kwargs["retries"] = retries
         for name in ("request_checksum_calculation", "response_checksum_validation"):
             if getattr(self, name):
                 kwargs[name] = getattr(self, name)

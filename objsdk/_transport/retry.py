@@ -169,7 +169,7 @@ def default_retry(total: int = 5) -> S3Retry:
     )
 
 
-def make_retry(retries: int | Retry | None) -> Retry:
+def make_retry(retries: object) -> Retry:
     """Normalise the ``retries`` argument of ``Client``: a count, a ``Retry``, or None (0)."""
     if retries is None:
         return default_retry(0)

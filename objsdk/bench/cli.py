@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from objsdk.bench import downloads, resume, seqread, sweep, tarx, uploads, zerocopy
 from objsdk.bench.context import Context, Options, scratch_dir
@@ -22,6 +23,9 @@ from objsdk.bench.peers import PEERS
 from objsdk.bench.profiles import PROFILES, Profile
 from objsdk.bench.runner import Group, GroupResult, MiB, run_group
 from objsdk.bench.target import open_target
+
+if TYPE_CHECKING:
+    from objsdk._core.client_config import ClientConfig
 
 __all__ = ["BENCHMARKS", "QUICK", "main", "parse_args"]
 
@@ -238,7 +242,12 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_suite(args: argparse.Namespace, options: Options, command: str) -> list[GroupResult]:
+def run_suite(
+    args: argparse.Namespace,
+    options: Options,
+    command: str,
+    config: ClientConfig | None = None,
+) -> list[GroupResult]:
     output: Path = args.output or Path("bench-results") / datetime.datetime.now(
         datetime.timezone.utc
     ).strftime("%Y%m%d-%H%M%S")
@@ -251,7 +260,7 @@ def run_suite(args: argparse.Namespace, options: Options, command: str) -> list[
     logging.getLogger("objsdk").setLevel(logging.ERROR)
     with contextlib.ExitStack() as stack:
         target = stack.enter_context(
-            open_target(args.endpoint, args.access_key, args.secret_key, args.region)
+            open_target(args.endpoint, args.access_key, args.secret_key, args.region, config=config)
         )
         toxiproxy = None
         if needs_proxy:
@@ -302,8 +311,9 @@ def _chain(iterators: Iterator[Iterator[Group]]) -> Iterator[Group]:
         yield from it
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the suite with these arguments (default ``sys.argv[1:]``); the exit status."""
+def main(argv: Sequence[str] | None = None, *, config: ClientConfig | None = None) -> int:
+    """Run the suite with these arguments (default ``sys.argv[1:]``); the exit status.
+    ``config`` gives what the flags do not (see :func:`~objsdk.bench.target.open_target`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args, options = parse_args(argv)
@@ -313,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         list_all()
         return 0
     try:
-        results = run_suite(args, options, redacted(argv))
+        results = run_suite(args, options, redacted(argv), config)
     except ValueError as exc:
         print(f"objsdk.bench: {exc}", file=sys.stderr)
         return 2

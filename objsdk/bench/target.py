@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from objsdk import Client, ObjectSummary
+from objsdk._core.client_config import ClientConfig
 from objsdk.bench.machine import minio_version_of_pid
 from objsdk.testing import LocalMinio
 
@@ -85,10 +86,19 @@ def open_target(
     secret_key: str | None = None,
     region: str | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    config: ClientConfig | None = None,
 ) -> Iterator[Target]:
-    """A target for the run: the given endpoint (else ``AWS_ENDPOINT_URL``), or a local
-    MinIO started for the duration; with a fresh bucket, removed at the end."""
+    """A target for the run: the given endpoint (else ``config``'s, else
+    ``AWS_ENDPOINT_URL``), or a local MinIO started for the duration; with a fresh bucket,
+    removed at the end. What the arguments leave out comes from ``config`` if given, else
+    from ``environ``."""
     env = os.environ if environ is None else environ
+    if config is not None:
+        endpoint = endpoint or config.endpoint
+        access_key = access_key or config.access_key
+        secret_key = secret_key or config.secret_key
+        region = region or config.region
     endpoint = endpoint or env.get("AWS_ENDPOINT_URL")
     region = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
     bucket = f"objsdk-bench-{uuid.uuid4().hex[:12]}"

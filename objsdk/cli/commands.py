@@ -24,6 +24,7 @@ from .transfer import stream_to_stdout
 if TYPE_CHECKING:
     from objsdk import Client
 
+    from .._core.client_config import ClientConfig
     from .._core.config import ResolvedConfig
 
 __all__ = ["COMMANDS", "Context"]
@@ -43,6 +44,8 @@ class Context:
         self._client: Client | None = None
 
     def config(self) -> ResolvedConfig:
+        """The settings the flags, the environment and the AWS files give (no endpoint
+        needed)."""
         from .._core.config import resolve_config
 
         return resolve_config(
@@ -52,30 +55,26 @@ class Context:
             profile=self.args.profile,
         )
 
+    def client_config(self) -> ClientConfig:
+        """The configuration of this run's client (ConfigError without an endpoint)."""
+        from .._core.client_config import resolve_client_config
+
+        # One pool for every transfer of the run: a connection for each file in
+        # flight and each of its parts, so none is opened and dropped per request.
+        jobs, parallel = getattr(self.args, "jobs", 1), getattr(self.args, "parallel", 1)
+        return resolve_client_config(
+            os.environ,
+            endpoint=self.args.endpoint_url,
+            region=self.args.region,
+            profile=self.args.profile,
+            max_pool_connections=max(16, jobs * parallel),
+        )
+
     def client(self) -> Client:
         if self._client is None:
             from objsdk import Client
 
-            from .._core.config import ConfigError
-
-            cfg = self.config()
-            if not cfg.endpoint:
-                raise ConfigError(
-                    "no endpoint: pass --endpoint-url, set AWS_ENDPOINT_URL, or put "
-                    f"endpoint_url in profile {cfg.profile!r} of ~/.aws/config"
-                )
-            kwargs = cfg.client_kwargs()
-            attempts = os.environ.get("AWS_MAX_ATTEMPTS")
-            if attempts:
-                # The aws CLI's setting: total attempts, so retries are one fewer.
-                if not attempts.isdigit() or int(attempts) < 1:
-                    raise ConfigError(f"AWS_MAX_ATTEMPTS must be a number >= 1, got {attempts!r}")
-                kwargs["retries"] = int(attempts) - 1
-            # One pool for every transfer of the run: a connection for each file in
-            # flight and each of its parts, so none is opened and dropped per request.
-            jobs, parallel = getattr(self.args, "jobs", 1), getattr(self.args, "parallel", 1)
-            kwargs["max_pool_connections"] = max(16, jobs * parallel)
-            self._client = Client(cfg.endpoint, **kwargs)  # type: ignore[arg-type]
+            self._client = Client.from_config(self.client_config())
         return self._client
 
     def close(self) -> None:
@@ -409,24 +408,16 @@ def cmd_bench(ctx: Context, args: argparse.Namespace) -> int:
             f"the benchmark suite (objsdk.bench) is not available in this installation: {e}",
             EXIT_BAD_CONFIG,
         ) from None
-    cfg = ctx.config()
-    # The suite reads the same environment variables; hand it what the chain resolved.
-    for name, value in (
-        ("AWS_ENDPOINT_URL", cfg.endpoint),
-        ("AWS_ACCESS_KEY_ID", cfg.access_key),
-        ("AWS_SECRET_ACCESS_KEY", cfg.secret_key),
-        ("AWS_SESSION_TOKEN", cfg.session_token),
-        ("AWS_REGION", cfg.region),
-    ):
-        if value:
-            os.environ[name] = value
+    # The suite gets the settings the chain resolved (or starts its own MinIO without an
+    # endpoint) as a value: the secret never goes into this process's environment.
+    config = ctx.client_config() if ctx.config().endpoint else None
     argv = list(args.bench_args)
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if "--quick" not in argv and not args.full:
         argv.insert(0, "--quick")
-    main: Callable[[list[str]], int] = bench.main
-    return int(main(argv))
+    main: Callable[..., int] = bench.main
+    return int(main(argv, config=config))
 
 
 def cmd_index(ctx: Context, args: argparse.Namespace) -> int:

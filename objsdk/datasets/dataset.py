@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from objsdk import Client
+from objsdk._core.client_config import ClientConfig
 from objsdk.errors import InvalidArgument, S3Error
 
 from .decode import Decoder, normalise_decoders
@@ -226,18 +227,18 @@ class ShardDataset(_Base):
             # A worker being started: its client gets the secret through shared memory,
             # never through the pickle (see SecretBox).
             state["client"] = None
-            state["_client_config"] = self.client.__getstate__()
+            state["_client_config"] = self.client.config.shared()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        config = state.pop("_client_config", None)
+        shared = state.pop("_client_config", None)
         self.__dict__.update(state)
-        if config is not None:
+        if shared is not None:
             box = self._secret_box
-            config["secret_key"], config["session_token"] = (
+            shared["secret_key"], shared["session_token"] = (
                 box.open() if box is not None else (None, None)
             )
-            self.client = _client_from(config)
+            self.client = Client.from_config(ClientConfig.restored(shared))
         self._pid = os.getpid()
 
     def _own_client(self) -> Client:
@@ -245,7 +246,7 @@ class ShardDataset(_Base):
         the connections it inherited. Its credentials come along (a forked child holds
         them in memory already)."""
         if os.getpid() != self._pid:
-            self.client = _client_from(dict(self.client._config))
+            self.client = Client.from_config(self.client.config)
             self._readers = {}
             self._pid = os.getpid()
         return self.client
@@ -411,14 +412,7 @@ def _resolve_index(
 
 def _secret_box(client: Client) -> SecretBox | None:
     """The client's secret in shared memory, when pickling leaves it out."""
-    config = client._config
-    if config["secret_key"] is None or config["pickle_credentials"]:
+    config = client.config
+    if config.secret_key is None or config.pickle_credentials:
         return None
-    return SecretBox(config["secret_key"], config["session_token"])
-
-
-def _client_from(config: dict[str, Any]) -> Client:
-    """A new client with ``config`` (a client's pickled state, secret included)."""
-    client = Client.__new__(Client)
-    client.__setstate__(config)
-    return client
+    return SecretBox(config.secret_key, config.session_token)

@@ -10,10 +10,15 @@ describes what objsdk does anyway. docs/fsspec.md has the table, option by optio
 from __future__ import annotations
 
 import base64
+import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from objsdk import errors
+from objsdk._core.client_config import ClientConfig, resolve_client_config
+from objsdk._core.config import credentials_for
 from objsdk._core.sizes import DEFAULT_PART_SIZE
 from objsdk._core.sse import SSE, SSEC, SSEKMS, SSES3
 
@@ -22,6 +27,7 @@ __all__ = [
     "OPEN_READ_OPTIONS",
     "OPEN_WRITE_OPTIONS",
     "Settings",
+    "client_config",
     "parse_storage_options",
     "write_options",
 ]
@@ -194,6 +200,56 @@ def parse_storage_options(
     out.key, out.secret, out.token = key, secret, token
     out.endpoint_url, out.region = endpoint_url, region
     return out
+
+
+def client_config(
+    settings: Settings, *, profile: str | None, pickle_credentials: bool
+) -> ClientConfig:
+    """The client's configuration: the storage options (``client_kwargs``, objsdk.Client's
+    own arguments, last and winning), then the usual chain (environment, AWS files). A
+    key without its secret (a filesystem unpickled without it, the default) takes this
+    process's secret for that key; ``anon`` sends unsigned requests."""
+    key, secret, token = settings.key, settings.secret, settings.token
+    if settings.anon:
+        key = secret = token = None
+    elif key is not None and secret is None:
+        secret, token = _secret_for(settings.endpoint_url, key)
+    options: dict[str, Any] = {
+        "access_key": key,
+        "secret_key": secret,
+        "session_token": token,
+        "region": settings.region,
+        **settings.client_kwargs,
+    }
+    if settings.anon:  # unsigned requests, for public buckets, whatever client_kwargs say
+        options.update(access_key=None, secret_key=None, session_token=None)
+    config = resolve_client_config(
+        os.environ,
+        endpoint=settings.endpoint_url,
+        profile=profile,
+        pickle_credentials=pickle_credentials,
+        sse=settings.sse,
+        **options,
+    )
+    if settings.anon:  # not even the environment's keys
+        config = dataclasses.replace(config, access_key=None, secret_key=None, session_token=None)
+    return config
+
+
+def _secret_for(endpoint_url: str | None, key: str) -> tuple[str, str | None]:
+    """The secret (and token) this process has for access key ``key``."""
+    try:
+        return credentials_for(
+            endpoint_url or "the endpoint", key, os.environ, home=os.path.expanduser("~")
+        )
+    except errors.InvalidArgument:
+        shown = key[:4] + "..." if len(key) > 4 else "..."
+        raise errors.InvalidArgument(
+            f"the storage options name access key {shown} without its secret (an "
+            "ObjsdkFileSystem is pickled without it unless made with pickle_credentials=True) "
+            "and this process has none for that key: pass secret=..., or set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or an AWS profile)"
+        ) from None
 
 
 def check_cache_type(name: str, value: Any) -> str:

@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import errno
 import mimetypes
-import os
 from typing import Any
 from urllib.parse import parse_qs
 
 import fsspec  # type: ignore[import-untyped,unused-ignore]
 
 from objsdk import Client, ObjectSummary, Prefix, errors
-from objsdk._core.config import credentials_for, resolve_config
 from objsdk._core.metadata import standard_headers
 from objsdk._core.pin import VersionPin
 from objsdk.filesystem import entries
@@ -41,6 +39,7 @@ from objsdk.filesystem.options import (
     OPEN_WRITE_OPTIONS,
     Settings,
     check_cache_type,
+    client_config,
     parse_storage_options,
     sse_from_params,
     write_options,
@@ -67,22 +66,6 @@ _NEVER_PICKLED = ("SSECustomerKey", "SSECustomerKeyMD5")
 # s3fs's default block size for reads and writes (50 MiB) is not objsdk's: files read in
 # parts of the client's read-ahead size unless default_block_size or block_size is given.
 DEFAULT_BLOCK_SIZE = 8 << 20
-
-
-def _secret_for(endpoint_url: str | None, key: str) -> tuple[str, str | None]:
-    """The secret (and token) this process has for access key ``key``."""
-    try:
-        return credentials_for(
-            endpoint_url or "the endpoint", key, os.environ, home=os.path.expanduser("~")
-        )
-    except errors.InvalidArgument:
-        shown = key[:4] + "..." if len(key) > 4 else "..."
-        raise errors.InvalidArgument(
-            f"the storage options name access key {shown} without its secret (an "
-            "ObjsdkFileSystem is pickled without it unless made with pickle_credentials=True) "
-            "and this process has none for that key: pass secret=..., or set "
-            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or an AWS profile)"
-        ) from None
 
 
 def register_s3_alias() -> None:
@@ -129,27 +112,8 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             parallel=parallel,
             s3fs=kwargs,
         )
-        key, secret, token = settings.key, settings.secret, settings.token
-        if settings.anon:
-            key = secret = token = None
-        elif key is not None and secret is None:
-            # Unpickled without its secret (the default): this process's own, for that key.
-            secret, token = _secret_for(settings.endpoint_url, key)
-        cfg = resolve_config(
-            os.environ,
-            endpoint=settings.endpoint_url,
-            access_key=key,
-            secret_key=secret,
-            session_token=token,
-            region=settings.region,
-            profile=profile,
-        )
-        if not cfg.endpoint:
-            raise errors.InvalidArgument(
-                "no endpoint: pass endpoint_url in the storage options, set "
-                "AWS_ENDPOINT_URL, or put endpoint_url in ~/.aws/config"
-            )
-        self.endpoint_url = cfg.endpoint
+        config = client_config(settings, profile=profile, pickle_credentials=pickle_credentials)
+        self.endpoint_url = config.endpoint
         self.settings: Settings = settings
         # None: the client's own defaults (adaptive read-ahead and parts in flight).
         self.readahead = readahead
@@ -158,12 +122,7 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         self.version_aware = settings.version_aware
         self.blocksize = settings.block_size or part_size or DEFAULT_BLOCK_SIZE
         self.pickle_credentials = pickle_credentials
-        options: dict[str, Any] = {**cfg.client_kwargs(), **settings.client_kwargs}
-        if settings.anon:  # unsigned requests, for public buckets
-            options.update(access_key=None, secret_key=None, session_token=None)
-        self.client = Client(
-            cfg.endpoint, pickle_credentials=pickle_credentials, sse=settings.sse, **options
-        )
+        self.client = Client.from_config(config)
 
     def __repr__(self) -> str:
         # The storage options hold the secret: show the endpoint only.

@@ -1,0 +1,230 @@
+"""``ClientConfig``: everything a ``Client`` is built from, as one frozen value.
+
+A client is its configuration plus a connection pool. The configuration is checked once,
+when the value is made (:class:`~objsdk.InvalidArgument` naming the argument), and never
+changes; a pickled client is its configuration, and the pool is rebuilt on the other
+side. :func:`resolve_client_config` is the one place a configuration is worked out from
+arguments, the environment and the AWS shared files (the chain of
+:mod:`objsdk._core.config`): ``Client.from_env``, the command line, the fsspec
+filesystem and the benchmark suite all go through it.
+
+The secret key and session token never appear in a repr or message. A pickle leaves them
+out unless ``pickle_credentials=True``; unpickling then takes the secret for the same
+access key from the process it lands in (its environment or AWS files), so reading the
+process's environment there is the one impurity of this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import EllipsisType
+from typing import Any
+
+from ..errors import InvalidArgument
+from .config import (
+    ConfigError,
+    FileReader,
+    check_timeout,
+    checksum_setting,
+    credentials_for,
+    read_text_if_exists,
+    resolve_config,
+)
+from .signing import Credentials
+from .sse import SSE
+
+__all__ = [
+    "DEFAULT_MAX_POOL_CONNECTIONS",
+    "DEFAULT_REGION",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "ClientConfig",
+    "resolve_client_config",
+    "tls_verify",
+]
+
+DEFAULT_REGION = "us-east-1"
+#: ``(connect_seconds, read_seconds)``.
+DEFAULT_TIMEOUT = (10.0, 60.0)
+DEFAULT_MAX_POOL_CONNECTIONS = 16
+#: Retries after the first attempt, when neither an argument nor ``max_attempts`` /
+#: ``retry_mode`` says otherwise.
+DEFAULT_RETRIES = 5
+ADDRESSING_STYLES = ("path", "virtual")
+
+
+def tls_verify(verify: bool | str | None, environ: Mapping[str, str]) -> bool | str:
+    """What checks TLS certificates: ``verify`` if given (True, False or a CA bundle
+    path), else ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE`` from ``environ``, else True
+    (the system's CAs)."""
+    if verify is not None:
+        return verify
+    return environ.get("AWS_CA_BUNDLE") or environ.get("REQUESTS_CA_BUNDLE") or True
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """The settings of one client (see ``Client`` for each one's meaning).
+
+    ``retries`` is a count, None (no retries) or a urllib3 ``Retry`` (the transport
+    checks it: the core does not import urllib3). ``verify`` None means the CA bundle of
+    the environment the client is built in (:func:`tls_verify`). The checksum settings
+    are stored lower-cased, ``timeout`` as floats.
+    """
+
+    endpoint: str
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    region: str = DEFAULT_REGION
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS
+    retries: object = DEFAULT_RETRIES
+    addressing_style: str = "path"
+    verify: bool | str | None = None
+    pickle_credentials: bool = False
+    request_checksum_calculation: str | None = None
+    response_checksum_validation: str | None = None
+    sse: SSE | None = None  # an SSEC pickles without its key
+
+    def __post_init__(self) -> None:
+        # A frozen value normalises its own fields once, here, as dataclasses allow.
+        for name in ("request_checksum_calculation", "response_checksum_validation"):
+            object.__setattr__(self, name, checksum_setting(name, getattr(self, name)))
+        if self.addressing_style not in ADDRESSING_STYLES:
+            raise InvalidArgument(
+                f"addressing_style must be 'path' or 'virtual', got {self.addressing_style!r}"
+            )
+        if (self.access_key is None) != (self.secret_key is None):
+            raise InvalidArgument("give both access_key and secret_key, or neither")
+        if self.max_pool_connections < 1:
+            raise InvalidArgument("max_pool_connections must be at least 1")
+        object.__setattr__(self, "timeout", check_timeout(self.timeout))
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The key pair (and token) requests are signed with; None: unsigned."""
+        if self.access_key is None or self.secret_key is None:
+            return None
+        return Credentials(self.access_key, self.secret_key, self.session_token)
+
+    def __repr__(self) -> str:
+        shown = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("access_key", "secret_key", "session_token")
+        }
+        key = self.access_key
+        masked = None if key is None else (key[:4] + "..." if len(key) > 4 else "...")
+        return (
+            f"ClientConfig(endpoint={self.endpoint!r}, access_key={masked!r}, "
+            f"secret_key={'<set>' if self.secret_key else None}, "
+            f"session_token={'<set>' if self.session_token else None}, "
+            + ", ".join(f"{k}={v!r}" for k, v in shown.items() if k != "endpoint")
+            + ")"
+        )
+
+    __str__ = __repr__
+
+    # -- pickling: the secret stays behind unless pickle_credentials=True ----------------
+
+    def shared(self) -> dict[str, Any]:
+        """The fields as a pickle carries them: without the secret key and session token
+        unless ``pickle_credentials``. :meth:`restored` makes the value again."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if not self.pickle_credentials:
+            fields["secret_key"] = fields["session_token"] = None
+        return fields
+
+    @classmethod
+    def restored(
+        cls, fields: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    ) -> ClientConfig:
+        """The configuration :meth:`shared` described. An access key without its secret
+        takes the secret (and token) this process has for it in ``environ`` (default
+        ``os.environ``) or its AWS files; :class:`ConfigError` says how to fix it if
+        there is none."""
+        values = dict(fields)
+        if values["access_key"] is not None and values["secret_key"] is None:
+            values["secret_key"], values["session_token"] = credentials_for(
+                values["endpoint"],
+                values["access_key"],
+                os.environ if environ is None else environ,
+                home=os.path.expanduser("~"),
+            )
+        return cls(**values)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self).restored, (self.shared(),))
+
+
+def resolve_client_config(
+    environ: Mapping[str, str],
+    *,
+    endpoint: str | None = None,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    session_token: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
+    retries: object = ...,
+    addressing_style: str = "path",
+    verify: bool | str | None = None,
+    pickle_credentials: bool = False,
+    request_checksum_calculation: str | None = None,
+    response_checksum_validation: str | None = None,
+    sse: SSE | None = None,
+    home: str | os.PathLike[str] | None = None,
+    read_file: FileReader = read_text_if_exists,
+) -> ClientConfig:
+    """The configuration the arguments, ``environ`` and the AWS files give (arguments
+    first; see :func:`~objsdk._core.config.resolve_config` for the chain, ``home`` and
+    ``read_file``). Not given: the region is ``us-east-1``; ``retries`` (``...``) is
+    ``max_attempts`` - 1, else ``retry_mode``'s attempts - 1, else 5; ``verify`` is
+    :func:`tls_verify` of ``environ``. An endpoint found nowhere is a
+    :class:`ConfigError`, the one every entry point raises."""
+    found = resolve_config(
+        environ,
+        endpoint=endpoint,
+        access_key=access_key,
+        secret_key=secret_key,
+        session_token=session_token,
+        region=region,
+        profile=profile,
+        home=home,
+        read_file=read_file,
+        settings={
+            "request_checksum_calculation": request_checksum_calculation,
+            "response_checksum_validation": response_checksum_validation,
+        },
+    )
+    if not found.endpoint:
+        raise ConfigError(
+            "no endpoint: give one (the endpoint argument, --endpoint-url, endpoint_url=), "
+            f"set AWS_ENDPOINT_URL, or put endpoint_url in profile {found.profile!r} of "
+            "~/.aws/config"
+        )
+    if isinstance(retries, EllipsisType):
+        from_settings = found.retries()
+        retries = DEFAULT_RETRIES if from_settings is None else from_settings
+    return ClientConfig(
+        found.endpoint,
+        found.access_key,
+        found.secret_key,
+        found.session_token,
+        region=found.region or DEFAULT_REGION,
+        timeout=timeout,
+        max_pool_connections=max_pool_connections,
+        retries=retries,
+        addressing_style=addressing_style,
+        verify=tls_verify(verify, environ),
+        pickle_credentials=pickle_credentials,
+        request_checksum_calculation=found.request_checksum_calculation,
+        response_checksum_validation=found.response_checksum_validation,
+        sse=sse,
+    )
