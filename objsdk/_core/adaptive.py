@@ -7,9 +7,9 @@ aggregate rate measured over a window:
 * :attr:`Phase.FIRST` judges the level it started at. The next level is the cap,
   unless the client's CPU (where a clock is given) would not hold ``factor`` streams
   at the one stream's share within ``cores``; then it settles.
-* :attr:`Phase.FIRST_STEP` judges that step. A step that pays by at least ``gain`` is
-  kept and the climb goes on, but one that pays less than ``1/factor`` of what its
-  parts would move at the first level's rate each goes to :attr:`Phase.BELOW` first.
+* :attr:`Phase.FIRST_STEP` judges that step as :attr:`Phase.CLIMBING` does, except
+  that a step that pays, but by less than ``1/factor`` of what its parts would move at
+  the first level's rate each, goes to :attr:`Phase.BELOW` first.
 * :attr:`Phase.BELOW` judges the level one ``factor`` under that first step, once: the
   fewer parts are kept unless the more beat them by ``gain``.
 * :attr:`Phase.CLIMBING` doubles the level while each step pays by ``gain``. A step
