@@ -129,7 +129,7 @@ class PartPool:
     ) -> None:
         """Run ``fn(item)`` for every item, at most ``in_flight`` (default: workers) at
         once, pulling the next item from ``items`` only when a slot is free. With a
-        :class:`SharedLevel`, its target is followed as it changes (capped at
+        :class:`SharedLevel`, the level is followed as it changes (capped at
         ``workers``): a raised level starts its parts at once, not when a part ends.
 
         ``on_done(item, result)`` runs in the caller's thread as each finishes;

@@ -109,7 +109,7 @@ class SharedLevel:
         return self._adaptive.level
 
     def changed(self) -> Future[None] | None:
-        """A future that completes when :meth:`target` next changes (None once settled:
+        """A future that completes when the level next changes (None once settled:
         it will not change again)."""
         with self._lock:
             return None if self._adaptive.settled else self._changed
