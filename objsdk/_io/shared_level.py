@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from types import TracebackType
 
 from objsdk._core.adaptive import Adaptive, Clock, Preset
 
@@ -151,13 +150,8 @@ class InFlight:
             self._start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.end()
+    def __exit__(self, *exc: object) -> None:
+        self.end()  # whatever ended it
 
     def observe(self, nbytes: int) -> None:
         """``nbytes`` more bytes of this part arrived (0: none yet, but time went by)."""
