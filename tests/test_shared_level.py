@@ -132,7 +132,11 @@ def test_parts_in_flight_hold_a_raised_level_s_window_until_all_deliver():
     first.observe(MiB)  # one part judged: up to 4
     assert level.target() == 4
     others = [InFlight(level) for _ in range(2)]
-    for part in others:
-        part.observe(MiB)  # three of four deliver: no window yet
+    for part in others * 2:
+        part.observe(64 * MiB)  # three of four deliver: not counted, nothing judged
     assert len(level._adaptive.history) == 1
-    assert level._adaptive._since is None
+    fourth = InFlight(level)
+    fourth.observe(MiB)  # all four deliver: the window opens here
+    time.sleep(0.002)
+    first.observe(4 * MiB)
+    assert [m.level for m in level._adaptive.history] == [1, 4]
