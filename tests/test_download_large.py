@@ -19,7 +19,7 @@ import pytest
 from objsdk import Client
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.checksums import RangeCrc, crc_function
-from objsdk._io.pool import SharedLevel
+from objsdk._io.shared_level import SharedLevel
 from objsdk.bench.profiles import Toxic
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from urllib3.exceptions import ProtocolError
 import objsdk
 from objsdk._core.checksums import crc32c, encode_crc32c
 from objsdk._core.parts import Part
-from objsdk._io.pool import SharedLevel
+from objsdk._io.shared_level import SharedLevel
 from objsdk._transfer.multipart import CompletedPart, MultipartSession, create_multipart_upload
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.mock import MockResponse, MockTransport, Request

@@ -10,9 +10,10 @@ import pytest
 
 from objsdk._core.adaptive import Adaptive
 from objsdk._core.pin import VersionPin
-from objsdk._io.pool import PartPool, SharedLevel
+from objsdk._io.pool import PartPool
 from objsdk._io.range_reader import RangeReader
 from objsdk._io.readahead import part_fetcher
+from objsdk._io.shared_level import SharedLevel
 
 MiB = 1 << 20
 

@@ -1,93 +1,127 @@
-"""How many parts to keep in flight: a hill climb on the aggregate rate (pure).
+"""The adaptive level: how many parts a transfer keeps in flight (pure, the clock passed in).
 
-Where a connection is limited by bandwidth-delay or the server's per-connection rate
-(a bucket across a network), more connections move more bytes; on a fast local link
-one stream already fills the pipe and more only add overhead. Nothing tells which case
-holds, so :class:`Adaptive` measures. It starts at one. The first step goes straight
-to the cap, unless one stream already keeps the client's CPU busy (below); each later
-step doubles the level, while the aggregate rate keeps rising by at least ``gain`` per
-step. A step that does not pay is undone; the levels between the best one and the one
-that did not pay are tried upwards from twice the best, and the best level measured
-holds from then on. A first step that pays, but by less than ``1/factor`` of
-what its parts would move at the first level's rate each (the server or client
-saturates well below it), is checked once against the level one ``factor`` under it,
-and the fewer parts are kept unless the more pay by ``gain``. Every window spent below
-the cap costs a transfer that needs the cap, and a window above a level that would do
-costs little (the extra parts share the same rate), so the climb starts with its
-biggest step.
+The *level* is the number of parts in flight. :class:`Adaptive` starts it at one and
+moves it through named :class:`Phase` s, one method each, judging every level by the
+aggregate rate measured over a window:
 
-After a change, the bytes of the next *lag* seconds are not counted, where the lag is
-the time the first request took to its first bytes: new parts need that long (a
-request and a round trip) before they add to the rate, and a window that counted
-their wait would judge a level by its start-up and stop climbing early on the very
-networks where more connections pay.
+* :attr:`Phase.FIRST` judges the level it started at. The next level is the cap,
+  unless the client's CPU (where a clock is given) would not hold ``factor`` streams
+  at the one stream's share within ``cores``; then it settles.
+* :attr:`Phase.FIRST_STEP` judges that step as :attr:`Phase.CLIMBING` does, except
+  that a step that pays, but by less than ``1/factor`` of what its parts would move at
+  the first level's rate each, goes to :attr:`Phase.BELOW` first.
+* :attr:`Phase.BELOW` judges the level one ``factor`` under that first step, once: the
+  fewer parts are kept unless the more beat them by ``gain``.
+* :attr:`Phase.CLIMBING` doubles the level while each step pays by ``gain``. A step
+  that does not is undone, and the levels between the best and it are tried upwards.
+* :attr:`Phase.SETTLED`: the best level measured holds; nothing is measured any more.
 
-``gain`` (1.1) also bounds what holding a level can cost: a level is kept over another
-only if that one did not beat it by ``gain``, so the level held is at least ``1/gain``
-(0.91x) as fast as any level measured. A gain much nearer 1 would take steps on the
-noise of a window (a few percent on a quiet link); 1.15 let uploads on a 100 MB/s link
-settle at four parts, 0.88x of sixteen.
+Windows: after a change, bytes count only once the new level runs. Where parts are
+reported (:meth:`Adaptive.part_started`, :meth:`Adaptive.part_ended`), a window opens
+once ``level`` parts deliver after a raise, or no more than ``level`` after a step
+down, or ``max_lag`` after the change, whichever comes first; where they are not, it
+opens a lag after the change, the time the first request took to its first bytes
+(at most ``max_lag``). A window is judged once it holds ``window`` bytes per part in
+flight and ``min_seconds``; the first one over ``first_window`` bytes alone, if given.
 
-The CPU decides whether to climb at all: where the caller passes the client's CPU
-time, the first step is taken only if ``factor`` streams at the single stream's CPU
-share fit within ``cores`` (the cores the work can use: one for a reader whose caller's
-thread copies every byte, all of them for a transfer whose workers receive and write in
-parallel, since socket reads and file writes release the GIL); else the level stays at
-one. More connections pay where each is held back by the network and the client mostly
-waits; where one stream already keeps the client busy for a good part of its time (a
-server on the same host), more streams only add CPU, which on a shared box the server
-needs. The share does not size the step: measured over a few tens of milliseconds, it
-holds the stream's start-up (a thread, a connection, the first request), and a step
-sized by it stopped short of the cap on links where the cap paid, which then came one
-window later. A step that overshoots is caught by the rate (the look one step down,
-above). Later steps are not held to the CPU: a level that paid has shown what it costs.
-
-The clock is passed in, so the policy is tested without threads or a network.
+A level held is at least ``1/gain`` as fast as any level measured. The measurements
+behind the constants and the presets are in docs/design.md ("Adaptive parallelism").
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from objsdk import errors
+from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
 
-__all__ = ["Adaptive", "Level"]
+__all__ = ["Adaptive", "Clock", "Measurement", "Phase", "Preset"]
+
+
+class Phase(enum.Enum):
+    """Where the climb is: which judgement the next measured window gets."""
+
+    FIRST = "first"
+    FIRST_STEP = "first step"
+    BELOW = "below"
+    CLIMBING = "climbing"
+    SETTLED = "settled"
+
+
+class Clock(enum.Enum):
+    """Which CPU time a level weighs before its first step (see :class:`Preset`)."""
+
+    NONE = "none"  # the rate decides alone
+    PROCESS = "process"  # the process's CPU time, against the cores it may run on
+    READS = "reads"  # the CPU time of the reads the caller times, against one core
 
 
 @dataclass(frozen=True)
-class Level:
-    """One measured level: parts in flight, the aggregate rate seen (bytes/s) and,
-    if known, the client's CPU seconds per second meanwhile."""
+class Measurement:
+    """One measured level: parts in flight, the aggregate rate seen (bytes/s) and, if
+    known, the client's CPU seconds per second meanwhile."""
 
-    parallel: int
+    level: int
     rate: float
     cpu_share: float | None = None
+
+    @property
+    def parallel(self) -> int:
+        """The level, by the name the results report it under (``parallel``)."""
+        return self.level
+
+
+@dataclass(frozen=True)
+class Preset:
+    """What one kind of transfer measures: its window, how its bytes are seen, and the
+    CPU clock its first step weighs. The reader, downloads and uploads each have one;
+    :meth:`policy` builds the :class:`Adaptive` for it."""
+
+    window: int = ADAPTIVE_WINDOW
+    first_window: int | None = None
+    whole_parts: bool = False
+    clock: Clock = Clock.NONE
+
+    @classmethod
+    def reader(cls) -> Preset:
+        """``ObjectFile``'s read-ahead: bytes seen as they arrive; the CPU weighed is
+        the reader's own network reads, in the caller's one thread."""
+        return cls(clock=Clock.READS)
+
+    @classmethod
+    def download(cls) -> Preset:
+        """Downloads: bytes seen as they arrive; the CPU weighed is the process's,
+        against every core it may use (workers receive and write in parallel)."""
+        return cls(clock=Clock.PROCESS)
+
+    @classmethod
+    def upload(cls, part_size: int, probe: int | None = None) -> Preset:
+        """Uploads: bytes seen only as whole parts end, so a level is judged over at
+        least a part per part in flight, and the first over the ``probe`` part alone;
+        the rate decides alone (the first window holds the start-up)."""
+        return cls(window=max(part_size, ADAPTIVE_WINDOW), first_window=probe, whole_parts=True)
+
+    def policy(self, cores: float = 1.0) -> Adaptive:
+        """A new climb for this kind of transfer, up to ``ADAPTIVE_CAP`` parts."""
+        return Adaptive(
+            cap=ADAPTIVE_CAP,
+            window=self.window,
+            first_window=self.first_window,
+            whole_parts=self.whole_parts,
+            cores=cores,
+        )
 
 
 @dataclass
 class Adaptive:
-    """The level to run at, adjusted from completed bytes.
+    """The level to run at, moved through :class:`Phase` s by the bytes observed.
 
-    ``cores`` is how much CPU the first step may need (see the module's notes).
-
-    ``window`` is the least number of bytes per part in flight (``min_seconds`` the
-    least time) a level is measured over before it is judged, ``first_window`` (if
-    given) the bytes the first level is judged over, however short their time: a
-    caller that sizes the first window (an upload's small probe part, timed from its
-    request) has chosen what one stream is judged by, and holding it to ``min_seconds``
-    as well would judge the next, whole part alone instead; ``max_lag`` bounds the
-    start-up not counted after a change. ``whole_parts``: bytes are seen only as whole
-    parts end (an upload's), so the first window counts from :meth:`begin` even where
-    parts are reported, as all of the first part's bytes went out after it.
+    ``cores``: the CPU the first step may need (see :attr:`Phase.FIRST`). ``window``,
+    ``min_seconds``, ``first_window`` and ``max_lag`` bound the windows (see the
+    module). ``whole_parts``: bytes are seen only as whole parts end (an upload's), so
+    the first window counts from :meth:`begin` even where parts are reported.
     ``history`` lists the levels measured so far.
-
-    A caller that reports each part's first bytes and end (:meth:`part_started`,
-    :meth:`part_ended`) gets windows that open only once ``target`` parts are delivering
-    after a raise, or no more than ``target`` after a step down (or ``max_lag`` after the
-    change, whichever comes first): new
-    connections can take longer than the first request to start (a handshake, a
-    thread), and after a step down the parts of the level above still run for a while;
-    neither belongs to the level measured.
     """
 
     cap: int = 16
@@ -101,20 +135,24 @@ class Adaptive:
     cores: float = 1.0
     start: int = 1
     level: int = field(init=False)
-    settled: bool = field(init=False, default=False)
-    history: list[Level] = field(init=False, default_factory=list)
-    _best: Level | None = field(init=False, default=None)
+    phase: Phase = field(init=False, default=Phase.FIRST)
+    history: list[Measurement] = field(init=False, default_factory=list)
+    _best: Measurement | None = field(init=False, default=None)
     _ceiling: int | None = field(init=False, default=None)  # least level that did not pay
-    _below: Level | None = field(init=False, default=None)  # a first step looked under
+    _stepped: Measurement | None = field(init=False, default=None)  # looked under (BELOW)
+    # The first request: when it started, the CPU time then, the time to its first bytes.
     _began: float | None = field(init=False, default=None)
     _cpu_began: float | None = field(init=False, default=None)
-    _lag: float | None = field(init=False, default=None)  # first request to first bytes
-    _since: float | None = field(init=False, default=None)  # the window's start
-    _cpu_since: float | None = field(init=False, default=None)  # CPU time at its start
+    _lag: float | None = field(init=False, default=None)
+    # The window: None until it opens; the CPU time at its start; the bytes counted.
+    _since: float | None = field(init=False, default=None)
+    _cpu_since: float | None = field(init=False, default=None)
     _bytes: int = field(init=False, default=0)
-    _delivering: int | None = field(init=False, default=None)  # None: not reported
-    _deadline: float = field(init=False, default=0.0)  # a window opens by then anyway
-    _previous: int = field(init=False, default=1)  # the level before the last change
+    # Parts reported delivering (None: parts are not reported); a window opens by
+    # ``_deadline`` whatever they do; the level before the last change.
+    _delivering: int | None = field(init=False, default=None)
+    _deadline: float = field(init=False, default=0.0)
+    _previous: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
         if self.cap < 1 or self.start < 1 or self.gain <= 1.0 or self.factor < 2:
@@ -123,12 +161,20 @@ class Adaptive:
                 f"got cap={self.cap}, start={self.start}, gain={self.gain}, factor={self.factor}"
             )
         self.level = min(self.start, self.cap)
-        self.settled = self.level >= self.cap
+        if self.level >= self.cap:
+            self.phase = Phase.SETTLED
+
+    @property
+    def settled(self) -> bool:
+        """The level holds: nothing is measured any more."""
+        return self.phase is Phase.SETTLED
 
     @property
     def target(self) -> int:
-        """Parts to keep in flight now."""
+        """The level: parts to keep in flight now."""
         return self.level
+
+    # -- what the caller reports ----------------------------------------------------------
 
     def begin(self, now: float, cpu: float | None = None) -> None:
         """The first request starts at ``now``; ``cpu``: the client's CPU time then, in
@@ -138,22 +184,57 @@ class Adaptive:
             self._began, self._cpu_began = now, cpu
 
     def part_started(self) -> None:
-        """A part delivered its first bytes."""
+        """A part delivered its first bytes (an upload's: it started)."""
         self._delivering = (self._delivering or 0) + 1
 
     def part_ended(self) -> None:
         """A part that had started is over (done, failed or cancelled)."""
         self._delivering = max((self._delivering or 0) - 1, 0)
 
+    def hold(self) -> None:
+        """Nothing is left to start: the level can no longer change what runs, so it
+        holds where it is (what the stats report) and measuring stops. A level judged
+        later would be judged on parts it did not start."""
+        self.phase = Phase.SETTLED
+
     def observe(self, nbytes: int, now: float, cpu: float | None = None) -> None:
-        """``nbytes`` more bytes arrived by ``now``; may change :attr:`target`.
-        ``cpu`` is the client's CPU time in seconds by ``now`` (any origin, the same
-        clock every call), if the caller measures it."""
-        if self.settled:
+        """``nbytes`` more bytes arrived by ``now``; may change :attr:`level`. ``cpu``
+        is the client's CPU time in seconds by ``now`` (any origin, the same clock
+        every call), if the caller measures it."""
+        if self.phase is Phase.SETTLED:
             return
         if self._lag is None:
             began = now if self._began is None else self._began
             self._lag = min(max(now - began, 0.0), self.max_lag)
+        if not self._counting(now, cpu):
+            return
+        assert self._since is not None
+        self._bytes += nbytes
+        elapsed = now - self._since
+        # The first level over ``first_window`` alone, where given (see the module).
+        first = self.first_window if self.phase is Phase.FIRST else None
+        need = self.window * self.level if first is None else first
+        least = self.min_seconds if first is None else 0.0
+        if self._bytes < need or elapsed < least or elapsed <= 0:
+            return
+        share = None
+        if cpu is not None and self._cpu_since is not None:
+            share = max(cpu - self._cpu_since, 0.0) / elapsed
+        measured = Measurement(self.level, self._bytes / elapsed, share)
+        self.history.append(measured)
+        judge = {
+            Phase.FIRST: self._first,
+            Phase.FIRST_STEP: self._first_step,
+            Phase.BELOW: self._below,
+            Phase.CLIMBING: self._climbing,
+        }[self.phase]
+        self._move(judge(measured), now)
+
+    # -- the window ---------------------------------------------------------------------
+
+    def _counting(self, now: float, cpu: float | None) -> bool:
+        """Whether bytes observed at ``now`` count for the level: opens the window when
+        the level's parts run (see the module)."""
         if self._since is None:
             unreported = self._delivering is None or self.whole_parts
             if unreported and not self.history and self._began is not None:
@@ -165,82 +246,93 @@ class Adaptive:
                     # of the level above are still running (after a step down).
                     raised = self.level > self._previous
                     if self._delivering < self.level if raised else self._delivering > self.level:
-                        return
+                        return False
                 # The window starts here; these bytes were on their way before it.
                 self._since, self._cpu_since = now, cpu
-                return
+                return False
         if now < self._since:
-            return  # a new level's parts are still starting
+            return False  # a new level's parts are still starting
         if self._cpu_since is None:
             self._cpu_since = cpu
-        self._bytes += nbytes
-        elapsed = now - self._since
-        first_window = self.first_window if self._best is None else None
-        need = self.window * self.level if first_window is None else first_window
-        least = self.min_seconds if first_window is None else 0.0
-        if self._bytes < need or elapsed < least or elapsed <= 0:
-            return
-        share = None
-        if cpu is not None and self._cpu_since is not None:
-            share = max(cpu - self._cpu_since, 0.0) / elapsed
-        measured = Level(self.level, self._bytes / elapsed, share)
-        self.history.append(measured)
+        return True
+
+    # -- one judgement per phase: each returns the level to try next -----------------------
+
+    def _first(self, measured: Measurement) -> int:
+        """The start level: up to the cap, if ``factor`` times its streams at its share
+        of a core fit within ``cores`` (or the share is not known); else it holds."""
+        self._best = measured
+        self.phase = Phase.FIRST_STEP
+        least = min(self.level * self.factor, self.cap)
+        share = measured.cpu_share
+        if share is not None and share * least > self.level * self.cores:
+            return self.level  # one stream keeps the client busy: more only add CPU
+        return self.cap
+
+    def _first_step(self, measured: Measurement) -> int:
+        """The first step: as :meth:`_climbing`, but a step that pays less than
+        ``1/factor`` of what its parts could (the server or client saturates well below
+        it) is looked at once from one ``factor`` under it. (Not for less: a step down
+        is measured while the parts of the step above still run, which flatters it.)"""
+        first = self._best
+        assert first is not None
+        self.phase = Phase.CLIMBING
+        if measured.rate >= first.rate * self.gain:
+            self._best = measured
+            if measured.rate * self.factor < first.rate * self.level:
+                self._stepped = measured
+                self.phase = Phase.BELOW
+                return max(self.level // self.factor, first.level + 1)
+            return min(self.level * 2, self.cap)
+        return self._not_paid()
+
+    def _below(self, measured: Measurement) -> int:
+        """Under a first step that paid poorly: keep whichever does as well with fewer."""
+        high, self._stepped = self._stepped, None
+        assert high is not None
+        self.phase = Phase.CLIMBING
+        if measured.rate * self.gain > high.rate:
+            self._best = measured
+            self._ceiling = high.level
+            return measured.level * 2
+        self._best = high
+        return high.level
+
+    def _climbing(self, measured: Measurement) -> int:
+        """Double while a step pays by ``gain``; else try the level between, once."""
         best = self._best
-        if self._below is not None:
-            # Below a first step that paid poorly: keep whichever does as well with fewer.
-            high, self._below = self._below, None
-            if measured.rate * self.gain > high.rate:
-                self._best = best = measured
-                self._ceiling = high.parallel
-                nxt = measured.parallel * 2
-            else:
-                self._best = best = high
-                nxt = high.parallel
-        elif best is None or measured.rate >= best.rate * self.gain:
-            first = best
-            self._best = best = measured
-            if first is None:
-                nxt = self._first_step(share)
-            elif len(self.history) == 2 and measured.rate * self.factor < first.rate * self.level:
-                # The first step paid, but less than 1/factor of what its parts could:
-                # the server or the client saturates well below it. Look one step down,
-                # once. (Not for less: a step down is measured while the parts of the
-                # step above still run, which flatters it.)
-                self._below = measured
-                nxt = max(self.level // self.factor, first.parallel + 1)
-            else:
-                nxt = min(self.level * 2, self.cap)
-        else:
-            self._ceiling = self.level  # this step did not pay
-            nxt = best.parallel * 2  # the level between, once
+        assert best is not None
+        if measured.rate >= best.rate * self.gain:
+            self._best = measured
+            return min(self.level * 2, self.cap)
+        return self._not_paid()
+
+    def _not_paid(self) -> int:
+        assert self._best is not None
+        self._ceiling = self.level  # this step did not pay
+        return self._best.level * 2  # the level between, once
+
+    def _move(self, nxt: int, now: float) -> None:
+        """Run at ``nxt`` next, or settle at the best level where ``nxt`` adds nothing
+        (at or under the best, at or over a level that did not pay)."""
+        best = self._best
+        assert best is not None
         self._previous = self.level
-        if self._below is not None:
-            self.level = nxt
-        elif nxt <= best.parallel or (self._ceiling is not None and nxt >= self._ceiling):
-            self.level, self.settled = best.parallel, True
+        ceiling = self._ceiling
+        if self.phase is not Phase.BELOW and (
+            nxt <= best.level or (ceiling is not None and nxt >= ceiling)
+        ):
+            self.level, self.phase = best.level, Phase.SETTLED
         else:
             self.level = nxt
+        assert self._lag is not None
         if self._delivering is None:
             self._since = now + self._lag
         else:
             self._since, self._deadline = None, now + self.max_lag
         self._cpu_since, self._bytes = None, 0
 
-    def hold(self) -> None:
-        """Nothing is left to start: the level can no longer change what runs, so it
-        holds where it is (what the stats report) and measuring stops. A level judged
-        later would be judged on parts it did not start."""
-        self.settled = True
-
-    def _first_step(self, share: float | None) -> int:
-        """The cap, if ``factor`` times this level's streams at ``share`` of a core
-        each fit within ``cores`` (or the share is not known); else this level."""
-        least = min(self.level * self.factor, self.cap)
-        if share is not None and share * least > self.level * self.cores:
-            return self.level  # one stream keeps the client busy: more only add CPU
-        return self.cap
-
     def describe(self) -> str:
         """The levels tried and their rates, for stats and logs."""
-        steps = ", ".join(f"{h.parallel}: {h.rate / (1 << 20):.0f} MiB/s" for h in self.history)
+        steps = ", ".join(f"{h.level}: {h.rate / (1 << 20):.0f} MiB/s" for h in self.history)
         return f"chose {self.level} ({steps})" if steps else f"at {self.level}"

@@ -13,25 +13,23 @@ untouched when one chunk is the whole answer.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
-import time
 from collections.abc import Callable, Mapping
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from objsdk import errors
-from objsdk._core.adaptive import Adaptive
+from objsdk._core.adaptive import Preset
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.pin import VersionPin, pin_for
 from objsdk._core.sizes import (
     ADAPTIVE_CAP,
-    ADAPTIVE_WINDOW,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_READAHEAD_PART_SIZE,
 )
 from objsdk._io.buffers import PartBuffer
-from objsdk._io.pool import SharedLevel
 from objsdk._io.range_reader import (
     DEFAULT_MAX_RESUME,
     SKIP_THRESHOLD,
@@ -40,6 +38,7 @@ from objsdk._io.range_reader import (
     ReadStats,
 )
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher
+from objsdk._io.shared_level import InFlight, SharedLevel
 from objsdk._io.verify import PassVerifier, info_checksum
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
@@ -112,19 +111,10 @@ class ObjectFile(io.BufferedIOBase):
         self.verify = verify
         self.readahead = readahead
         self.part_size = part_size
-        # readahead=None: parts in flight follow the rate (1 = one stream); the CPU weighed
-        # is that of this reader's network reads (thread time), not the caller's work.
-        self._net_cpu = 0.0
-        self._stream_counted = False  # the single stream told the level it delivers
-        self._auto = (
-            SharedLevel(
-                Adaptive(cap=ADAPTIVE_CAP, window=ADAPTIVE_WINDOW),
-                begin=False,
-                cpu=lambda: self._net_cpu,
-            )
-            if readahead is None
-            else None
-        )
+        # readahead=None: parts in flight follow the rate (a level of 1 is one stream);
+        # the CPU weighed is that of this reader's network reads, not the caller's work.
+        self._level = SharedLevel.unless(readahead, preset=Preset.reader(), begin=False)
+        self._stream = InFlight(self._level)  # the single stream, the level's first part
         self.stats = ReadStats()
         self._reader = RangeReader(
             self._transport,
@@ -457,41 +447,36 @@ class ObjectFile(io.BufferedIOBase):
         source = self._source()
         if source is None:
             return empty
-        auto = self._auto
-        climbing = auto is not None and not auto.settled
-        if climbing and auto is not None and source is self._reader:
-            auto.begin()
+        level = self._level
+        climbing = level is not None and not level.settled
+        if climbing and level is not None and source is self._reader:
+            level.begin()
         start = source.pos
-        cpu = time.thread_time() if climbing else 0.0
         try:
-            result = op(source)
+            with level.reading() if level is not None else contextlib.nullcontext():
+                result = op(source)
         except RangeIgnored:
             # Parts would each receive the object from byte 0: one stream is cheaper.
             self._one_stream_from_now()
             self._drop_network()
             return self._net(op, empty)
-        if climbing:
-            self._net_cpu += time.thread_time() - cpu
         got = source.pos - start
         self._run += got
         self._recv_pos = source.pos
-        if climbing and auto is not None and source is self._reader:
-            if got and not self._stream_counted:
-                self._stream_counted = True  # the single stream is the first part
-                auto.part_started()
-            auto.observe(got)
+        if climbing and source is self._reader:
+            self._stream.observe(got)
         return result
 
     def _ahead(self) -> int:
         """Parts to read ahead now: the fixed number, or the adaptive level (a level of
         1 is the single stream)."""
-        if self._auto is not None:
-            level = self._auto.target()
+        if self._level is not None:
+            level = self._level.target()
             return level if level > 1 else 0
         return self.readahead or 0
 
     def _one_stream_from_now(self) -> None:
-        self._auto = None
+        self._level = None
         self.readahead = 0
         self.stats.readahead = 0
 
@@ -500,7 +485,7 @@ class ObjectFile(io.BufferedIOBase):
         sequential for a part's worth (with ``readahead``), else the single stream."""
         want = self._recv_pos
         parts = self._parts
-        if parts is not None and self._auto is not None and self._ahead() == 0:
+        if parts is not None and self._level is not None and self._ahead() == 0:
             # More parts did not pay: back to the single stream, for good.
             self._drop_network()
             self._one_stream_from_now()
@@ -510,9 +495,7 @@ class ObjectFile(io.BufferedIOBase):
                 return None
             if self._reader.pinned:
                 self._reader.drop()
-                if self._stream_counted and self._auto is not None:
-                    self._stream_counted = False
-                    self._auto.part_ended()
+                self._stream.end()
                 parts = self._start_parts(want)
             else:
                 # Nothing ties parallel parts to one version: stay on one stream.
@@ -532,9 +515,9 @@ class ObjectFile(io.BufferedIOBase):
         if want == 0 and self.verify and self._verifier.checksum is None:
             self._verifier.prime(*info_checksum(self._head_info))
         if self._prefetcher is None:
-            workers = ADAPTIVE_CAP if self._auto is not None else self._ahead()
+            workers = ADAPTIVE_CAP if self._level is not None else self._ahead()
             self._prefetcher = Prefetcher.pinned_like(
-                self._reader, workers=workers, part_size=self.part_size, level=self._auto
+                self._reader, workers=workers, part_size=self.part_size, level=self._level
             )
         self.stats.readahead = self._ahead()
         self._parts = PartStream(
@@ -549,7 +532,7 @@ class ObjectFile(io.BufferedIOBase):
     def _count_part(self, result: PartResult) -> None:
         self.stats.requests += result.requests
         self.stats.resumes += result.resumes
-        if self._auto is not None:
+        if self._level is not None:
             self.stats.readahead = self._ahead()
 
     def _drop_network(self) -> None:

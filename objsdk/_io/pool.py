@@ -18,9 +18,7 @@ It lives with the readers (``_io``) because read-ahead needs it; transfers build
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
@@ -28,11 +26,10 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from objsdk import errors
-from objsdk._core.adaptive import Adaptive
-from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
+from objsdk._io.shared_level import SharedLevel
 from objsdk._transport.base import Interruptible
 
-__all__ = ["PartPool", "SharedLevel", "Task"]
+__all__ = ["PartPool", "Task"]
 
 I = TypeVar("I")  # noqa: E741 - an item
 R = TypeVar("R")
@@ -132,7 +129,7 @@ class PartPool:
     ) -> None:
         """Run ``fn(item)`` for every item, at most ``in_flight`` (default: workers) at
         once, pulling the next item from ``items`` only when a slot is free. With a
-        :class:`SharedLevel`, its target is followed as it changes (capped at
+        :class:`SharedLevel`, the level is followed as it changes (capped at
         ``workers``): a raised level starts its parts at once, not when a part ends.
 
         ``on_done(item, result)`` runs in the caller's thread as each finishes;
@@ -214,91 +211,6 @@ class PartPool:
         if exc_type is not None:
             self.cancel()
         self.close()
-
-
-class SharedLevel:
-    """An :class:`Adaptive` level that worker threads feed and the pool reads."""
-
-    @classmethod
-    def unless(cls, parallel: int | None, *, window: int = ADAPTIVE_WINDOW) -> SharedLevel | None:
-        """An adaptive level where ``parallel`` is None (None otherwise: the caller's
-        own choice holds). ``window``: bytes per part in flight that a level is
-        measured over; at least a part's size where bytes are seen only when a whole
-        part is done. The level weighs the process's CPU time (all threads) against
-        the cores this process may run on."""
-        if parallel is not None:
-            return None
-        adaptive = Adaptive(cap=ADAPTIVE_CAP, window=window, cores=_usable_cores())
-        return cls(adaptive, cpu=time.process_time)
-
-    def __init__(
-        self,
-        adaptive: Adaptive,
-        *,
-        begin: bool = True,
-        cpu: Callable[[], float] | None = None,
-    ) -> None:
-        """``cpu``: the client's CPU time, in seconds, for the level's rule that one
-        stream must leave room for more in the cores (no such rule without it)."""
-        self._adaptive = adaptive
-        self._lock = threading.Lock()
-        self._changed: Future[None] = Future()
-        self._cpu = cpu
-        if begin:
-            self.begin()
-
-    def begin(self) -> None:
-        """The first request starts now (without ``begin=False``: at construction)."""
-        with self._lock:
-            self._adaptive.begin(time.monotonic(), self._cpu() if self._cpu else None)
-
-    @property
-    def settled(self) -> bool:
-        return self._adaptive.settled
-
-    def observe(self, nbytes: int) -> None:
-        with self._lock:
-            if self._adaptive.settled:
-                return
-            before = self._adaptive.target
-            cpu = self._cpu() if self._cpu is not None else None
-            self._adaptive.observe(nbytes, time.monotonic(), cpu)
-            if self._adaptive.target == before:
-                return
-            changed, self._changed = self._changed, Future()
-        changed.set_result(None)
-
-    def hold(self) -> None:
-        """The last part has been handed out: the level holds (see :meth:`Adaptive.hold`)."""
-        with self._lock:
-            self._adaptive.hold()
-
-    def part_started(self) -> None:
-        """A part delivered its first bytes (see :class:`Adaptive`)."""
-        with self._lock:
-            self._adaptive.part_started()
-
-    def part_ended(self) -> None:
-        """A part that had started is over."""
-        with self._lock:
-            self._adaptive.part_ended()
-
-    def target(self) -> int:
-        return self._adaptive.target
-
-    def changed(self) -> Future[None] | None:
-        """A future that completes when :meth:`target` next changes (None once settled:
-        it will not change again)."""
-        with self._lock:
-            return None if self._adaptive.settled else self._changed
-
-
-def _usable_cores() -> int:
-    """The CPUs this process may run on (its affinity where the OS tells it)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    if affinity is not None:
-        return max(1, len(affinity(0)))
-    return max(1, os.cpu_count() or 1)
 
 
 def _first(failures: list[BaseException], prefer: tuple[type[BaseException], ...]) -> BaseException:

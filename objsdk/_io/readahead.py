@@ -29,8 +29,9 @@ from typing import Any
 
 from objsdk import errors
 from objsdk._io.buffers import PartBuffer, part_buffer
-from objsdk._io.pool import PartPool, SharedLevel, Task, WatchFactory
+from objsdk._io.pool import PartPool, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
+from objsdk._io.shared_level import InFlight, SharedLevel
 
 __all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
 
@@ -71,27 +72,23 @@ def part_fetcher(pin: RangeReader, *, level: SharedLevel | None = None) -> Fetch
         # back to one stream instead).
         reader = pin.window(stop, cancel=cancel, stats=stats, strict_range=True)
         n = 0
-        try:
-            reader.seek(start)
-            while n < len(into) and not cancel.is_set():
-                k = reader.readinto(into[n : n + _PART_SLICE])
-                if k == 0:
-                    raise errors.ProtocolError(
-                        f"part {start}-{stop} ended after {n} bytes",
-                        operation="read",
-                        bucket=bucket,
-                        key=key,
-                    )
-                if level is not None:
-                    if n == 0:
-                        level.part_started()
-                    level.observe(k)
-                n += k
-            return PartResult(n, stats.requests, stats.resumes)
-        finally:
-            reader.close()
-            if level is not None and n > 0:
-                level.part_ended()
+        with InFlight(level) as part:
+            try:
+                reader.seek(start)
+                while n < len(into) and not cancel.is_set():
+                    k = reader.readinto(into[n : n + _PART_SLICE])
+                    if k == 0:
+                        raise errors.ProtocolError(
+                            f"part {start}-{stop} ended after {n} bytes",
+                            operation="read",
+                            bucket=bucket,
+                            key=key,
+                        )
+                    part.observe(k)
+                    n += k
+                return PartResult(n, stats.requests, stats.resumes)
+            finally:
+                reader.close()
 
     return fetch
 

@@ -15,12 +15,14 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from objsdk import errors
+from objsdk._core.adaptive import Preset
 from objsdk._core.checksums import RangeCrc
 from objsdk._core.parts import Part
 from objsdk._core.pin import VersionPin
 from objsdk._core.sizes import ADAPTIVE_CAP, MiB
-from objsdk._io.pool import PartPool, SharedLevel
+from objsdk._io.pool import PartPool
 from objsdk._io.range_reader import RangeIgnored, RangeReader
+from objsdk._io.shared_level import InFlight, SharedLevel
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transfer.writeback import Writeback, sync_data
 from objsdk._transport.base import Transport
@@ -174,8 +176,9 @@ def fetch_parts(
     of the answer for byte 0, if a part starts there (with the stored checksums: GET
     may state ``x-amz-checksum-type`` where HEAD did not).
 
-    ``parallel=None`` adapts (:class:`~objsdk._core.adaptive.Adaptive`): one part at a
-    time first, more while the aggregate rate keeps rising, up to ``ADAPTIVE_CAP``.
+    ``parallel=None`` adapts (:class:`~objsdk._core.adaptive.Preset.download`): one
+    part at a time first, more while the aggregate rate keeps rising, up to
+    ``ADAPTIVE_CAP``.
 
     The first failure stops the rest (see :class:`PartPool`), and every thread has ended
     before this raises. An :class:`~objsdk.ObjectChangedError` wins over other failures
@@ -191,19 +194,10 @@ def fetch_parts(
         parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
     finished: set[int] = set()
     start = progress.done
-    # Bytes are seen as they arrive (every few hundred KiB), so a level is judged over
-    # ADAPTIVE_WINDOW per part in flight.
-    level = SharedLevel.unless(parallel)
+    level = SharedLevel.unless(parallel, preset=Preset.download())
     workers = min(ADAPTIVE_CAP if parallel is None else parallel, len(parts))
     try:
         with PartPool(workers, name="download", watch=transport.watch) as pool:
-
-            def tick(n: int) -> None:
-                progress.add(n)
-                if level is not None:
-                    level.observe(n)
-                if pool.cancelled.is_set():
-                    raise errors.Cancelled("download cancelled: another part failed")
 
             def fetch(run: Sequence[Part]) -> None:
                 # One ranged GET for a run of consecutive parts, each recorded once
@@ -212,25 +206,22 @@ def fetch_parts(
                 reader = _window(
                     transport, info, pin, whole.stop, max_resume, pool.cancelled, on_start=on_start
                 )
-                started = False
+                with InFlight(level) as flight:
 
-                def first_tick(n: int) -> None:
-                    nonlocal started
-                    if not started and level is not None:
-                        started = True
-                        level.part_started()
-                    tick(n)
+                    def tick(n: int) -> None:
+                        progress.add(n)
+                        flight.observe(n)
+                        if pool.cancelled.is_set():
+                            raise errors.Cancelled("download cancelled: another part failed")
 
-                try:
-                    reader.seek(whole.start)
-                    sink(reader, whole, first_tick if level is not None else tick)
-                except BaseException as e:
-                    drop_frame_locals(e)
-                    raise
-                finally:
-                    reader.close()
-                    if started and level is not None:
-                        level.part_ended()
+                    try:
+                        reader.seek(whole.start)
+                        sink(reader, whole, tick)
+                    except BaseException as e:
+                        drop_frame_locals(e)
+                        raise
+                    finally:
+                        reader.close()
                 for part in run:
                     finished.add(part.index)
                     if on_done is not None:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import IO, TypeVar
 
 from objsdk import errors
-from objsdk._core.adaptive import Adaptive
+from objsdk._core.adaptive import Preset
 from objsdk._core.checksums import checksum_headers, crc32c, crc32c_combine, encode_crc32c
 from objsdk._core.headers import multipart_etag, upload_info
 from objsdk._core.parts import Part, covers
@@ -37,8 +37,9 @@ from objsdk._core.s3xml import (
     parse_upload_id,
 )
 from objsdk._core.signing import payload_sha256
-from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
-from objsdk._io.pool import PartPool, SharedLevel
+from objsdk._core.sizes import ADAPTIVE_CAP
+from objsdk._io.pool import PartPool
+from objsdk._io.shared_level import InFlight, SharedLevel
 from objsdk._s3.head import head_object
 from objsdk._transfer.confirm import confirm_completed
 from objsdk._transfer.progress import ProgressTracker
@@ -342,26 +343,9 @@ class MultipartSession:
         self._fill: Callable[[Part, memoryview], None] | None = None
         self.completed = False
         self.parts = 0  # how many parts the completed object has
-        # parallel=None: parts in flight follow the aggregate rate, judged over at least
-        # one finished part per part in flight (the first level over the probe). Parts
-        # report their start and end: a part seen only as it ends would count for the
-        # level after the one it ran at (on a 100 MB/s link a step down from 16 to 4
-        # measured 430 to 1280 MiB/s on the parts of 16 still ending).
-        self.level = (
-            SharedLevel(
-                Adaptive(
-                    cap=ADAPTIVE_CAP,
-                    window=max(part_size, ADAPTIVE_WINDOW),
-                    first_window=probe,
-                    whole_parts=True,
-                ),
-                # No CPU rule: parts are seen only as they end, so the first window
-                # holds the start-up (threads, buffers), and a send costs the client
-                # little; the rate decides alone.
-                begin=False,
-            )
-            if parallel is None
-            else None
+        # parallel=None: the level follows the aggregate rate (see Preset.upload).
+        self.level = SharedLevel.unless(
+            parallel, preset=Preset.upload(part_size, probe), begin=False
         )
 
     def start(self) -> None:
@@ -580,13 +564,7 @@ def _watched(
     ``on_cut()`` as soon as a part's connection breaks, before the part goes again."""
 
     def watched(item: _I) -> tuple[CompletedPart, int]:
-        if level is not None:
-            level.part_started()
-        try:
-            with counting_failures(on_cut):
-                return send(item)
-        finally:
-            if level is not None:
-                level.part_ended()
+        with InFlight(level), counting_failures(on_cut):
+            return send(item)
 
     return watched

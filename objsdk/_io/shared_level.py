@@ -1,0 +1,181 @@
+"""``SharedLevel``: the adaptive level, fed by worker threads and read by the pool.
+
+:class:`~objsdk._core.adaptive.Adaptive` is the policy (pure, the clock passed in);
+this is where it meets threads and clocks: a lock, the wall and CPU clocks its
+:class:`~objsdk._core.adaptive.Preset` asks for, a future that wakes the pool when the
+level changes, and :class:`InFlight`, the one way a part reports to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+
+from objsdk._core.adaptive import Adaptive, Clock, Preset
+
+__all__ = ["InFlight", "SharedLevel"]
+
+
+class SharedLevel:
+    """An :class:`Adaptive` level that worker threads feed and the pool reads."""
+
+    @classmethod
+    def unless(
+        cls, parallel: int | None, *, preset: Preset, begin: bool = True
+    ) -> SharedLevel | None:
+        """The level of ``preset`` where ``parallel`` is None (None otherwise: the
+        caller's own number holds); the one way a transfer gets an adaptive level.
+
+        Its CPU clock is the preset's: the process's CPU time (all threads) against the
+        cores this process may run on, or the reads timed with :meth:`reading` against
+        one core, or none. ``begin=False``: the first request starts later (see
+        :meth:`begin`)."""
+        if parallel is not None:
+            return None
+        if preset.clock is Clock.PROCESS:
+            return cls(preset.policy(_usable_cores()), begin=begin, cpu=time.process_time)
+        level = cls(preset.policy(), begin=False)
+        if preset.clock is Clock.READS:
+            level._cpu = level._read_time
+        if begin:
+            level.begin()
+        return level
+
+    def __init__(
+        self,
+        adaptive: Adaptive,
+        *,
+        begin: bool = True,
+        cpu: Callable[[], float] | None = None,
+    ) -> None:
+        """``cpu``: the client's CPU time, in seconds, for the level's rule that one
+        stream must leave room for more in the cores (no such rule without it)."""
+        self._adaptive = adaptive
+        self._lock = threading.Lock()
+        self._changed: Future[None] = Future()
+        self._cpu = cpu
+        self._reads = 0.0  # CPU seconds of the reads timed by reading()
+        if begin:
+            self.begin()
+
+    def begin(self) -> None:
+        """The first request starts now (without ``begin=False``: at construction)."""
+        with self._lock:
+            self._adaptive.begin(time.monotonic(), self._cpu() if self._cpu else None)
+
+    @property
+    def settled(self) -> bool:
+        return self._adaptive.settled
+
+    @property
+    def whole_parts(self) -> bool:
+        """Bytes are seen only as whole parts end (see :class:`Adaptive`)."""
+        return self._adaptive.whole_parts
+
+    def observe(self, nbytes: int) -> None:
+        with self._lock:
+            if self._adaptive.settled:
+                return
+            before = self._adaptive.level
+            cpu = self._cpu() if self._cpu is not None else None
+            self._adaptive.observe(nbytes, time.monotonic(), cpu)
+            if self._adaptive.level == before:
+                return
+            changed, self._changed = self._changed, Future()
+        changed.set_result(None)
+
+    def hold(self) -> None:
+        """The last part has been handed out: the level holds (see :meth:`Adaptive.hold`)."""
+        with self._lock:
+            self._adaptive.hold()
+
+    def part_started(self) -> None:
+        """A part delivers (see :class:`InFlight`, which calls this)."""
+        with self._lock:
+            self._adaptive.part_started()
+
+    def part_ended(self) -> None:
+        """A part that had started is over."""
+        with self._lock:
+            self._adaptive.part_ended()
+
+    def target(self) -> int:
+        """The level: parts to keep in flight now."""
+        return self._adaptive.level
+
+    def changed(self) -> Future[None] | None:
+        """A future that completes when the level next changes (None once settled:
+        it will not change again)."""
+        with self._lock:
+            return None if self._adaptive.settled else self._changed
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Count the calling thread's CPU time in the block toward :attr:`Clock.READS`
+        (while the level still climbs; a read that raises is not counted)."""
+        if self._adaptive.settled:
+            yield
+            return
+        cpu = time.thread_time()
+        yield
+        self._reads += time.thread_time() - cpu
+
+    def _read_time(self) -> float:
+        return self._reads
+
+
+class InFlight:
+    """One part in flight, as its level sees it::
+
+        with InFlight(level) as part:
+            ...
+            part.observe(n)  # n more bytes arrived
+
+    The part delivers from its first bytes (from its start where the level sees bytes
+    only as whole parts end) until the block exits or :meth:`end`; it may deliver again
+    after :meth:`end` (a stream that serves the level more than once). With no level
+    (a fixed number in flight) it does nothing.
+    """
+
+    def __init__(self, level: SharedLevel | None) -> None:
+        self._level = level
+        self._started = False
+
+    def __enter__(self) -> InFlight:
+        if self._level is not None and self._level.whole_parts:
+            self._start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()  # whatever ended it
+
+    def observe(self, nbytes: int) -> None:
+        """``nbytes`` more bytes of this part arrived (0: none yet, but time went by)."""
+        if self._level is None:
+            return
+        if nbytes and not self._started:
+            self._start()
+        self._level.observe(nbytes)
+
+    def end(self) -> None:
+        """The part is over (done, failed or cancelled)."""
+        if self._started and self._level is not None:
+            self._started = False
+            self._level.part_ended()
+
+    def _start(self) -> None:
+        assert self._level is not None
+        self._started = True
+        self._level.part_started()
+
+
+def _usable_cores() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)

@@ -1,0 +1,142 @@
+"""The shared level as a specification: built from a preset where no number is given,
+its clocks, and InFlight, the one way a part tells it of its start, bytes and end."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from objsdk._core.adaptive import Adaptive, Preset
+from objsdk._io.shared_level import InFlight, SharedLevel, _usable_cores
+
+MiB = 1 << 20
+
+
+class Recorder(SharedLevel):
+    def __init__(self, adaptive: Adaptive) -> None:
+        super().__init__(adaptive, begin=False)
+        self.events: list[object] = []
+
+    def part_started(self) -> None:
+        self.events.append("start")
+
+    def observe(self, nbytes: int) -> None:
+        self.events.append(nbytes)
+
+    def part_ended(self) -> None:
+        self.events.append("end")
+
+
+@pytest.mark.parametrize(
+    "preset", [Preset.reader(), Preset.download(), Preset.upload(8 * MiB, MiB)]
+)
+def test_a_number_given_means_no_level(preset):
+    assert SharedLevel.unless(4, preset=preset) is None
+
+
+def test_a_download_level_may_use_every_core_the_process_may_run_on():
+    level = SharedLevel.unless(None, preset=Preset.download())
+    assert level is not None
+    assert level._adaptive.cores == _usable_cores()
+
+
+def test_reader_and_upload_levels_weigh_one_core():
+    for preset in (Preset.reader(), Preset.upload(8 * MiB, MiB)):
+        level = SharedLevel.unless(None, preset=preset, begin=False)
+        assert level is not None
+        assert level._adaptive.cores == 1
+
+
+def test_a_reader_level_weighs_the_cpu_of_the_reads_it_timed_and_no_other():
+    level = SharedLevel.unless(None, preset=Preset.reader(), begin=False)
+    assert level is not None
+    sum(range(200_000))  # the caller's own work: not a read
+    assert level._read_time() == 0.0
+    with level.reading():
+        sum(range(200_000))
+    assert level._read_time() > 0.0
+
+
+def test_a_read_that_raises_is_not_timed():
+    level = SharedLevel.unless(None, preset=Preset.reader(), begin=False)
+    assert level is not None
+
+    def read() -> None:
+        with level.reading():
+            sum(range(200_000))
+            raise ValueError("cut")
+
+    with pytest.raises(ValueError, match="cut"):
+        read()
+    assert level._read_time() == 0.0
+
+
+def test_a_settled_level_times_no_reads():
+    level = SharedLevel(Adaptive(cap=2, start=2), begin=False)
+    with level.reading():
+        sum(range(200_000))
+    assert level._read_time() == 0.0
+
+
+def test_an_upload_level_has_no_cpu_clock():
+    level = SharedLevel.unless(None, preset=Preset.upload(8 * MiB, MiB), begin=False)
+    assert level is not None
+    assert level._cpu is None
+
+
+def test_a_part_delivers_from_its_first_bytes_and_ends_with_its_block():
+    level = Recorder(Adaptive())
+    with InFlight(level) as part:
+        part.observe(0)  # time went by, no bytes yet
+        part.observe(5)
+        part.observe(7)
+    assert level.events == [0, "start", 5, 7, "end"]
+
+
+def test_a_part_that_never_delivered_does_not_end():
+    level = Recorder(Adaptive())
+    with pytest.raises(OSError, match="refused"), InFlight(level):
+        raise OSError("refused")
+    assert level.events == []
+
+
+def test_a_part_seen_only_as_a_whole_delivers_from_its_start_and_ends_on_failure():
+    level = Recorder(Adaptive(whole_parts=True))
+    with pytest.raises(OSError, match="reset"), InFlight(level):
+        raise OSError("reset")
+    assert level.events == ["start", "end"]
+
+
+def test_a_stream_that_ended_delivers_again_from_its_next_bytes():
+    level = Recorder(Adaptive())
+    stream = InFlight(level)
+    stream.observe(3)
+    stream.end()
+    stream.end()  # ended once only
+    stream.observe(4)
+    assert level.events == ["start", 3, "end", "start", 4]
+
+
+def test_a_part_with_no_level_does_nothing():
+    with InFlight(None) as part:
+        part.observe(5)
+    part.end()
+
+
+def test_parts_in_flight_hold_a_raised_level_s_window_until_all_deliver():
+    level = SharedLevel(Adaptive(cap=4, window=MiB, min_seconds=1e-6), cpu=None)
+    first = InFlight(level)
+    first.observe(MiB)
+    time.sleep(0.002)
+    first.observe(MiB)  # one part judged: up to 4
+    assert level.target() == 4
+    others = [InFlight(level) for _ in range(2)]
+    for part in others * 2:
+        part.observe(64 * MiB)  # three of four deliver: not counted, nothing judged
+    assert len(level._adaptive.history) == 1
+    fourth = InFlight(level)
+    fourth.observe(MiB)  # all four deliver: the window opens here
+    time.sleep(0.002)
+    first.observe(4 * MiB)
+    assert [m.level for m in level._adaptive.history] == [1, 4]
