@@ -170,11 +170,14 @@ def ranged_body(
     (``body``) to a GET sent with that ``Range``.
 
     A 206 must say, in ``Content-Range``, that it holds exactly those bytes (fewer only
-    where the object ends) and hold as many; a 200 is the whole object, sliced here.
+    where the object ends) and hold as many; a 200 is the whole object, sliced here; a
+    416 whose ``Content-Range`` puts ``offset`` at or past the end holds no bytes.
     Raises :class:`BadResponse` otherwise.
     """
     end = None if length is None else offset + length
     check_response(status, headers, want=offset, etag=None, size=None, end=end)
+    if status == 416:
+        return b""  # check_response found ``offset`` at or past the object's end
     if status == 200:
         return body[offset:end]
     cr = parse_content_range(headers.get("Content-Range"))
