@@ -116,6 +116,7 @@ class ObjectFile(io.BufferedIOBase):
         self._level = SharedLevel.unless(readahead, preset=Preset.reader(), begin=False)
         self._stream = InFlight(self._level)  # the single stream, the level's first part
         self.stats = ReadStats()
+        self._stats_lock = threading.Lock()
         self._reader = RangeReader(
             self._transport,
             bucket,
@@ -517,7 +518,11 @@ class ObjectFile(io.BufferedIOBase):
         if self._prefetcher is None:
             workers = ADAPTIVE_CAP if self._level is not None else self._ahead()
             self._prefetcher = Prefetcher.pinned_like(
-                self._reader, workers=workers, part_size=self.part_size, level=self._level
+                self._reader,
+                workers=workers,
+                part_size=self.part_size,
+                level=self._level,
+                account=_accountant(self.stats, self._stats_lock),
             )
         self.stats.readahead = self._ahead()
         self._parts = PartStream(
@@ -530,8 +535,9 @@ class ObjectFile(io.BufferedIOBase):
         return self._parts
 
     def _count_part(self, result: PartResult) -> None:
-        self.stats.requests += result.requests
-        self.stats.resumes += result.resumes
+        with self._stats_lock:
+            self.stats.requests += result.requests
+            self.stats.resumes += result.resumes
         if self._level is not None:
             self.stats.readahead = self._ahead()
 
@@ -571,3 +577,16 @@ def _restore(
     if closed:
         f.close()
     return f
+
+
+def _accountant(stats: ReadStats, lock: threading.Lock) -> Callable[[int, int], None]:
+    """Adds a failed part's requests and resumes to ``stats`` (its resumes count even
+    when its failure is what the caller sees). It holds the stats, not the file: workers
+    must not keep an unclosed file from being collected."""
+
+    def account(requests: int, resumes: int) -> None:
+        with lock:
+            stats.requests += requests
+            stats.resumes += resumes
+
+    return account

@@ -56,11 +56,19 @@ class PartResult:
 Fetch = Callable[[int, int, memoryview, threading.Event], PartResult]
 
 
-def part_fetcher(pin: RangeReader, *, level: SharedLevel | None = None) -> Fetch:
+# account(requests, resumes): what a failed part cost, from its worker's thread.
+Account = Callable[[int, int], None]
+
+
+def part_fetcher(
+    pin: RangeReader, *, level: SharedLevel | None = None, account: Account | None = None
+) -> Fetch:
     """How a worker fetches one part: a window of ``pin`` (:meth:`RangeReader.window`),
     pinned to its version, with the same resume rules and errors (verification is the
     owner's, over the whole object in order). An adaptive ``level`` is told of the
-    part's bytes as they arrive, and of its start and end (from the worker's thread)."""
+    part's bytes as they arrive, and of its start and end (from the worker's thread).
+    ``account`` hears the requests and resumes of every part that fails (a part that
+    succeeds reports them in its :class:`PartResult`)."""
     # A copy of the pin alone: the workers must not keep the owner's reader (and through
     # its observer, the owner) alive, or an unclosed reader could never be collected.
     pin = pin.window(None)
@@ -87,6 +95,11 @@ def part_fetcher(pin: RangeReader, *, level: SharedLevel | None = None) -> Fetch
                     part.observe(k)
                     n += k
                 return PartResult(n, stats.requests, stats.resumes)
+            except Exception:
+                # A failed part returns no PartResult: its cost is told here instead.
+                if account is not None:
+                    account(stats.requests, stats.resumes)
+                raise
             finally:
                 reader.close()
 
@@ -134,11 +147,17 @@ class Prefetcher:
 
     @classmethod
     def pinned_like(
-        cls, reader: RangeReader, *, workers: int, part_size: int, level: SharedLevel | None
+        cls,
+        reader: RangeReader,
+        *,
+        workers: int,
+        part_size: int,
+        level: SharedLevel | None,
+        account: Account | None = None,
     ) -> Prefetcher:
         """Workers fetching parts of the version ``reader`` is pinned to, with its
-        transport and resume limit."""
-        fetch = part_fetcher(reader, level=level)
+        transport and resume limit; ``account`` hears what each part cost."""
+        fetch = part_fetcher(reader, level=level, account=account)
         watch = reader.transport.watch
         return cls(fetch, workers=workers, part_size=part_size, watch=watch, level=level)
 
