@@ -1,13 +1,18 @@
-"""Every error objsdk raises.
+"""Every error objsdk raises, in one tree.
 
 All of them derive from :class:`ObjsdkError`, so ``except objsdk.ObjsdkError`` catches
-anything the library raises on purpose. The tree::
+anything the library raises on purpose. Each class is defined here, whichever part of
+objsdk raises it (the modules that used to define :class:`ConfigError`,
+:class:`ShardError`, :class:`XMLParseError` and :class:`ToxiproxyError` re-export them).
+Signals that never leave the module raising them (a range the server ignored, a resume
+check) are not errors of the library and stay private to it. The tree::
 
     ObjsdkError
     ├── TransportError              the request never got a complete HTTP answer
     │   ├── ConnectError            could not connect (refused, DNS, TLS handshake)
     │   ├── Timeout                 connect or read timeout
     │   └── ProtocolError           connection dropped or the response was malformed
+    │       └── XMLParseError       a body that should be S3 XML is not
     ├── S3Error                     the server answered with an S3 error
     │   ├── NoSuchBucket
     │   ├── NoSuchKey
@@ -27,14 +32,21 @@ anything the library raises on purpose. The tree::
     ├── DownloadLockedError         another download into the same path is running
     ├── LocalWriteError (OSError)   a download's local file could not be written (disk full)
     ├── InvalidArgument (ValueError) bad input caught before anything was sent
-    └── LocalMinioError             the local MinIO could not be built or started
+    │   └── ConfigError             the configuration is incomplete or contradictory
+    ├── ShardError                  a dataset shard could not be read (objsdk.datasets)
+    ├── LocalMinioError             the local MinIO could not be built or started
+    └── ToxiproxyError              Toxiproxy could not be started or refused a request
 
-Messages name what was wrong (operation, bucket, key, offset) and never contain
-credentials: no secret key, session token, signature or presigned URL.
+An :class:`S3Error` is built by :func:`s3_error`, which picks the subclass from the S3
+error code (or, for an answer without a body, from the status). Messages name what was
+wrong (operation, bucket, key, offset) and never contain credentials: no secret key,
+session token, signature or presigned URL.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 import traceback
 
 __all__ = [
@@ -42,6 +54,7 @@ __all__ = [
     "BucketAlreadyExists",
     "BucketNotEmpty",
     "Cancelled",
+    "ConfigError",
     "ConnectError",
     "DownloadLockedError",
     "IntegrityError",
@@ -59,11 +72,15 @@ __all__ = [
     "ReadError",
     "ResumeLimitError",
     "S3Error",
+    "ShardError",
     "SlowDown",
     "SourceChangedError",
     "Timeout",
+    "ToxiproxyError",
     "TransportError",
+    "XMLParseError",
     "error_class_for_code",
+    "s3_error",
 ]
 
 
@@ -122,6 +139,10 @@ class Timeout(TransportError):
 
 class ProtocolError(TransportError):
     """The connection broke mid-response, or the response was malformed."""
+
+
+class XMLParseError(ProtocolError):
+    """A response body that should be S3 XML is not."""
 
 
 class S3Error(ObjsdkError):
@@ -240,6 +261,34 @@ def code_for_status(status: int, *, has_key: bool) -> str:
     return _STATUS_TO_CODE.get(status, f"HTTP{status}")
 
 
+def s3_error(
+    status: int,
+    code: str | None = None,
+    message: str = "",
+    *,
+    bucket: str | None = None,
+    key: str | None = None,
+    request_id: str | None = None,
+    operation: str | None = None,
+) -> S3Error:
+    """The :class:`S3Error` for an S3 answer, of the subclass its ``code`` names
+    (:func:`error_class_for_code`). Without a code (an answer with no body, or a
+    condition found without asking, such as a missing bucket) the status decides
+    (:func:`code_for_status`: 404 is ``NoSuchKey`` with a key, ``NoSuchBucket`` without).
+    """
+    if code is None:
+        code = code_for_status(status, has_key=key is not None)
+    return error_class_for_code(code)(
+        status,
+        code,
+        message,
+        request_id=request_id,
+        bucket=bucket,
+        key=key,
+        operation=operation,
+    )
+
+
 class ReadError(ObjsdkError):
     """An object stream could not be delivered as one faithful byte sequence."""
 
@@ -319,8 +368,78 @@ class InvalidArgument(ObjsdkError, ValueError):
     """Bad input detected before any request was sent."""
 
 
+class ConfigError(InvalidArgument):
+    """The configuration is incomplete or contradictory (a missing profile, half a key
+    pair, an unreadable config file). Messages name the setting and where it was read,
+    never a secret."""
+
+
+# The "(shard ..., member ..., offset ...)" tail of a ShardError's message, as its
+# __init__ writes it.
+_SHARD_WHERE = re.compile(
+    r"\(shard (?P<shard>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
+    r"(?:, member (?P<member>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?"
+    r"(?:, offset (?P<offset>\d+))?\)"
+)
+
+
+class ShardError(ObjsdkError):
+    """A shard could not be read: missing, refused, corrupt, truncated or malformed.
+
+    ``shard`` is ``bucket/key``; ``member`` the tar member being read (or the last one
+    read before the failure, or None at the start); ``offset`` the byte offset in the
+    shard where the problem is. ``__cause__`` holds the underlying error, if any.
+
+    ``ShardError(message)`` alone is how torch's DataLoader rebuilds an error raised in a
+    worker (from its formatted text): ``shard``, ``member`` and ``offset`` are then read
+    back from the message, so ``except ShardError`` and the attributes work across the
+    worker boundary.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        shard: str | None = None,
+        member: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        if shard is None:
+            found = list(_SHARD_WHERE.finditer(message))
+            last = found[-1] if found else None
+            self.shard = _literal(last["shard"]) if last else None
+            self.member = _literal(last["member"]) if last else None
+            self.offset = int(last["offset"]) if last and last["offset"] else None
+            super().__init__(message)
+            return
+        self.shard = shard
+        self.member = member
+        self.offset = offset
+        where = f"shard {shard!r}"
+        if member is not None:
+            where += f", member {member!r}"
+        if offset is not None:
+            where += f", offset {offset}"
+        super().__init__(f"{message} ({where})")
+
+
+def _literal(text: str | None) -> str | None:
+    if text is None:
+        return None
+    value = ast.literal_eval(text)
+    return value if isinstance(value, str) else None
+
+
 class LocalMinioError(ObjsdkError):
     """The local MinIO server could not be built, started or stopped."""
+
+
+class ToxiproxyError(ObjsdkError):
+    """Toxiproxy could not be started, or its API refused a request."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
 
 
 def drop_frame_locals(exc: BaseException) -> None:

@@ -31,7 +31,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..errors import InvalidArgument
+# ConfigError is defined with every other error; importable from here as before.
+from ..errors import ConfigError, InvalidArgument
 
 __all__ = [
     "CHECKSUM_WHEN",
@@ -64,12 +65,6 @@ _SETTINGS = {
     "request_checksum_calculation": "AWS_REQUEST_CHECKSUM_CALCULATION",
     "response_checksum_validation": "AWS_RESPONSE_CHECKSUM_VALIDATION",
 }
-
-
-class ConfigError(InvalidArgument):
-    """The configuration is incomplete or contradictory (a missing profile, half a key
-    pair, an unreadable config file). Messages name the setting and where it was read,
-    never a secret."""
 
 
 def _mask(value: str | None) -> str | None:

@@ -16,6 +16,7 @@ from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
 from objsdk import errors
+from objsdk.errors import XMLParseError
 from objsdk.models import BucketInfo, DeleteError, ObjectSummary, Prefix
 
 __all__ = [
@@ -42,10 +43,6 @@ __all__ = [
     "xml_root",
     "xml_text",
 ]
-
-
-class XMLParseError(errors.ProtocolError):
-    """A response body that should be S3 XML is not."""
 
 
 def xml_root(body: bytes) -> ET.Element:
@@ -165,7 +162,7 @@ def error_from_response(
     message = parsed.message if parsed else headers.get("x-minio-error-desc", "")
     if status == 400 and not message:
         code, message = _bad_request(code, bucket)
-    return errors.error_class_for_code(code)(
+    return errors.s3_error(
         status,
         code,
         message.strip('"'),

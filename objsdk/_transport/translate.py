@@ -35,50 +35,63 @@ _BROKEN = (
 )
 
 
+# The objsdk error for each requests/urllib3/socket failure, and its message
+# ("{cause}": the innermost exception's type name). An exception takes the entry of the
+# nearest class in its MRO, so the most specific entry wins whatever the order here
+# (httpx's map_httpcore_exceptions picks the most derived match the same way); a class
+# that inherits from two entries' classes gets an entry of its own.
+_CONNECT = (errors.ConnectError, "cannot reach the server ({cause})")
+_TLS = (errors.ConnectError, "TLS error ({cause})")
+_CONNECT_TIMEOUT = (errors.Timeout, "connect timed out")
+_READ_TIMEOUT = (errors.Timeout, "read timed out")
+_CONNECTION_BROKEN = (errors.ProtocolError, "connection broken ({cause})")
+
+_MAP: dict[type[BaseException], tuple[type[errors.TransportError], str]] = {
+    # A ConnectTimeoutError in urllib3, though "refused" is not a timeout.
+    urllib3.exceptions.NewConnectionError: _CONNECT,
+    requests.exceptions.ConnectTimeout: _CONNECT_TIMEOUT,
+    urllib3.exceptions.ConnectTimeoutError: _CONNECT_TIMEOUT,
+    requests.exceptions.ReadTimeout: _READ_TIMEOUT,
+    urllib3.exceptions.ReadTimeoutError: _READ_TIMEOUT,
+    TimeoutError: _READ_TIMEOUT,
+    # SO_RCVTIMEO expiring on a blocking socket (direct reads): EAGAIN.
+    BlockingIOError: _READ_TIMEOUT,
+    requests.exceptions.SSLError: _TLS,
+    urllib3.exceptions.SSLError: _TLS,
+    requests.exceptions.ChunkedEncodingError: _CONNECTION_BROKEN,
+    requests.exceptions.ContentDecodingError: _CONNECTION_BROKEN,
+    urllib3.exceptions.ProtocolError: _CONNECTION_BROKEN,
+    urllib3.exceptions.DecodeError: _CONNECTION_BROKEN,
+    http.client.HTTPException: _CONNECTION_BROKEN,
+    # Both a ConnectionResetError and an HTTPException: the server closed a connection
+    # it had accepted (a kept-alive one, typically) before answering, so it is reachable.
+    http.client.RemoteDisconnected: _CONNECTION_BROKEN,
+    requests.exceptions.ConnectionError: _CONNECT,
+    ConnectionError: _CONNECT,
+    OSError: _CONNECTION_BROKEN,
+}
+
+
 def translate(
     e: BaseException, operation: str, bucket: str | None, key: str | None
 ) -> errors.ObjsdkError:
-    """The objsdk error for a requests/urllib3/socket failure.
+    """The objsdk error for a requests/urllib3/socket failure: an objsdk error is
+    returned as it is; anything else maps by its most specific class in ``_MAP``, and
+    what none covers is a plain :class:`~objsdk.errors.TransportError`.
 
     The message names the operation, bucket and key, never the URL (a presigned URL
     would carry a signature).
     """
-    where: dict[str, Any] = {"operation": operation, "bucket": bucket, "key": key}
     if isinstance(e, errors.ObjsdkError):
         return e
-    if isinstance(e, urllib3.exceptions.NewConnectionError):
-        # A subclass of ConnectTimeoutError in urllib3, though "refused" is not a timeout.
-        return errors.ConnectError(f"cannot reach the server ({_cause(e)})", **where)
-    if isinstance(e, (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)):
-        return errors.Timeout("connect timed out", **where)
-    if isinstance(
-        e,
-        (
-            requests.exceptions.ReadTimeout,
-            urllib3.exceptions.ReadTimeoutError,
-            TimeoutError,
-            # SO_RCVTIMEO expiring on a blocking socket (direct reads): EAGAIN.
-            BlockingIOError,
-        ),
-    ):
-        return errors.Timeout("read timed out", **where)
-    if isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
-        return errors.ConnectError(f"TLS error ({_cause(e)})", **where)
-    if isinstance(
-        e,
-        (
-            requests.exceptions.ChunkedEncodingError,
-            requests.exceptions.ContentDecodingError,
-            urllib3.exceptions.ProtocolError,
-            urllib3.exceptions.DecodeError,
-            http.client.HTTPException,
-        ),
-    ):
-        return errors.ProtocolError(f"connection broken ({_cause(e)})", **where)
-    if isinstance(e, (requests.exceptions.ConnectionError, ConnectionError)):
-        return errors.ConnectError(f"cannot reach the server ({_cause(e)})", **where)
-    if isinstance(e, OSError):
-        return errors.ProtocolError(f"connection broken ({_cause(e)})", **where)
+    where: dict[str, Any] = {"operation": operation, "bucket": bucket, "key": key}
+    for cls in type(e).__mro__:
+        mapped = _MAP.get(cls)
+        if mapped is not None:
+            error, message = mapped
+            if "{cause}" in message:
+                message = message.format(cause=_cause(e))
+            return error(message, **where)
     return errors.TransportError(f"request failed ({type(e).__name__})", **where)
 
 

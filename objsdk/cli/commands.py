@@ -126,7 +126,7 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
         return EXIT_OK
     where = parse_remote(args.path)
     if not client.bucket_exists(where.bucket):
-        raise errors.NoSuchBucket(
+        raise errors.s3_error(
             404, "NoSuchBucket", "The specified bucket does not exist", bucket=where.bucket
         )
     count = total = 0
@@ -347,7 +347,7 @@ def cmd_stat(ctx: Context, args: argparse.Namespace) -> int:
     client, out = ctx.client(), ctx.out
     if not where.key:
         if not client.bucket_exists(where.bucket):
-            raise errors.NoSuchBucket(
+            raise errors.s3_error(
                 404, "NoSuchBucket", "The specified bucket does not exist", bucket=where.bucket
             )
         out.line(f"Bucket: {where.bucket}")

@@ -42,13 +42,11 @@ class CliError(Exception):
 
 def exit_code_for(exc: BaseException) -> int:
     """The exit code for an exception that reached the top of a command."""
-    from .._core.config import ConfigError
-
     if isinstance(exc, CliError):
         return exc.code
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, errors.ConfigError):
         return EXIT_BAD_CONFIG
     if isinstance(exc, errors.InvalidArgument):
         return EXIT_BAD_ARGS

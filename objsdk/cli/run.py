@@ -170,6 +170,6 @@ def check_dest_bucket(client: Client, jobs: list[Job]) -> None:
     buckets = {j.dst.bucket for j in jobs if isinstance(j.dst, RemotePath)}
     for b in sorted(buckets):
         if not client.bucket_exists(b):
-            raise errors.NoSuchBucket(
+            raise errors.s3_error(
                 404, "NoSuchBucket", "The specified bucket does not exist", bucket=b
             )

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, cast
 
-from objsdk.errors import ObjsdkError
+from objsdk.errors import ToxiproxyError
 from objsdk.testing.gobuild import toxiproxy_binary
 from objsdk.testing.localserver import LocalServer
 from objsdk.testing.supervisor import Supervised, tail
@@ -32,14 +32,6 @@ __all__ = ["Proxy", "Toxiproxy", "ToxiproxyError"]
 
 # Local servers must be reached directly, even when HTTP(S)_PROXY is set.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class ToxiproxyError(ObjsdkError):
-    """Toxiproxy could not be started, or its API refused a request."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        self.status = status
-        super().__init__(message)
 
 
 class _Api:

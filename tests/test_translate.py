@@ -1,0 +1,187 @@
+"""requests/urllib3/socket failures become objsdk errors by one table: each exception
+takes the entry of the most specific class it is, whatever the table's order, and the
+result is raised from the original with a message that names no URL."""
+
+from __future__ import annotations
+
+import builtins
+import http.client
+import socket
+import ssl
+
+import pytest
+import requests
+import requests.exceptions as rq
+import urllib3.exceptions as u3
+
+from objsdk import errors
+from objsdk._transport import translate as translate_module
+from objsdk._transport.translate import translate, translate_errors
+
+WHERE = " (bucket 'b', key 'k')"
+
+
+def _bare(cls: type[BaseException]) -> BaseException:
+    """An instance without its ``__init__`` (the libraries' constructors want pools,
+    connections and URLs; the mapping looks only at the class)."""
+    return cls.__new__(cls)
+
+
+def _library_exceptions() -> list[type[BaseException]]:
+    """Every exception class requests, urllib3, http.client, ssl, socket and Python
+    define (but exception groups, which need their arguments), in a stable order."""
+    modules = [builtins, http.client, socket, ssl, rq, u3]
+    found = set()
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, BaseException):
+                try:
+                    _bare(value)
+                except TypeError:
+                    continue
+                found.add(value)
+    return sorted(found, key=lambda c: (c.__module__, c.__qualname__))
+
+
+REACH = "cannot reach the server"
+BROKEN = "connection broken"
+
+
+@pytest.mark.parametrize(
+    ("raised", "error", "message"),
+    [
+        # A ConnectTimeoutError in urllib3, but refused is not a timeout.
+        (u3.NewConnectionError, errors.ConnectError, f"{REACH} (NewConnectionError)"),
+        (u3.NameResolutionError, errors.ConnectError, f"{REACH} (NameResolutionError)"),
+        (rq.ConnectTimeout, errors.Timeout, "connect timed out"),
+        (u3.ConnectTimeoutError, errors.Timeout, "connect timed out"),
+        (rq.ReadTimeout, errors.Timeout, "read timed out"),
+        (u3.ReadTimeoutError, errors.Timeout, "read timed out"),
+        (TimeoutError, errors.Timeout, "read timed out"),
+        (BlockingIOError, errors.Timeout, "read timed out"),
+        (rq.SSLError, errors.ConnectError, "TLS error (SSLError)"),
+        (u3.SSLError, errors.ConnectError, "TLS error (SSLError)"),
+        (rq.ChunkedEncodingError, errors.ProtocolError, f"{BROKEN} (ChunkedEncodingError)"),
+        (rq.ContentDecodingError, errors.ProtocolError, f"{BROKEN} (ContentDecodingError)"),
+        (u3.ProtocolError, errors.ProtocolError, f"{BROKEN} (ProtocolError)"),
+        (u3.DecodeError, errors.ProtocolError, f"{BROKEN} (DecodeError)"),
+        (u3.IncompleteRead, errors.ProtocolError, f"{BROKEN} (IncompleteRead)"),
+        (http.client.HTTPException, errors.ProtocolError, f"{BROKEN} (HTTPException)"),
+        (http.client.IncompleteRead, errors.ProtocolError, f"{BROKEN} (IncompleteRead)"),
+        # A ConnectionResetError too, but the server was reached: the connection broke.
+        (http.client.RemoteDisconnected, errors.ProtocolError, f"{BROKEN} (RemoteDisconnected)"),
+        (rq.ConnectionError, errors.ConnectError, f"{REACH} (ConnectionError)"),
+        (rq.ProxyError, errors.ConnectError, f"{REACH} (ProxyError)"),
+        (ConnectionError, errors.ConnectError, f"{REACH} (ConnectionError)"),
+        (ConnectionRefusedError, errors.ConnectError, f"{REACH} (ConnectionRefusedError)"),
+        (ConnectionResetError, errors.ConnectError, f"{REACH} (ConnectionResetError)"),
+        (BrokenPipeError, errors.ConnectError, f"{REACH} (BrokenPipeError)"),
+        (OSError, errors.ProtocolError, f"{BROKEN} (OSError)"),
+        (ssl.SSLError, errors.ProtocolError, f"{BROKEN} (SSLError)"),
+        (socket.gaierror, errors.ProtocolError, f"{BROKEN} (gaierror)"),
+        (rq.Timeout, errors.ProtocolError, f"{BROKEN} (Timeout)"),
+        (rq.RetryError, errors.ProtocolError, f"{BROKEN} (RetryError)"),
+        (u3.MaxRetryError, errors.TransportError, "request failed (MaxRetryError)"),
+        (u3.TimeoutError, errors.TransportError, "request failed (TimeoutError)"),
+        (u3.ProxyError, errors.TransportError, "request failed (ProxyError)"),
+        (ValueError, errors.TransportError, "request failed (ValueError)"),
+    ],
+    ids=lambda v: v.__qualname__ if isinstance(v, type) else "",
+)
+def test_each_failure_becomes_the_objsdk_error_of_its_most_specific_class(raised, error, message):
+    err = translate(_bare(raised), "read", "b", "k")
+    assert type(err) is error
+    assert str(err) == f"read: {message}{WHERE}"
+    assert (err.operation, err.bucket, err.key) == ("read", "b", "k")
+
+
+def test_an_objsdk_error_is_returned_as_it_is():
+    original = errors.IntegrityError("crc mismatch", bucket="b", key="k", offset=0)
+    assert translate(original, "read", "other", "other") is original
+
+
+def test_the_table_s_order_does_not_change_any_mapping(monkeypatch):
+    before = {c: _outcome(c) for c in _library_exceptions()}
+    monkeypatch.setattr(translate_module, "_MAP", dict(reversed(translate_module._MAP.items())))
+    after = {c: _outcome(c) for c in _library_exceptions()}
+    assert after == before
+
+
+def test_every_library_exception_maps_as_the_isinstance_ladder_before_the_table_did():
+    changed = [
+        (c.__qualname__, _outcome(c), ladder)
+        for c in _library_exceptions()
+        if _outcome(c) != (ladder := _as_the_ladder_did(c))
+    ]
+    assert changed == []
+
+
+def _outcome(cls: type[BaseException]) -> tuple[type[errors.ObjsdkError], str]:
+    err = translate(_bare(cls), "op", "b", "k")
+    return type(err), str(err)
+
+
+def _as_the_ladder_did(cls: type[BaseException]) -> tuple[type[errors.ObjsdkError], str]:
+    """translate() as it was before the table (an isinstance ladder whose order
+    mattered), kept as the reference the table must agree with."""
+    e = _bare(cls)
+    cause = translate_module._cause(e)
+    ladder: list[tuple[tuple[type[BaseException], ...], type[errors.TransportError], str]] = [
+        ((u3.NewConnectionError,), errors.ConnectError, f"{REACH} ({cause})"),
+        ((rq.ConnectTimeout, u3.ConnectTimeoutError), errors.Timeout, "connect timed out"),
+        (
+            (rq.ReadTimeout, u3.ReadTimeoutError, TimeoutError, BlockingIOError),
+            errors.Timeout,
+            "read timed out",
+        ),
+        ((rq.SSLError, u3.SSLError), errors.ConnectError, f"TLS error ({cause})"),
+        (
+            (
+                rq.ChunkedEncodingError,
+                rq.ContentDecodingError,
+                u3.ProtocolError,
+                u3.DecodeError,
+                http.client.HTTPException,
+            ),
+            errors.ProtocolError,
+            f"{BROKEN} ({cause})",
+        ),
+        ((rq.ConnectionError, ConnectionError), errors.ConnectError, f"{REACH} ({cause})"),
+        ((OSError,), errors.ProtocolError, f"{BROKEN} ({cause})"),
+    ]
+    error, message = errors.TransportError, f"request failed ({cls.__name__})"
+    for classes, mapped, text in ladder:
+        if isinstance(e, classes):
+            error, message = mapped, text
+            break
+    return error, str(error(message, operation="op", bucket="b", key="k"))
+
+
+def test_the_message_names_the_innermost_failure_and_never_the_url():
+    url = "/b/k?X-Amz-Signature=0123456789abcdef&X-Amz-Credential=AKIDEXAMPLE"
+    refused = u3.NewConnectionError(None, f"refused connecting for {url}")  # type: ignore[arg-type]
+    wrapped = rq.ConnectionError(u3.MaxRetryError(None, url, reason=refused))  # type: ignore[arg-type]
+    err = translate(wrapped, "get_object", "b", "k")
+    assert type(err) is errors.ConnectError
+    assert str(err) == f"get_object: cannot reach the server (NewConnectionError){WHERE}"
+    assert "Signature" not in str(err)
+    assert "AKID" not in str(err)
+
+
+def test_translate_errors_raises_the_objsdk_error_from_the_original_without_its_request():
+    original = rq.ReadTimeout(
+        "read timed out", request=requests.Request("GET", "http://x/").prepare()
+    )
+    with pytest.raises(errors.Timeout) as info, translate_errors("get_object", "b", "k"):
+        raise original
+    assert info.value.__cause__ is original
+    assert original.request is None  # it holds the caller's body buffer
+
+
+def test_translate_errors_lets_objsdk_errors_and_other_bugs_through_unchanged():
+    mine = errors.SourceChangedError("the file shrank")
+    with pytest.raises(errors.SourceChangedError) as info, translate_errors("put_object", "b", "k"):
+        raise mine
+    assert info.value is mine
+    with pytest.raises(KeyError), translate_errors("put_object", "b", "k"):
+        raise KeyError("a bug, not a network failure")
