@@ -34,7 +34,6 @@ from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
 from objsdk._s3 import copies, deletes
 from objsdk._s3.buckets import BucketsAPI
-from objsdk._s3.encryption import encrypting
 from objsdk._s3.head import head_object
 from objsdk._s3.listing import ListingAPI
 from objsdk._s3.objects import put_object
@@ -52,6 +51,7 @@ from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
+from objsdk._transport.pipeline import encrypting
 from objsdk._transport.retry import Policy, make_retry
 from objsdk.models import DeleteError, ObjectInfo, UploadInfo
 

@@ -29,9 +29,10 @@ from objsdk._transport.base import Body, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.pipeline import (
     Pipeline,
+    PipelinedTransport,
+    Sending,
     SignedRequest,
     keep_retry_after,
-    raise_body_error,
 )
 from objsdk._transport.sendfile import CallbackError, put_file, put_window
 from objsdk._transport.translate import _BROKEN, translate, translate_errors
@@ -150,7 +151,7 @@ class _Response:
 _DIRECT_MIN = 256 * 1024
 
 
-class HTTPTransport:
+class HTTPTransport(PipelinedTransport):
     """Signs and sends requests to one endpoint over a pooled ``requests.Session``.
 
     ``verify`` is True (the system's CAs), False, or a CA bundle path; TLS verification
@@ -193,10 +194,6 @@ class HTTPTransport:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
-    @property
-    def dialect(self) -> ChecksumDialect:
-        return self.pipeline.dialect
-
     def close(self) -> None:
         self.session.close()
 
@@ -220,43 +217,16 @@ class HTTPTransport:
             prepared.headers["Content-Length"] = str(length)
         return prepared
 
-    def request(
-        self,
-        method: str,
-        *,
-        operation: str,
-        bucket: str | None = None,
-        key: str | None = None,
-        params: Iterable[tuple[str, str]] = (),
-        headers: Mapping[str, str] | None = None,
-        body: Body = None,
-        payload_hash: str | None = None,
-        stream: bool = False,
-        content_length: int | None = None,
-        ok: Collection[int] = (200,),
-        idempotent: bool | None = None,
-        body_errors: bool = False,
-        on_retry: Callable[[errors.ObjsdkError], None] | None = None,
-    ) -> _Response:
-        def attempt(request: SignedRequest, body: Body) -> _Response:
-            prepared = self._prepare(request, body, content_length)
-            answer = self._send(prepared, method, operation, bucket, key, stream, ok)
-            if body_errors:
-                raise_body_error(answer, operation, bucket, key)
-            return answer
-
-        return self.pipeline.run(
-            method,
-            attempt,
-            operation=operation,
-            bucket=bucket,
-            key=key,
-            params=params,
-            headers=headers,
-            payload_hash=payload_hash,
-            idempotent=idempotent,
-            body=body,
-            on_retry=on_retry,
+    def _attempt(self, sending: Sending, request: SignedRequest, body: Body) -> _Response:
+        prepared = self._prepare(request, body, sending.content_length)
+        return self._send(
+            prepared,
+            sending.method,
+            sending.operation,
+            sending.bucket,
+            sending.key,
+            sending.stream,
+            sending.ok,
         )
 
     def _send(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import IO
@@ -31,9 +31,10 @@ from objsdk._transport.base import Body, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.pipeline import (
     Pipeline,
+    PipelinedTransport,
+    Sending,
     SignedRequest,
     keep_retry_after,
-    raise_body_error,
 )
 from objsdk._transport.retry import Policy as Retry
 from objsdk._transport.retry import default_retry
@@ -114,7 +115,7 @@ class _Watch:
         pass
 
 
-class MockTransport:
+class MockTransport(PipelinedTransport):
     """Answers every request by calling ``handler(request)``; records what was sent."""
 
     def __init__(
@@ -146,70 +147,32 @@ class MockTransport:
         self.requests: list[Request] = []
         self._lock = threading.Lock()
 
-    @property
-    def dialect(self) -> ChecksumDialect:
-        return self.pipeline.dialect
-
-    def request(
-        self,
-        method: str,
-        *,
-        operation: str,
-        bucket: str | None = None,
-        key: str | None = None,
-        params: Iterable[tuple[str, str]] = (),
-        headers: Mapping[str, str] | None = None,
-        body: Body = None,
-        payload_hash: str | None = None,
-        stream: bool = False,
-        content_length: int | None = None,
-        ok: Collection[int] = (200,),
-        idempotent: bool | None = None,
-        body_errors: bool = False,
-        on_retry: Callable[[errors.ObjsdkError], None] | None = None,
-    ) -> MockResponse:
-        def attempt(signed: SignedRequest, body: Body) -> MockResponse:
-            request = Request(
-                method,
-                signed.url,
-                dict(signed.headers),
-                _read_body(body),
-                operation,
-                bucket,
-                key,
-            )
-            with self._lock:
-                self.requests.append(request)
-            resp = self.handler(request)
-            if resp.status not in ok:
-                raise keep_retry_after(
-                    error_from_response(
-                        resp.status,
-                        resp.headers,
-                        resp.body,
-                        operation=operation,
-                        bucket=bucket,
-                        key=key,
-                    ),
-                    resp.headers,
-                )
-            if body_errors:
-                raise_body_error(resp, operation, bucket, key)
-            return resp
-
-        return self.pipeline.run(
-            method,
-            attempt,
-            operation=operation,
-            bucket=bucket,
-            key=key,
-            params=params,
-            headers=headers,
-            payload_hash=payload_hash,
-            idempotent=idempotent,
-            body=body,
-            on_retry=on_retry,
+    def _attempt(self, sending: Sending, signed: SignedRequest, body: Body) -> MockResponse:
+        request = Request(
+            sending.method,
+            signed.url,
+            dict(signed.headers),
+            _read_body(body),
+            sending.operation,
+            sending.bucket,
+            sending.key,
         )
+        with self._lock:
+            self.requests.append(request)
+        resp = self.handler(request)
+        if resp.status not in sending.ok:
+            raise keep_retry_after(
+                error_from_response(
+                    resp.status,
+                    resp.headers,
+                    resp.body,
+                    operation=sending.operation,
+                    bucket=sending.bucket,
+                    key=sending.key,
+                ),
+                resp.headers,
+            )
+        return resp
 
     def send_file(
         self,

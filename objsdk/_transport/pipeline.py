@@ -7,7 +7,10 @@ signed request once and turn what happens into objsdk errors: an error answer is
 raised ``from`` the original. Everything else happens here, the same for all of them:
 
 1. the checksum dialect drops the checksum headers the service is not sent
-   (:class:`~objsdk._transport.dialect.ChecksumDialect`);
+   (:class:`~objsdk._transport.dialect.ChecksumDialect`), and a client's server-side
+   encryption setting adds its headers to every request they belong on
+   (:mod:`objsdk._core.sse`: SSE-C's key on each part, each ranged GET, the HEAD before
+   them, without any of those paths having to remember it);
 2. the :class:`~objsdk._core.signing.Signer` signs the headers (a fresh date each
    attempt: a retry after a long backoff is not refused as stale);
 3. the transport sends it (:data:`Attempt`);
@@ -18,11 +21,13 @@ raised ``from`` the original. Everything else happens here, the same for all of 
 
 from __future__ import annotations
 
+import copy
 import http.client
 import logging
 import socket
 import ssl
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TypeVar
@@ -35,6 +40,7 @@ from objsdk import errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_in_body
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
+from objsdk._core.sse import SSE, request_kind, sse_headers
 from objsdk._transport.base import Body, Response
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import next_policy, pause, retry_kind
@@ -43,7 +49,10 @@ from objsdk._transport.translate import USER_AGENT
 __all__ = [
     "Attempt",
     "Pipeline",
+    "PipelinedTransport",
+    "Sending",
     "SignedRequest",
+    "encrypting",
     "keep_retry_after",
     "network_failure",
     "raise_body_error",
@@ -79,7 +88,8 @@ def utc_now() -> datetime:
 
 
 class Pipeline:
-    """The signer, retry policy and checksum dialect of one client's requests."""
+    """The signer, retry policy, checksum dialect and encryption setting of one
+    client's requests."""
 
     def __init__(
         self,
@@ -94,6 +104,28 @@ class Pipeline:
         self.signer = Signer(credentials, region, clock)
         self.retry = retry
         self.dialect = dialect if dialect is not None else ChecksumDialect()
+        self.sse: SSE | None = None
+
+    def with_sse(self, sse: SSE | None) -> Pipeline:
+        """The same signer, policy and dialect, adding ``sse``'s headers to the requests
+        they belong on."""
+        twin = copy.copy(self)
+        twin.sse = sse
+        return twin
+
+    def headers(
+        self,
+        method: str,
+        key: str | None,
+        query: list[tuple[str, str]],
+        headers: Mapping[str, str] | None,
+    ) -> dict[str, str]:
+        """The headers a request is sent with: the caller's, and the encryption
+        setting's where they belong (:func:`~objsdk._core.sse.request_kind`)."""
+        given = dict(headers or {})
+        if self.sse is None:
+            return given
+        return {**given, **sse_headers(self.sse, request_kind(method, key, dict(query), given))}
 
     def url(self, bucket: str | None, key: str | None, params: Iterable[tuple[str, str]]) -> str:
         return self.endpoint.build_url(bucket, key, list(params))
@@ -131,7 +163,7 @@ class Pipeline:
         query = list(params)
         url = self.endpoint.build_url(bucket, key, query)
         kind = retry_kind(method, query, idempotent)
-        wanted = dict(headers or {})
+        wanted = self.headers(method, key, query, headers)
         payload = payload_hash or UNSIGNED_PAYLOAD
         rewind = rewinder(body)
         policy = self.retry
@@ -197,6 +229,104 @@ class Pipeline:
         errors.drop_frame_locals(e)
         if on_retry is not None:
             on_retry(e)
+
+
+@dataclass(frozen=True)
+class Sending:
+    """What a transport needs of a request beyond the signed request itself."""
+
+    method: str
+    operation: str
+    bucket: str | None
+    key: str | None
+    stream: bool
+    content_length: int | None
+    ok: Collection[int]
+
+
+class PipelinedTransport(ABC):
+    """A transport whose requests all go through its :class:`Pipeline`: it implements
+    :meth:`_attempt` (send one signed request once) and inherits
+    :meth:`~objsdk._transport.base.Transport.request` and the rest."""
+
+    pipeline: Pipeline
+
+    @property
+    def dialect(self) -> ChecksumDialect:
+        return self.pipeline.dialect
+
+    def with_sse(self, sse: SSE) -> PipelinedTransport:
+        """This transport (its connections shared) for a client that encrypts with
+        ``sse``: its pipeline adds ``sse``'s headers to every request they belong on."""
+        twin = copy.copy(self)
+        twin.pipeline = self.pipeline.with_sse(sse)
+        return twin
+
+    @abstractmethod
+    def _attempt(self, sending: Sending, request: SignedRequest, body: Body) -> Response:
+        """Send ``request`` once with ``body``; raise S3Error for an answer whose status
+        is not in ``sending.ok``, TransportError for a failure."""
+
+    def request(
+        self,
+        method: str,
+        *,
+        operation: str,
+        bucket: str | None = None,
+        key: str | None = None,
+        params: Iterable[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+        body: Body = None,
+        payload_hash: str | None = None,
+        stream: bool = False,
+        content_length: int | None = None,
+        ok: Collection[int] = (200,),
+        idempotent: bool | None = None,
+        body_errors: bool = False,
+        on_retry: Callable[[errors.ObjsdkError], None] | None = None,
+    ) -> Response:
+        """See :meth:`objsdk._transport.base.Transport.request`."""
+        sending = Sending(method, operation, bucket, key, stream, content_length, ok)
+
+        def attempt(request: SignedRequest, body: Body) -> Response:
+            answer = self._attempt(sending, request, body)
+            if body_errors:
+                raise_body_error(answer, operation, bucket, key)
+            return answer
+
+        return self.pipeline.run(
+            method,
+            attempt,
+            operation=operation,
+            bucket=bucket,
+            key=key,
+            params=params,
+            headers=headers,
+            payload_hash=payload_hash,
+            idempotent=idempotent,
+            body=body,
+            on_retry=on_retry,
+        )
+
+
+def encrypting(transport: T, sse: SSE | None) -> T:
+    """``transport`` itself without a setting, else its twin that sends ``sse``'s
+    headers. Refuses SSE-C over plain HTTP (S3 does too: the key would travel in the
+    clear), and a transport that has no request pipeline to add them in."""
+    if sse is None:
+        return transport
+    if not isinstance(transport, PipelinedTransport):
+        raise errors.InvalidArgument(
+            f"server-side encryption needs a transport with a request pipeline, not "
+            f"{type(transport).__name__}"
+        )
+    if sse.needs_tls and transport.pipeline.endpoint.scheme != "https":
+        raise errors.InvalidArgument(
+            f"SSE-C sends the encryption key with every request: it needs an https "
+            f"endpoint, not {transport.pipeline.endpoint.url!r}"
+        )
+    twin: T = transport.with_sse(sse)  # type: ignore[assignment]
+    return twin
 
 
 def rewinder(body: object) -> Callable[[], None] | None:
