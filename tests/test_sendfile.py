@@ -432,10 +432,8 @@ def test_file_shorter_than_count_raises_source_changed(serve, datafile):
 def test_https_endpoint_streams_the_body_instead_of_sendfile(monkeypatch, sendfile_calls):
     streamed: list[tuple[int, int]] = []
 
-    def fake_window(
-        transport, bucket, key, file, offset, count, headers, progress, operation, params
-    ):
-        streamed.append((offset, count))
+    def fake_window(transport, put):
+        streamed.append((put.offset, put.count))
         return {"ETag": '"e"'}
 
     monkeypatch.setattr(objsdk._transport.http, "put_window", fake_window)

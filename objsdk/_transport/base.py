@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import IO, Protocol
 
 from objsdk._core.addressing import Endpoint
@@ -24,9 +25,31 @@ from objsdk._core.signing import Credentials
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk.errors import ObjsdkError
 
-__all__ = ["Body", "Interruptible", "Response", "Transport"]
+__all__ = [
+    "Body",
+    "FilePut",
+    "Interruptible",
+    "Response",
+    "Transport",
+]
 
 Body = bytes | bytearray | memoryview | IO[bytes] | None
+
+
+@dataclass(frozen=True)
+class FilePut:
+    """A PUT whose body is ``count`` bytes of ``file`` from ``offset`` (see
+    :meth:`Transport.send_file`)."""
+
+    bucket: str
+    key: str
+    file: IO[bytes]
+    offset: int
+    count: int
+    headers: Mapping[str, str]
+    progress: Callable[[int], None] | None = None
+    operation: str = "upload"
+    params: tuple[tuple[str, str], ...] = ()
 
 
 class Response(Protocol):

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Any
 
@@ -25,7 +25,7 @@ from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import Credentials
 from objsdk._transport import tricks
-from objsdk._transport.base import Body, Interruptible
+from objsdk._transport.base import Body, FilePut, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.pipeline import (
     Pipeline,
@@ -271,25 +271,10 @@ class HTTPTransport(PipelinedTransport):
                 answer.close()
         return answer
 
-    def send_file(
-        self,
-        bucket: str,
-        key: str,
-        file: IO[bytes],
-        *,
-        offset: int,
-        count: int,
-        headers: Mapping[str, str],
-        progress: Callable[[int], None] | None = None,
-        operation: str = "upload",
-        params: Iterable[tuple[str, str]] = (),
-    ) -> Mapping[str, str]:
-        route = put_file if self.direct_file_bodies and _is_regular(file) else put_window
-        query = list(params)
+    def _send_file(self, put: FilePut) -> Mapping[str, str]:
+        direct = self.direct_file_bodies and _is_regular(put.file)
         try:
-            return route(
-                self, bucket, key, file, offset, count, headers, progress, operation, query
-            )
+            return (put_file if direct else put_window)(self, put)
         except CallbackError as e:
             error = e.error
         raise error  # outside the handler: the caller's exception, with its own context

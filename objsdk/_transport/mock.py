@@ -18,16 +18,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import IO
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import Credentials
-from objsdk._transport.base import Body, Interruptible
+from objsdk._transport.base import Body, FilePut, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.pipeline import (
     Pipeline,
@@ -174,38 +173,26 @@ class MockTransport(PipelinedTransport):
             )
         return resp
 
-    def send_file(
-        self,
-        bucket: str,
-        key: str,
-        file: IO[bytes],
-        *,
-        offset: int,
-        count: int,
-        headers: Mapping[str, str],
-        progress: Callable[[int], None] | None = None,
-        operation: str = "upload",
-        params: Iterable[tuple[str, str]] = (),
-    ) -> Mapping[str, str]:
+    def _send_file(self, put: FilePut) -> Mapping[str, str]:
         try:
             # pread: parts of one file may be sent from several threads at once.
-            data = os.pread(file.fileno(), count, offset)
+            data = os.pread(put.file.fileno(), put.count, put.offset)
         except (AttributeError, OSError, ValueError):  # a stream that is not a file
-            file.seek(offset)
-            data = file.read(count)
-        if len(data) < count:
-            raise errors.SourceChangedError(f"the file ended {count - len(data)} bytes early")
+            put.file.seek(put.offset)
+            data = put.file.read(put.count)
+        if len(data) < put.count:
+            raise errors.SourceChangedError(f"the file ended {put.count - len(data)} bytes early")
         resp = self.request(
             "PUT",
-            operation=operation,
-            bucket=bucket,
-            key=key,
-            params=params,
-            headers=headers,
+            operation=put.operation,
+            bucket=put.bucket,
+            key=put.key,
+            params=put.params,
+            headers=put.headers,
             body=data,
         )
-        if progress is not None:
-            progress(count)
+        if put.progress is not None:
+            put.progress(put.count)
         return resp.headers
 
     @contextlib.contextmanager

@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import requests
 import urllib3.exceptions
@@ -41,7 +41,7 @@ from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_in_body
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
-from objsdk._transport.base import Body, Response
+from objsdk._transport.base import Body, FilePut, Response
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import next_policy, pause, retry_kind
 from objsdk._transport.translate import USER_AGENT
@@ -261,6 +261,27 @@ class PipelinedTransport(ABC):
         twin = copy.copy(self)
         twin.pipeline = self.pipeline.with_sse(sse)
         return twin
+
+    @abstractmethod
+    def _send_file(self, put: FilePut) -> Mapping[str, str]:
+        """Send ``put`` (retried by the pipeline); return the answer's headers."""
+
+    def send_file(
+        self,
+        bucket: str,
+        key: str,
+        file: IO[bytes],
+        *,
+        offset: int,
+        count: int,
+        headers: Mapping[str, str],
+        progress: Callable[[int], None] | None = None,
+        operation: str = "upload",
+        params: Iterable[tuple[str, str]] = (),
+    ) -> Mapping[str, str]:
+        """See :meth:`objsdk._transport.base.Transport.send_file`."""
+        put = FilePut(bucket, key, file, offset, count, headers, progress, operation, tuple(params))
+        return self._send_file(put)
 
     @abstractmethod
     def _attempt(self, sending: Sending, request: SignedRequest, body: Body) -> Response:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import http.client
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
@@ -30,6 +30,7 @@ from urllib3.response import HTTPResponse
 from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import UNSIGNED_PAYLOAD
 from objsdk._transport import tricks
+from objsdk._transport.base import FilePut
 from objsdk._transport.pipeline import SignedRequest, keep_retry_after
 from objsdk._transport.translate import translate_errors
 from objsdk.errors import SourceChangedError
@@ -65,55 +66,30 @@ class CallbackError(BaseException):
         self.error = error
 
 
-def put_file(
-    transport: HTTPTransport,
-    bucket: str,
-    key: str,
-    file: IO[bytes],
-    offset: int,
-    count: int,
-    headers: Mapping[str, str],
-    progress: Callable[[int], None] | None,
-    operation: str,
-    params: Sequence[tuple[str, str]] = (),
-) -> Mapping[str, str]:
-    """PUT ``count`` bytes of ``file`` from ``offset`` as ``bucket/key`` by sendfile,
-    with the query ``params`` (UploadPart's); return the response headers
-    (case-insensitive). Each read names its offset, so threads may share ``file``.
+def put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
+    """Send ``put`` by sendfile; return the response headers (case-insensitive). Each
+    read names its offset, so threads may share the file.
 
-    ``file`` must be a regular file and the endpoint plain http. ``headers`` (content
+    The file must be a regular file and the endpoint plain http. The headers (content
     type, metadata, ``x-amz-checksum-crc32c``) are signed and sent as given.
-    ``progress(sent)`` is called with the body bytes sent so far in the current attempt;
-    what it raises comes out wrapped in :class:`CallbackError`.
+    ``put.progress(sent)`` is called with the body bytes sent so far in the current
+    attempt; what it raises comes out wrapped in :class:`CallbackError`.
     """
-    return _put_file(
-        transport, bucket, key, file, offset, count, headers, progress, operation, params
-    )
+    return _put_file(transport, put)
 
 
-def put_window(
-    transport: HTTPTransport,
-    bucket: str,
-    key: str,
-    file: IO[bytes],
-    offset: int,
-    count: int,
-    headers: Mapping[str, str],
-    progress: Callable[[int], None] | None,
-    operation: str,
-    params: Sequence[tuple[str, str]] = (),
-) -> Mapping[str, str]:
+def put_window(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
     """The same PUT with the body streamed through requests (TLS, or no sendfile)."""
-    body = _Window(file, offset, count, progress)
+    body = _Window(put.file, put.offset, put.count, put.progress)
     resp = transport.request(
         "PUT",
-        operation=operation,
-        bucket=bucket,
-        key=key,
-        params=params,
-        headers=headers,
+        operation=put.operation,
+        bucket=put.bucket,
+        key=put.key,
+        params=put.params,
+        headers=put.headers,
         body=cast(IO[bytes], body),
-        content_length=count,
+        content_length=put.count,
     )
     return resp.headers
 
@@ -167,18 +143,9 @@ class _Window:
         return self._pos
 
 
-def _put_file(
-    transport: HTTPTransport,
-    bucket: str,
-    key: str,
-    file: IO[bytes],
-    offset: int,
-    count: int,
-    headers: Mapping[str, str],
-    progress: Callable[[int], None] | None,
-    operation: str,
-    params: Sequence[tuple[str, str]] = (),
-) -> Mapping[str, str]:
+def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
+    bucket, key, file, offset, count = put.bucket, put.key, put.file, put.offset, put.count
+    headers, progress, operation, params = put.headers, put.progress, put.operation, put.params
     pipeline = transport.pipeline
     parts = urlsplit(pipeline.url(bucket, key, params))
     target = parts.path + (f"?{parts.query}" if parts.query else "")
