@@ -18,7 +18,7 @@ from pathlib import Path
 import requests
 
 from objsdk import LocalMinio
-from objsdk._transport import tricks
+from objsdk._transport import private_api
 
 MiB = 1 << 20
 
@@ -42,13 +42,13 @@ def main() -> None:
             client.upload("uploads", key, path, multipart_threshold=one_put)
 
         timed("objsdk upload (sendfile)", lambda: put("a"))
-        tricks.CHECKOUT = False  # what happens without the trick: streamed by requests
+        private_api.CHECKOUT = False  # what happens without the trick: streamed by requests
         try:
             timed(
                 "objsdk upload (streamed, no sendfile)", lambda: client.upload("uploads", "b", path)
             )
         finally:
-            tricks.CHECKOUT = True
+            private_api.CHECKOUT = True
         url = client.presign("PUT", "uploads", "c")
 
         def plain_put() -> None:

@@ -42,7 +42,7 @@ from objsdk._s3.versions import VersionsAPI
 from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
-from objsdk._transfer.fetch import drop_frame_locals
+from objsdk._transfer.download_engine import drop_frame_locals
 from objsdk._transfer.progress import Progress
 from objsdk._transfer.upload import UploadSource
 from objsdk._transfer.upload import upload as _upload

@@ -45,7 +45,7 @@ SCRIPT = """
 import json, os, sys
 from objsdk import Client
 from objsdk._core.sizes import DEFAULT_READAHEAD_PART_SIZE
-from objsdk._transfer.fetch import FILE_STEP
+from objsdk._transfer.download_engine import FILE_STEP
 
 def kib(field):
     for line in open("/proc/self/status"):

@@ -22,8 +22,8 @@ from objsdk._core.parts import Part, adaptive_part_size, part_count, plan_parts
 from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_PART_SIZE, DEFAULT_PART_SIZE, MiB
 from objsdk._io.shared_level import SharedLevel
 from objsdk._transfer.download import download, get_into
+from objsdk._transfer.download_engine import _runs, drop_frame_locals
 from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
-from objsdk._transfer.fetch import _runs, drop_frame_locals
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 STATE = DownloadState(

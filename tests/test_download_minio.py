@@ -515,7 +515,7 @@ def test_get_into_reads_a_large_buffer_as_part_size_windows(client, bucket, obj,
             windows.append((pos, self.end))
             return super().seek(pos)
 
-    monkeypatch.setattr("objsdk._transfer.fetch.RangeReader", Recording)
+    monkeypatch.setattr("objsdk._transfer.download_engine.RangeReader", Recording)
     get_into(client.transport, bucket, "obj", bytearray(2 * PART + 10), offset=7, part_size=PART)
     assert sorted(windows) == [
         (7, 7 + PART),

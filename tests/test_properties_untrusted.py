@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from objsdk._core.resume import (
+from objsdk._core.continuation import (
     BadResponse,
     Changed,
     Continuation,

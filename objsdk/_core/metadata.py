@@ -1,7 +1,7 @@
 """The standard object headers an upload or a copy may set, by their Python names (pure).
 
 ``upload``, ``open_write`` and ``copy_object`` take them as keyword arguments (with
-``content_type`` and ``metadata``, which :func:`objsdk._core.headers.object_headers`
+``content_type`` and ``metadata``, which :func:`objsdk._core.object_headers.object_headers`
 handles): ``cache_control``, ``content_encoding``, ``content_disposition`` and
 ``storage_class``. S3 stores the first three and returns them on GET and HEAD
 (PutObject, "System-defined object metadata" in the S3 user guide).

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from objsdk._core.resume import is_strong_etag
+from objsdk._core.continuation import is_strong_etag
 from objsdk._core.s3xml import http_date
 from objsdk.errors import InvalidArgument
 from objsdk.models import ObjectInfo

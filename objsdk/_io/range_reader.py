@@ -3,7 +3,7 @@
 One GET serves a whole sequential pass. When it breaks (reset, timeout, truncated or
 malformed body, 5xx) the reader reopens at the next undelivered byte with
 ``Range: bytes=<next>-`` and ``If-Match: <etag>``, and checks the answer
-(:mod:`objsdk._core.resume`) before taking a byte from it: the caller sees one unbroken
+(:mod:`objsdk._core.continuation`) before taking a byte from it: the caller sees one unbroken
 stream of one object version, or an exception. ``ObjectFile``, read-ahead parts and
 downloads all read through this one class.
 """
@@ -18,9 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from objsdk import errors
-from objsdk._core.pin import VersionPin
-from objsdk._core.ranges import format_range
-from objsdk._core.resume import (
+from objsdk._core.continuation import (
     BadResponse,
     Changed,
     Continuation,
@@ -29,6 +27,8 @@ from objsdk._core.resume import (
     ranged_body,
     same_etag,
 )
+from objsdk._core.pin import VersionPin
+from objsdk._core.ranges import format_range
 from objsdk._io.body import BodyStream, Broken, Observer
 from objsdk._s3.head import head_object
 from objsdk._transport.base import Response, Transport

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from objsdk import errors
 from objsdk._core.checksums import StreamChecksum, full_object_checksum
-from objsdk._core.headers import stored_checksums
+from objsdk._core.object_headers import stored_checksums
 from objsdk.models import ObjectInfo
 
 __all__ = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from objsdk._core.headers import object_headers
+from objsdk._core.object_headers import object_headers
 from objsdk._core.s3xml import parse_copy_result
 from objsdk._core.signing import encode_key_path
 from objsdk._transport.base import Transport

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from objsdk import errors
-from objsdk._core.headers import object_info_from_headers
+from objsdk._core.object_headers import object_info_from_headers
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
 

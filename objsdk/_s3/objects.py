@@ -10,7 +10,7 @@ from typing import IO
 
 from objsdk import errors
 from objsdk._core.checksums import crc32c_b64
-from objsdk._core.headers import object_headers, stored_checksums
+from objsdk._core.object_headers import object_headers, stored_checksums
 from objsdk._core.signing import UNSIGNED_PAYLOAD, payload_sha256
 from objsdk._transport.base import Body, Transport
 from objsdk.models import ObjectInfo

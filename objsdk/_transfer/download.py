@@ -38,6 +38,7 @@ from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._s3.head import head_object
 from objsdk._transfer.download_check import Check, Feed
+from objsdk._transfer.download_engine import drop_frame_locals, fetch_parts, into_buffer, into_file
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
     DownloadState,
@@ -46,7 +47,6 @@ from objsdk._transfer.download_state import (
     reusable_parts,
     save_state,
 )
-from objsdk._transfer.fetch import drop_frame_locals, fetch_parts, into_buffer, into_file
 from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transfer.writeback import Writeback
 from objsdk._transport.base import Transport

@@ -18,7 +18,7 @@ from objsdk._core.checksums import (
     full_object_checksum,
     is_multipart_etag,
 )
-from objsdk._core.resume import is_strong_etag
+from objsdk._core.continuation import is_strong_etag
 from objsdk._io.verify import check_value, check_whole, info_checksum
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo

@@ -28,7 +28,7 @@ from typing import IO, TypeVar
 from objsdk import errors
 from objsdk._core.adaptive import Preset
 from objsdk._core.checksums import checksum_headers, crc32c, crc32c_combine, encode_crc32c
-from objsdk._core.headers import multipart_etag, upload_info
+from objsdk._core.object_headers import multipart_etag, upload_info
 from objsdk._core.parts import Part, covers
 from objsdk._core.s3xml import (
     build_complete_body,

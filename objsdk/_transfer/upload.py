@@ -22,7 +22,7 @@ from typing import IO
 
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import encode_crc32c
-from objsdk._core.headers import object_headers, upload_info
+from objsdk._core.object_headers import object_headers, upload_info
 from objsdk._core.parts import (
     Part,
     adaptive_upload_part_size,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NoReturn
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.checksums import crc32c
-from objsdk._core.headers import object_headers
+from objsdk._core.object_headers import object_headers
 from objsdk._core.parts import Part, upload_part_size
 from objsdk._core.sizes import DEFAULT_PART_SIZE, DEFAULT_WRITER_PARALLEL, MAX_PARTS
 from objsdk._s3.objects import put_bytes

@@ -3,7 +3,7 @@
 Everything below this module's interface stays here: transport failures become
 :class:`~objsdk.errors.TransportError` subclasses raised ``from`` the original, S3 error
 bodies become :class:`~objsdk.errors.S3Error` subclasses. Private attributes of the HTTP
-libraries are used only through :mod:`objsdk._transport.tricks`.
+libraries are used only through :mod:`objsdk._transport.private_api`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from objsdk import errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import Credentials
-from objsdk._transport import tricks
+from objsdk._transport import private_api
 from objsdk._transport.base import Body, FilePut, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.pipeline import (
@@ -53,8 +53,8 @@ class _Response:
     ):
         self._resp = resp
         self._raw = resp.raw
-        self._fp = tricks.http_client_response(resp.raw)
-        self._direct: tricks.DirectSocket | None = None
+        self._fp = private_api.http_client_response(resp.raw)
+        self._direct: private_api.DirectSocket | None = None
         self._where = (operation, bucket, key)
         self._ended = False  # the body was read to its end
         self._body: bytes | None = None
@@ -79,9 +79,9 @@ class _Response:
         try:
             if self._direct is not None:
                 data = self._direct.recv(n, whole=True)
-            elif n >= _DIRECT_MIN and tricks.DirectSocket.eligible(self._raw, self._fp):
+            elif n >= _DIRECT_MIN and private_api.DirectSocket.eligible(self._raw, self._fp):
                 assert self._fp is not None
-                self._direct, data = tricks.DirectSocket.take_bytes(self._raw, self._fp, n)
+                self._direct, data = private_api.DirectSocket.take_bytes(self._raw, self._fp, n)
                 if self._direct.left == 0:
                     self._direct.done()
                 elif len(data) < n:
@@ -115,9 +115,11 @@ class _Response:
         try:
             if self._direct is not None:
                 n = self._direct.recv_into(view, whole=True)
-            elif len(view) >= _DIRECT_MIN and tricks.DirectSocket.eligible(self._raw, self._fp):
+            elif len(view) >= _DIRECT_MIN and private_api.DirectSocket.eligible(
+                self._raw, self._fp
+            ):
                 assert self._fp is not None
-                self._direct, n = tricks.DirectSocket.take(self._raw, self._fp, view)
+                self._direct, n = private_api.DirectSocket.take(self._raw, self._fp, view)
                 if self._direct.left == 0:
                     self._direct.done()
             elif self._fp is not None:
@@ -190,7 +192,7 @@ class HTTPTransport(PipelinedTransport):
             pool_maxsize=max_pool_connections,
             max_retries=Retry(total=False, redirect=False, raise_on_status=False),
         )
-        tricks.install_watched_pools(adapter)
+        private_api.install_watched_pools(adapter)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
@@ -198,7 +200,7 @@ class HTTPTransport(PipelinedTransport):
         self.session.close()
 
     def watch(self) -> AbstractContextManager[Interruptible]:
-        return tricks.watch()
+        return private_api.watch()
 
     def _prepare(
         self, request: SignedRequest, body: Body, content_length: int | None
@@ -283,7 +285,7 @@ class HTTPTransport(PipelinedTransport):
     def direct_file_bodies(self) -> bool:
         # TLS has to see the bytes, and the body can go out on its own only when a
         # connection can be borrowed from requests' pool.
-        return self.endpoint.scheme == "http" and tricks.CHECKOUT
+        return self.endpoint.scheme == "http" and private_api.CHECKOUT
 
 
 def _is_regular(file: IO[bytes]) -> bool:

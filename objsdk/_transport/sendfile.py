@@ -29,7 +29,7 @@ from urllib3.response import HTTPResponse
 
 from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import UNSIGNED_PAYLOAD
-from objsdk._transport import tricks
+from objsdk._transport import private_api
 from objsdk._transport.base import FilePut
 from objsdk._transport.pipeline import SignedRequest, keep_retry_after
 from objsdk._transport.translate import translate_errors
@@ -162,7 +162,7 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
         prepared = requests.Request("PUT", transport.endpoint.url).prepare()
         prepared.url = request.url
         with translate_errors(operation, bucket, key):
-            pool, conn = tricks.checkout(transport.session, prepared)
+            pool, conn = private_api.checkout(transport.session, prepared)
             resp: HTTPResponse | None = None
             reusable = False
             try:
@@ -195,7 +195,7 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
                     resp.close()
                 # The connection's state is unknown unless the answer was read whole
                 # (body half sent, answer half read): then it is dropped.
-                tricks.checkin(pool, conn, reusable=reusable)
+                private_api.checkin(pool, conn, reusable=reusable)
 
     # Each attempt sends from the file offset (sendfile names it): nothing to rewind.
     return pipeline.run(

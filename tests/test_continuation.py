@@ -2,7 +2,7 @@
 
 import pytest
 
-from objsdk._core.resume import (
+from objsdk._core.continuation import (
     BadResponse,
     Changed,
     Continuation,

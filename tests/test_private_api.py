@@ -17,8 +17,8 @@ import urllib3.connection
 import objsdk
 import objsdk._transport.translate
 from objsdk import Client
-from objsdk._transport import tricks
-from objsdk._transport.tricks import _timeval
+from objsdk._transport import private_api
+from objsdk._transport.private_api import _timeval
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def test_timeval_rounds_up_to_the_next_second():
 
 @pytest.fixture(scope="module")
 def big(client: Client) -> Iterator[tuple[str, bytes]]:
-    bucket = "tricks-" + os.urandom(4).hex()
+    bucket = "private-api-" + os.urandom(4).hex()
     client.create_bucket(bucket)
     data = os.urandom(6 * MiB + 123)
     client.put_object(bucket, "big", data)
@@ -70,7 +70,7 @@ def read_all(client: Client, bucket: str, *, readinto: bool) -> bytes:
 @pytest.mark.parametrize("readinto", [False, True])
 def test_reads_give_the_same_bytes_with_the_trick_off(client, big, monkeypatch, flag, readinto):
     bucket, data = big
-    monkeypatch.setattr(tricks, flag, False)
+    monkeypatch.setattr(private_api, flag, False)
     assert hashlib.sha256(read_all(client, bucket, readinto=readinto)).digest() == (
         hashlib.sha256(data).digest()
     )
@@ -97,13 +97,13 @@ def test_direct_reads_hand_the_connection_back_to_the_pool(big, local_minio, mon
 def test_direct_reads_are_used_on_plain_http(client, big, monkeypatch, s3_features):
     bucket, data = big
     taken: list[int] = []
-    real = tricks.DirectSocket.take
+    real = private_api.DirectSocket.take
 
     def spy(raw, fp, view):  # type: ignore[no-untyped-def]
         taken.append(len(view))
         return real(raw, fp, view)
 
-    monkeypatch.setattr(tricks.DirectSocket, "take", staticmethod(spy))
+    monkeypatch.setattr(private_api.DirectSocket, "take", staticmethod(spy))
     assert read_all(client, bucket, readinto=True) == data
     # A server that closes every connection (moto) hands http.client the socket for the
     # body alone: objsdk then reads through http.client (correct, one copy more).
@@ -112,7 +112,7 @@ def test_direct_reads_are_used_on_plain_http(client, big, monkeypatch, s3_featur
 
 def test_upload_without_connection_checkout_streams_the_file(client, big, tmp_path, monkeypatch):
     bucket, _ = big
-    monkeypatch.setattr(tricks, "CHECKOUT", False)
+    monkeypatch.setattr(private_api, "CHECKOUT", False)
     sent: list[object] = []
     monkeypatch.setattr(socket.socket, "sendfile", lambda *a, **k: sent.append(a))
     path = tmp_path / "f"
@@ -126,7 +126,7 @@ def test_upload_without_connection_checkout_streams_the_file(client, big, tmp_pa
 
 def test_close_without_the_watch_trick_still_stops_read_ahead(big, local_minio, monkeypatch):
     bucket, data = big
-    monkeypatch.setattr(tricks, "WATCH", False)
+    monkeypatch.setattr(private_api, "WATCH", False)
     with local_minio.client() as client:
         before = set(threading.enumerate())
         with client.open(bucket, "big", readahead=3, part_size=MiB) as f:
