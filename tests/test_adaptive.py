@@ -18,54 +18,54 @@ def run(adaptive: Adaptive, rate_of: dict[int, float], seconds: float = 10.0) ->
     now = 0.0
     adaptive.begin(now)
     while now < seconds and not adaptive.settled:
-        now += MiB / rate_of[adaptive.target]
+        now += MiB / rate_of[adaptive.level]
         adaptive.observe(MiB, now)
     return adaptive
 
 
 def test_it_starts_with_one_part():
-    assert Adaptive().target == 1
+    assert Adaptive().level == 1
 
 
 def test_more_parts_are_added_while_the_rate_keeps_rising_up_to_the_cap():
     # A network where each connection gets 25 MB/s and nothing else limits.
     a = run(Adaptive(cap=16, window=2 * MiB), {n: 25e6 * n for n in (1, 2, 4, 8, 16)})
-    assert (a.target, a.settled) == (16, True)
+    assert (a.level, a.settled) == (16, True)
 
 
 def test_a_step_that_does_not_pay_is_undone_the_level_between_tried_and_the_best_held():
     # One stream already fills the pipe (loopback): more are no faster.
     a = run(Adaptive(cap=16, window=2 * MiB), {1: 1e9, 2: 1.05e9, 16: 1.05e9})
-    assert (a.target, a.settled) == (1, True)
-    assert [level.parallel for level in a.history] == [1, 16, 2]
+    assert (a.level, a.settled) == (1, True)
+    assert [m.level for m in a.history] == [1, 16, 2]
 
 
 def test_the_first_step_goes_straight_to_the_cap_and_holds_where_every_part_pays():
     a = run(Adaptive(cap=16, window=2 * MiB), {n: 25e6 * n for n in (1, 16)})
-    assert [level.parallel for level in a.history] == [1, 16]
-    assert (a.target, a.settled) == (16, True)
+    assert [m.level for m in a.history] == [1, 16]
+    assert (a.level, a.settled) == (16, True)
 
 
 def test_the_levels_between_are_tried_upwards_and_the_best_kept():
     # A server that serves two connections well and chokes on four or more.
     a = run(Adaptive(cap=16, window=2 * MiB), {1: 25e6, 2: 50e6, 4: 26e6, 16: 26e6})
-    assert [level.parallel for level in a.history] == [1, 16, 2, 4]
-    assert (a.target, a.settled) == (2, True)
+    assert [m.level for m in a.history] == [1, 16, 2, 4]
+    assert (a.level, a.settled) == (2, True)
 
 
 def test_a_first_step_that_pays_poorly_is_checked_one_step_down():
     # Saturated at four: sixteen are no faster, so four are kept.
     rates = {1: 25e6, 4: 100e6, 8: 90e6, 16: 90e6}
     a = run(Adaptive(cap=16, window=2 * MiB), rates)
-    assert [level.parallel for level in a.history] == [1, 16, 4, 8]
-    assert (a.target, a.settled) == (4, True)
+    assert [m.level for m in a.history] == [1, 16, 4, 8]
+    assert (a.level, a.settled) == (4, True)
 
 
 def test_a_first_step_that_pays_poorly_is_kept_if_it_beats_the_step_down():
     rates = {1: 25e6, 4: 60e6, 16: 95e6}
     a = run(Adaptive(cap=16, window=2 * MiB), rates)
-    assert [level.parallel for level in a.history] == [1, 16, 4]
-    assert (a.target, a.settled) == (16, True)
+    assert [m.level for m in a.history] == [1, 16, 4]
+    assert (a.level, a.settled) == (16, True)
 
 
 def test_a_first_step_is_kept_over_the_step_down_where_it_pays_by_more_than_a_ninth():
@@ -73,16 +73,16 @@ def test_a_first_step_is_kept_over_the_step_down_where_it_pays_by_more_than_a_ni
     # would be 0.88x of the best measured, under the 0.9x the defaults promise.
     rates = {1: 79 * MiB, 4: 264 * MiB, 16: 299 * MiB}
     a = run(Adaptive(cap=16, window=2 * MiB), rates)
-    assert [level.parallel for level in a.history] == [1, 16, 4]
-    assert (a.target, a.settled) == (16, True)
+    assert [m.level for m in a.history] == [1, 16, 4]
+    assert (a.level, a.settled) == (16, True)
 
 
 def test_a_step_up_that_pays_by_more_than_a_ninth_is_taken():
     # Sixteen choke the server; eight move 1.13x what four do.
     rates = {1: 100e6, 2: 200e6, 4: 300e6, 8: 340e6, 16: 100e6}
     a = run(Adaptive(cap=16, window=16 * MiB), rates, seconds=100.0)
-    assert [level.parallel for level in a.history] == [1, 16, 2, 4, 8]
-    assert (a.target, a.settled) == (8, True)
+    assert [m.level for m in a.history] == [1, 16, 2, 4, 8]
+    assert (a.level, a.settled) == (8, True)
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -92,14 +92,14 @@ def test_the_level_held_is_at_least_nine_tenths_as_fast_as_any_level_measured(se
     rates = {n: rng.uniform(1e6, 1e9) for n in (1, 2, 4, 8, 16)}
     a = run(Adaptive(cap=16, window=2 * MiB), rates, seconds=1000.0)
     assert a.settled
-    held = max(level.rate for level in a.history if level.parallel == a.target)
+    held = max(m.rate for m in a.history if m.level == a.level)
     assert held >= 0.9 * max(level.rate for level in a.history)
 
 
 def test_a_server_that_chokes_on_many_connections_gets_fewer():
     rates = {1: 25e6, 2: 50e6, 4: 100e6, 8: 70e6, 16: 60e6}
     a = run(Adaptive(cap=16, window=2 * MiB), rates)
-    assert (a.target, a.settled) == (4, True)
+    assert (a.level, a.settled) == (4, True)
 
 
 def test_a_level_is_judged_only_after_its_window_of_bytes_and_time():
@@ -116,8 +116,8 @@ def test_a_first_window_sized_by_the_caller_is_judged_however_short_its_time():
     a = Adaptive(window=8 * MiB, min_seconds=0.03, first_window=MiB)
     a.begin(0.0)
     a.observe(MiB, 0.015)
-    assert [level.parallel for level in a.history] == [1]
-    assert a.target == 16
+    assert [m.level for m in a.history] == [1]
+    assert a.level == 16
 
 
 def test_later_windows_still_need_their_least_time():
@@ -155,7 +155,7 @@ def test_reported_whole_parts_of_a_level_above_do_not_count_for_the_step_down():
         a.observe(MiB, now)
         a.part_started()
     # 200 MiB/s: it paid, but poorly (under a quarter of sixteen streams at 100).
-    assert a.target == 4
+    assert a.level == 4
     for _ in range(12):  # the parts of sixteen end; none is four's
         now += 0.001
         a.part_ended()
@@ -165,7 +165,7 @@ def test_reported_whole_parts_of_a_level_above_do_not_count_for_the_step_down():
         a.part_ended()
         a.observe(MiB, now)
         a.part_started()
-    assert [level.parallel for level in a.history] == [1, 16, 4]
+    assert [m.level for m in a.history] == [1, 16, 4]
     assert a.history[2].rate == pytest.approx(150 * MiB)
 
 
@@ -173,11 +173,11 @@ def test_a_held_level_stops_measuring_and_keeps_its_target():
     a = Adaptive(cap=16, window=MiB, min_seconds=0.01)
     a.begin(0.0)
     a.observe(MiB, 0.05)  # level 1 judged: up to 16
-    assert a.target == 16
+    assert a.level == 16
     a.hold()
     a.observe(MiB, 1.0)
     a.observe(MiB, 9.0)  # sixteen no faster than one: would step down, were it measuring
-    assert (a.target, a.settled, len(a.history)) == (16, True, 1)
+    assert (a.level, a.settled, len(a.history)) == (16, True, 1)
 
 
 def test_settings_that_cannot_work_are_refused():
@@ -191,11 +191,11 @@ def test_after_a_change_the_bytes_of_the_first_requests_lag_are_not_counted():
     a = Adaptive(cap=4, window=MiB, min_seconds=0.05)
     a.begin(0.0)
     a.observe(MiB, 0.2)  # first bytes, 0.2 s after the request: level 1 judged, up to 4
-    assert a.target == 4
+    assert a.level == 4
     a.observe(64 * MiB, 0.35)  # within the lag: not counted
     assert len(a.history) == 1
     a.observe(4 * MiB, 0.46)  # 4 MiB over the 0.06 s since the lag ended
-    assert [level.parallel for level in a.history] == [1, 4]
+    assert [m.level for m in a.history] == [1, 4]
     assert a.history[1].rate == pytest.approx(4 * MiB / 0.06)
 
 
@@ -203,7 +203,7 @@ def test_the_lag_counted_out_is_bounded():
     a = Adaptive(cap=4, window=MiB, min_seconds=0.05, max_lag=0.1)
     a.begin(0.0)
     a.observe(MiB, 5.0)  # a very slow first byte: level 1 judged, up to 4
-    assert a.target == 4
+    assert a.level == 4
     a.observe(4 * MiB, 5.1)  # 0.1 s after the change the window is already open
     a.observe(4 * MiB, 5.16)
     assert len(a.history) == 2
@@ -216,8 +216,8 @@ def run_with_cpu(
     now = cpu = 0.0
     adaptive.begin(now, cpu)
     while now < 10.0 and not adaptive.settled:
-        dt = MiB / rate_of[adaptive.target]
-        now, cpu = now + dt, cpu + dt * share_of[adaptive.target]
+        dt = MiB / rate_of[adaptive.level]
+        now, cpu = now + dt, cpu + dt * share_of[adaptive.level]
         adaptive.observe(MiB, now, cpu)
     return adaptive
 
@@ -225,7 +225,7 @@ def run_with_cpu(
 def test_one_stream_that_keeps_the_client_busy_is_not_left():
     # A server on the same host: one stream costs 40% of a core; four would need 1.6.
     a = run_with_cpu(Adaptive(window=2 * MiB), {1: 1e9, 4: 1.2e9}, {1: 0.4, 4: 1.0})
-    assert (a.target, a.settled) == (1, True)
+    assert (a.level, a.settled) == (1, True)
     assert a.history[0].cpu_share == pytest.approx(0.4)
 
 
@@ -234,26 +234,26 @@ def test_a_stream_that_leaves_room_for_four_in_a_core_steps_straight_to_the_cap(
     # (16 would need 1.6 cores): measured over the first window, it holds start-up.
     rates = {n: 25e6 * n for n in (1, 16)}
     a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.1, 16: 1.6})
-    assert [level.parallel for level in a.history] == [1, 16]
-    assert (a.target, a.settled) == (16, True)
+    assert [m.level for m in a.history] == [1, 16]
+    assert (a.level, a.settled) == (16, True)
 
 
 def test_a_stream_that_leaves_no_room_for_four_in_a_core_is_not_left():
     # 30% of a core: four would need 1.2 cores, more than a reader's one.
     a = run_with_cpu(Adaptive(window=2 * MiB), {1: 25e6, 16: 4e8}, {1: 0.3, 16: 1.0})
-    assert (a.target, a.settled) == (1, True)
+    assert (a.level, a.settled) == (1, True)
 
 
 def test_a_stream_held_back_by_the_network_climbs_whatever_the_later_cpu():
     # One stream at 2% of a core: 16 fit; what they cost then is not held against them.
     rates = {n: 25e6 * n for n in (1, 16)}
     a = run_with_cpu(Adaptive(window=2 * MiB), rates, {1: 0.02, 16: 1.2})
-    assert (a.target, a.settled) == (16, True)
+    assert (a.level, a.settled) == (16, True)
 
 
 def test_without_a_cpu_clock_only_the_rate_decides():
     a = run(Adaptive(window=2 * MiB), {n: 25e6 * n for n in (1, 4, 16)})
-    assert a.target == 16
+    assert a.level == 16
     assert a.history[0].cpu_share is None
 
 
@@ -261,7 +261,7 @@ def test_a_transfer_that_may_use_two_cores_steps_where_four_streams_fit_in_both(
     # 30% of a core: four need 1.2 cores, which two cores have.
     rates = {n: 25e6 * n for n in (1, 16)}
     a = run_with_cpu(Adaptive(window=2 * MiB, cores=2), rates, {1: 0.3, 16: 1.9})
-    assert [level.parallel for level in a.history] == [1, 16]
+    assert [m.level for m in a.history] == [1, 16]
 
 
 def test_a_first_step_the_link_cannot_feed_is_brought_back_by_the_rate():
@@ -270,8 +270,8 @@ def test_a_first_step_the_link_cannot_feed_is_brought_back_by_the_rate():
     rates = {1: 25e6, 4: 75e6, 8: 75e6, 16: 75e6}
     shares = {1: 0.1, 4: 0.3, 8: 0.4, 16: 0.6}
     a = run_with_cpu(Adaptive(window=2 * MiB), rates, shares)
-    assert [level.parallel for level in a.history] == [1, 16, 4, 8]
-    assert (a.target, a.settled) == (4, True)
+    assert [m.level for m in a.history] == [1, 16, 4, 8]
+    assert (a.level, a.settled) == (4, True)
 
 
 def test_after_a_step_down_the_window_waits_for_the_parts_above_to_end():
@@ -283,11 +283,11 @@ def test_after_a_step_down_the_window_waits_for_the_parts_above_to_end():
         a.part_started()
     a.observe(MiB, 0.03)  # all 16 deliver: the window opens
     a.observe(16 * MiB, 0.35)  # 16 are no faster than one: the level between, 2, next
-    assert a.target == 2
+    assert a.level == 2
     a.observe(64 * MiB, 0.36)  # 16 still deliver: not counted
     for _ in range(14):
         a.part_ended()
     a.observe(MiB, 0.37)  # two left: the window opens here
     a.observe(2 * MiB, 0.39)
-    assert a.history[-1].parallel == 2
+    assert a.history[-1].level == 2
     assert a.history[-1].rate == pytest.approx(2 * MiB / 0.02)

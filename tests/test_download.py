@@ -144,12 +144,12 @@ def test_a_held_level_is_the_parts_that_were_running_not_a_later_judgement():
     level = SharedLevel(Adaptive(cap=16, window=MiB, min_seconds=1e-6), cpu=None)
     level.observe(MiB)
     level.observe(MiB)  # level 1 judged: up to 16
-    assert level.target() == 16
+    assert level.current() == 16
     runs = _runs(plan_parts(0, 16 * MiB, MiB), level)
     assert len(list(runs)) == 16
     for _ in range(64):
         level.observe(MiB)
-    assert level.target() == 16
+    assert level.current() == 16
 
 
 def test_runs_never_join_parts_that_are_not_consecutive():

@@ -37,8 +37,8 @@ def test_a_raised_level_starts_its_parts_while_the_first_one_still_runs():
         return item
 
     with PartPool(4, name="test") as pool:
-        pool.run(range(4), work, in_flight=level)
-    assert level.target() == 4
+        pool.run(range(4), work, level=level)
+    assert level.current() == 4
     assert sorted(started) == [0, 1, 2, 3]
 
 
@@ -50,7 +50,7 @@ def test_the_level_changed_future_completes_on_a_change_and_is_none_once_settled
     level.observe(MiB)
     level.observe(MiB)
     assert changed.done()
-    assert level.target() == 4
+    assert level.current() == 4
     for _ in range(100):
         if level.settled:
             break
@@ -71,7 +71,7 @@ def test_a_shared_level_weighs_the_cpu_clock_it_is_given():
     clock["cpu"] += 0.6 * 0.01
     level.observe(MiB)
     assert level.settled
-    assert level.target() == 1
+    assert level.current() == 1
 
 
 def test_a_read_ahead_part_tells_the_level_of_its_start_its_bytes_as_they_arrive_and_its_end(
@@ -107,12 +107,12 @@ def test_a_level_told_of_its_parts_judges_a_raised_level_only_once_all_deliver()
     a.part_started()
     a.observe(MiB, 0.0)  # the first bytes open the first window
     a.observe(MiB, 0.02)  # one part: up to 4
-    assert a.target == 4
+    assert a.level == 4
     a.part_started()
     a.part_started()
     a.observe(64 * MiB, 0.03)  # three of four deliver: not counted
     a.part_started()
     a.observe(MiB, 0.04)  # all four: the window opens here
     a.observe(4 * MiB, 0.06)
-    assert a.history[-1].parallel == 4
+    assert a.history[-1].level == 4
     assert a.history[-1].rate == pytest.approx(4 * MiB / 0.02)

@@ -130,7 +130,7 @@ def test_parts_in_flight_hold_a_raised_level_s_window_until_all_deliver():
     first.observe(MiB)
     time.sleep(0.002)
     first.observe(MiB)  # one part judged: up to 4
-    assert level.target() == 4
+    assert level.current() == 4
     others = [InFlight(level) for _ in range(2)]
     for part in others * 2:
         part.observe(64 * MiB)  # three of four deliver: not counted, nothing judged

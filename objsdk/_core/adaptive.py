@@ -66,11 +66,6 @@ class Measurement:
     rate: float
     cpu_share: float | None = None
 
-    @property
-    def parallel(self) -> int:
-        """The level, by the name the results report it under (``parallel``)."""
-        return self.level
-
 
 @dataclass(frozen=True)
 class Preset:
@@ -168,11 +163,6 @@ class Adaptive:
     def settled(self) -> bool:
         """The level holds: nothing is measured any more."""
         return self.phase is Phase.SETTLED
-
-    @property
-    def target(self) -> int:
-        """The level: parts to keep in flight now."""
-        return self.level
 
     # -- what the caller reports ----------------------------------------------------------
 

@@ -472,7 +472,7 @@ class ObjectFile(io.BufferedIOBase):
         """Parts to read ahead now: the fixed number, or the adaptive level (a level of
         1 is the single stream)."""
         if self._level is not None:
-            level = self._level.target()
+            level = self._level.current()
             return level if level > 1 else 0
         return self.readahead or 0
 

@@ -3,9 +3,9 @@
 Socket reads and writes release the GIL, so a few threads keep several requests in
 flight. Every use (read-ahead, downloads, uploads, the writer) gets the same guarantees:
 
-* bounded: :meth:`PartPool.run` takes the next item only when one of ``in_flight``
+* bounded: :meth:`PartPool.run` takes the next item only when one of ``level``
   slots is free, so a caller that hands out one part buffer per item holds at most
-  ``in_flight`` buffers (bytes in flight = ``in_flight`` x part size);
+  ``level`` buffers (bytes in flight = ``level`` x part size);
 * cancel on first error: the first failure stops the rest; parts not started never
   start, running ones are interrupted (their connections shut down, even mid-stall);
 * no thread left behind: nothing returns or raises before every worker has finished;
@@ -122,12 +122,12 @@ class PartPool:
         items: Iterable[I],
         fn: Callable[[I], R],
         *,
-        in_flight: int | SharedLevel | None = None,
+        level: int | SharedLevel | None = None,
         on_done: Callable[[I, R], None] | None = None,
         on_release: Callable[[I], None] | None = None,
         prefer: tuple[type[BaseException], ...] = (),
     ) -> None:
-        """Run ``fn(item)`` for every item, at most ``in_flight`` (default: workers) at
+        """Run ``fn(item)`` for every item, at most ``level`` (default: workers) at
         once, pulling the next item from ``items`` only when a slot is free. With a
         :class:`SharedLevel`, the level is followed as it changes (capped at
         ``workers``): a raised level starts its parts at once, not when a part ends.
@@ -139,11 +139,11 @@ class PartPool:
         others (it tells the caller something it must act on).
         """
 
-        level = in_flight if isinstance(in_flight, SharedLevel) else None
-        fixed = in_flight if isinstance(in_flight, int) else self.workers
+        shared = level if isinstance(level, SharedLevel) else None
+        fixed = level if isinstance(level, int) else self.workers
 
         def limit() -> int:
-            want = level.target() if level is not None else (fixed or self.workers)
+            want = shared.current() if shared is not None else (fixed or self.workers)
             return max(1, min(want, self.workers))
 
         it = iter(items)
@@ -163,7 +163,7 @@ class PartPool:
                 if not running:
                     break
                 waiting: set[Future[Any]] = set(running)
-                changed = level.changed() if level is not None else None
+                changed = shared.changed() if shared is not None else None
                 if changed is not None:
                     waiting.add(changed)
                 finished, _ = wait(waiting, return_when=FIRST_COMPLETED)

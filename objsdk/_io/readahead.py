@@ -224,7 +224,7 @@ class PartStream:
             level = self.pool.level
             if not block and level is not None:
                 pending = sum(1 for p in self._parts if p.stop > self.pos)
-                if pending >= max(1, level.target()):
+                if pending >= max(1, level.current()):
                     return
             buf = self.pool.take_buffer(block=block)
             if buf is None:

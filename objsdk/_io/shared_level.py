@@ -103,7 +103,7 @@ class SharedLevel:
         with self._lock:
             self._adaptive.part_ended()
 
-    def target(self) -> int:
+    def current(self) -> int:
         """The level: parts to keep in flight now."""
         return self._adaptive.level
 

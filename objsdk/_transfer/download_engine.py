@@ -230,7 +230,7 @@ def fetch_parts(
             pool.run(
                 _runs(parts, level),
                 fetch,
-                in_flight=level if level is not None else parallel,
+                level=level if level is not None else parallel,
                 prefer=(errors.ObjectChangedError,),
             )
     except RangeIgnored:
@@ -238,7 +238,7 @@ def fetch_parts(
         base = start + sum(p.length for p in parts if p.index in finished)
         _one_stream(transport, info, pin, rest, sink, max_resume, progress, base, on_done, on_start)
         return 1
-    return level.target() if level is not None else workers
+    return level.current() if level is not None else workers
 
 
 def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence[Part]]:
@@ -261,8 +261,8 @@ def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence
     while i < len(parts):
         take = 1
         if level is not None and level.settled:
-            take = max(1, (len(parts) - i) // level.target())
-        elif level is not None and level.target() == 1:
+            take = max(1, (len(parts) - i) // level.current())
+        elif level is not None and level.current() == 1:
             take = max(1, i)
         j = i + 1
         while j < len(parts) and j - i < take and parts[j].start == parts[j - 1].stop:

@@ -447,9 +447,9 @@ class MultipartSession:
         assert self.pool is not None
         if self.level is not None:
             self.level.begin()
-        in_flight = self.level if self.level is not None else self.parallel
+        level = self.level if self.level is not None else self.parallel
         send = _watched(send, self.level, self.on_cut)
-        self.pool.run(items, send, in_flight=in_flight, on_done=on_done, on_release=on_release)
+        self.pool.run(items, send, level=level, on_done=on_done, on_release=on_release)
 
     def submit(self, part: Part, body: memoryview) -> Future[tuple[CompletedPart, int]]:
         """Upload one part in the background (the writer's way); it is recorded (and

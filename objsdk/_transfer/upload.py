@@ -268,5 +268,5 @@ def _multipart(
     except BaseException:
         session.abort()
         raise
-    level = session.level.target() if session.level is not None else job.parallel or 1
+    level = session.level.current() if session.level is not None else job.parallel or 1
     return UploadInfo.of(info, parts=session.parts, parallel=level, cuts=len(cuts))
