@@ -331,9 +331,8 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
             readahead=readahead,
             part_size=part_size,
             pin=pin,
+            max_stall=max_stall,  # read-ahead parts inherit it (RangeReader.window)
         )
-        if max_stall is not None:  # read-ahead parts inherit it (RangeReader.window)
-            f._reader.max_stall = max_stall
         return f
 
     def download(

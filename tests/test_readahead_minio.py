@@ -127,7 +127,7 @@ def test_sequential_reading_after_a_seek_turns_readahead_back_on(client, big):
         f.seek(100 * MiB)
         got = b"".join(f.read(MiB) for _ in range(64))
         assert sha(got) == sha(big[100 * MiB : 164 * MiB])
-        assert isinstance(f._parts, objsdk._io.readahead.PartStream)
+        assert isinstance(f._source.parts, objsdk._io.readahead.PartStream)
 
 
 def test_seek_cancels_parts_and_counts_what_was_wasted(client, big):

@@ -13,7 +13,6 @@ untouched when one chunk is the whole answer.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import threading
 from collections.abc import Callable, Mapping
@@ -21,24 +20,19 @@ from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from objsdk import errors
-from objsdk._core.adaptive import Preset
 from objsdk._core.addressing import check_bucket, check_count, check_key
 from objsdk._core.pin import VersionPin, pin_for
 from objsdk._core.sizes import (
-    ADAPTIVE_CAP,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_READAHEAD_PART_SIZE,
 )
 from objsdk._io.buffers import PartBuffer
 from objsdk._io.range_reader import (
     DEFAULT_MAX_RESUME,
-    SKIP_THRESHOLD,
-    RangeIgnored,
     RangeReader,
     ReadStats,
 )
-from objsdk._io.readahead import PartResult, PartStream, Prefetcher
-from objsdk._io.shared_level import InFlight, SharedLevel
+from objsdk._io.read_source import ReadSource
 from objsdk._io.verify import PassVerifier, info_checksum
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
@@ -65,7 +59,8 @@ class ObjectFile(io.BufferedIOBase):
     ETag is sent as ``If-Match`` on every later request, so all bytes come from one
     version; if the object changes, :class:`~objsdk.ObjectChangedError` is raised. A
     broken stream is resumed from the next undelivered byte up to ``max_resume``
-    consecutive failures (:class:`~objsdk.ResumeLimitError` after that). With
+    consecutive failures (:class:`~objsdk.ResumeLimitError` after that), or for as long
+    as ``max_stall`` seconds without progress allow, when given. With
     ``verify``, a full pass from byte 0 to the end is checked against the object's
     stored checksum (:class:`~objsdk.IntegrityError` on mismatch). With ``readahead=N``,
     sequential reading switches to N threads fetching the next ``part_size`` parts;
@@ -93,6 +88,7 @@ class ObjectFile(io.BufferedIOBase):
         readahead: int | None = None,
         part_size: int = DEFAULT_READAHEAD_PART_SIZE,
         pin: ObjectInfo | VersionPin | None = None,
+        max_stall: float | None = None,
     ) -> None:
         super().__init__()
         check_bucket(bucket)
@@ -109,14 +105,8 @@ class ObjectFile(io.BufferedIOBase):
         self.chunk_size = chunk_size
         self.max_resume = max_resume
         self.verify = verify
-        self.readahead = readahead
         self.part_size = part_size
-        # readahead=None: parts in flight follow the rate (a level of 1 is one stream);
-        # the CPU weighed is that of this reader's network reads, not the caller's work.
-        self._level = SharedLevel.unless(readahead, preset=Preset.reader(), begin=False)
-        self._stream = InFlight(self._level)  # the single stream, the level's first part
         self.stats = ReadStats()
-        self._stats_lock = threading.Lock()
         self._reader = RangeReader(
             self._transport,
             bucket,
@@ -127,15 +117,19 @@ class ObjectFile(io.BufferedIOBase):
             observer=self._observe if verify else None,
             on_start=self._on_start if verify else None,
             stats=self.stats,
+            max_stall=max_stall,
         )
-        self._prefetcher: Prefetcher | None = None
-        self._parts: PartStream | None = None
         # What HEAD said (its checksums verify a pass read ahead in parts).
         self._head_info = pin if isinstance(pin, ObjectInfo) else None
-        # Bytes read in sequence since the last far seek: read-ahead starts once a whole
-        # part's worth has gone by, so random small reads do not fetch whole parts.
-        # A fresh reader counts as sequential.
-        self._run = part_size
+        self._source = ReadSource(
+            self._reader,
+            readahead=readahead,
+            part_size=part_size,
+            stats=self.stats,
+            size=lambda: self.size,
+            observer=self._observe if verify else None,
+            from_start=self._prime,
+        )
         # _pos: the caller's position. Received but undelivered bytes sit in
         # _tail[_tail_off:] at _pos; _recv_pos is the next byte to take from the network
         # (== _pos + buffered bytes, outside a read call that is collecting chunks).
@@ -180,12 +174,8 @@ class ObjectFile(io.BufferedIOBase):
     def close(self) -> None:
         with self._lock:
             if not self.closed:
-                self._drop_network()
+                self._source.close()
                 self._tail, self._tail_off = b"", 0
-                if self._prefetcher is not None:
-                    self._prefetcher.close()  # joins the workers
-                    self.stats.bytes_wasted = self._prefetcher.wasted
-                    self._prefetcher = None
             super().close()
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -194,8 +184,9 @@ class ObjectFile(io.BufferedIOBase):
             "chunk_size": self.chunk_size,
             "max_resume": self.max_resume,
             "verify": self.verify,
-            "readahead": self.readahead,
+            "readahead": self._source.readahead,
             "part_size": self.part_size,
+            "max_stall": self._reader.max_stall,
         }
         pin = self._reader.pin
         return (_restore, (self._client, self.bucket, self.key, state, pin, self._pos, self.closed))
@@ -242,14 +233,7 @@ class ObjectFile(io.BufferedIOBase):
             self._tail_off += delta  # free: already received
         else:
             self._tail, self._tail_off = b"", 0
-            parts = self._parts
-            if parts is not None:
-                if not 0 <= target - parts.pos <= SKIP_THRESHOLD:
-                    self._drop_network()  # far or backward: parts are cancelled
-                    self._run = 0
-                # else the next network read skips forward through the parts
-            elif not self._reader.seek(target):
-                self._run = 0  # far or backward: reopened lazily at the new offset
+            self._source.seek(target)
             self._recv_pos = target
         self._pos = target
         return target
@@ -262,7 +246,7 @@ class ObjectFile(io.BufferedIOBase):
         The caller's position is the truth; the next read starts again from it (the ETag
         pin makes re-fetching those bytes safe), so nothing is skipped or repeated.
         """
-        self._drop_network()
+        self._source.drop()
         self._tail, self._tail_off = b"", 0
         self._recv_pos = self._pos
 
@@ -296,8 +280,7 @@ class ObjectFile(io.BufferedIOBase):
                 self._resync()
                 raise
             finally:
-                if self._parts is not None:
-                    self._parts.settle(self._tail)
+                self._source.settle(self._tail)
 
     def _read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
@@ -445,119 +428,31 @@ class ObjectFile(io.BufferedIOBase):
 
     def _net(self, op: Callable[[Any], T], empty: T) -> T:
         """Run one body read at ``_recv_pos``; ``empty`` at the end of the object."""
-        source = self._source()
-        if source is None:
-            return empty
-        level = self._level
-        climbing = level is not None and not level.settled
-        if climbing and level is not None and source is self._reader:
-            level.begin()
-        start = source.pos
-        try:
-            with level.reading() if level is not None else contextlib.nullcontext():
-                result = op(source)
-        except RangeIgnored:
-            # Parts would each receive the object from byte 0: one stream is cheaper.
-            self._one_stream_from_now()
-            self._drop_network()
-            return self._net(op, empty)
-        got = source.pos - start
-        self._run += got
-        self._recv_pos = source.pos
-        if climbing and source is self._reader:
-            self._stream.observe(got)
+        result = self._source.receive(op, empty, self._recv_pos)
+        self._recv_pos = self._source.pos
         return result
 
-    def _ahead(self) -> int:
-        """Parts to read ahead now: the fixed number, or the adaptive level (a level of
-        1 is the single stream)."""
-        if self._level is not None:
-            level = self._level.current()
-            return level if level > 1 else 0
-        return self.readahead or 0
-
-    def _one_stream_from_now(self) -> None:
-        self._level = None
-        self.readahead = 0
-        self.stats.readahead = 0
-
-    def _source(self) -> RangeReader | PartStream | None:
-        """What to receive from at ``_recv_pos``: parallel parts once reading has been
-        sequential for a part's worth (with ``readahead``), else the single stream."""
-        want = self._recv_pos
-        parts = self._parts
-        if parts is not None and self._level is not None and self._ahead() == 0:
-            # More parts did not pay: back to the single stream, for good.
-            self._drop_network()
-            self._one_stream_from_now()
-            parts = None
-        if parts is None and self._ahead() and self._run >= self.part_size:
-            if want >= self.size:  # HEAD if not known yet: parts need the size and a pin
-                return None
-            if self._reader.pinned:
-                self._reader.drop()
-                self._stream.end()
-                parts = self._start_parts(want)
-            else:
-                # Nothing ties parallel parts to one version: stay on one stream.
-                self._one_stream_from_now()
-        if parts is not None:
-            if parts.pos < want:
-                skip = want - parts.pos
-                parts.discard(skip)
-                self.stats.bytes_discarded += skip
-            return parts
-        if self._reader.pos != want:
-            self._reader.seek(want)
-        return self._reader
-
-    def _start_parts(self, want: int) -> PartStream:
-        size = self.size
-        if want == 0 and self.verify and self._verifier.checksum is None:
-            self._verifier.prime(*info_checksum(self._head_info))
-        if self._prefetcher is None:
-            workers = ADAPTIVE_CAP if self._level is not None else self._ahead()
-            self._prefetcher = Prefetcher.pinned_like(
-                self._reader,
-                workers=workers,
-                part_size=self.part_size,
-                level=self._level,
-                account=_accountant(self.stats, self._stats_lock),
-            )
-        self.stats.readahead = self._ahead()
-        self._parts = PartStream(
-            self._prefetcher,
-            want,
-            size,
-            self._observe if self.verify else None,
-            self._count_part,
-        )
-        return self._parts
-
-    def _count_part(self, result: PartResult) -> None:
-        with self._stats_lock:
-            self.stats.requests += result.requests
-            self.stats.resumes += result.resumes
-        if self._level is not None:
-            self.stats.readahead = self._ahead()
-
-    def _drop_network(self) -> None:
-        """Close the open stream and cancel parts in flight; reopened lazily."""
-        self._reader.drop()
-        if self._parts is not None:
-            parts, self._parts = self._parts, None
-            parts.close()
+    @property
+    def readahead(self) -> int | None:
+        """Parts read ahead: the number asked for, None while adaptive, 0 on one stream
+        (which a reader falls back to for good when parts cannot be used)."""
+        return self._source.readahead
 
     # -- integrity ---------------------------------------------------------------------
 
     def _on_start(self, headers: Mapping[str, str]) -> None:
         self._verifier.start(headers)
 
+    def _prime(self) -> None:
+        # Parts from byte 0: HEAD's checksums verify the pass (no GET answer gives them).
+        if self.verify and self._verifier.checksum is None:
+            self._verifier.prime(*info_checksum(self._head_info))
+
     def _observe(self, offset: int, data: bytes | memoryview) -> None:
         try:
             self._verifier.observe(offset, data, self._reader.size)
         except errors.IntegrityError:
-            self._drop_network()
+            self._source.drop()
             raise
 
 
@@ -577,16 +472,3 @@ def _restore(
     if closed:
         f.close()
     return f
-
-
-def _accountant(stats: ReadStats, lock: threading.Lock) -> Callable[[int, int], None]:
-    """Adds a failed part's requests and resumes to ``stats`` (its resumes count even
-    when its failure is what the caller sees). It holds the stats, not the file: workers
-    must not keep an unclosed file from being collected."""
-
-    def account(requests: int, resumes: int) -> None:
-        with lock:
-            stats.requests += requests
-            stats.resumes += resumes
-
-    return account
