@@ -4,6 +4,7 @@ The public API is re-exported here; the modules behind it each own one idea
 (``signing``, ``transport``, ``client``, ``errors``...).
 """
 
+from objsdk._core.client_config import ClientConfig
 from objsdk._core.sse import SSE, SSEC, SSEKMS, SSES3
 from objsdk._io.objectfile import ObjectFile, ReadStats
 from objsdk._transfer.download import DownloadResult
@@ -16,6 +17,7 @@ from objsdk.errors import (
     BucketAlreadyExists,
     BucketNotEmpty,
     Cancelled,
+    ConfigError,
     ConnectError,
     DownloadLockedError,
     IntegrityError,
@@ -59,6 +61,8 @@ __all__ = [
     "BucketNotEmpty",
     "Cancelled",
     "Client",
+    "ClientConfig",
+    "ConfigError",
     "ConnectError",
     "DeleteError",
     "DownloadLockedError",

@@ -204,3 +204,12 @@ def test_an_anonymous_filesystem_has_no_credentials_even_with_keys_in_the_enviro
     config = _fs_config(endpoint_url=EP, anon=True)
     assert config.credentials is None
     assert config == ClientConfig(EP, verify=True)
+
+
+def test_the_configuration_a_client_exposes_and_its_error_are_public_names() -> None:
+    import objsdk
+
+    client = objsdk.Client("http://127.0.0.1:9", "AKID", "SECRET")
+    assert isinstance(client.config, objsdk.ClientConfig)
+    assert objsdk.Client.from_config(client.config).config == client.config
+    assert issubclass(objsdk.ConfigError, objsdk.InvalidArgument)
