@@ -38,6 +38,13 @@ pytestmark = pytest.mark.integration
 # -- SIGTERM and SIGHUP ----------------------------------------------------------------------
 
 
+def _default_signals() -> None:
+    # A terminal's or a service manager's child: the suite itself may run under nohup(1),
+    # whose ignored SIGHUP the child would inherit (and, rightly, keep).
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_sigterm_during_file_upload_aborts_the_multipart_upload_and_exits_143(
     env: dict[str, str], local_minio: Any, minio_proxy: Any, client: Client, bucket: str,
     tmp_path: Path,
@@ -66,6 +73,7 @@ def test_sighup_during_streamed_upload_aborts_the_multipart_upload_and_exits_129
     proc = subprocess.Popen(
         [*COMMAND, "cp", "-", f"s3://{bucket}/stream", "--part-size", "5MiB"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        preexec_fn=_default_signals,
     )  # fmt: skip
     assert proc.stdin is not None
     proc.stdin.write(os.urandom(11 << 20))  # two parts go out, then it waits for more

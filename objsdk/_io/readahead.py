@@ -67,8 +67,8 @@ def part_fetcher(
     pinned to its version, with the same resume rules and errors (verification is the
     owner's, over the whole object in order). An adaptive ``level`` is told of the
     part's bytes as they arrive, and of its start and end (from the worker's thread).
-    ``account`` hears the requests and resumes of every part that fails (a part that
-    succeeds reports them in its :class:`PartResult`)."""
+    ``account`` hears the requests and resumes of every part that fails, unless it was
+    cancelled (a part that succeeds reports them in its :class:`PartResult`)."""
     # A copy of the pin alone: the workers must not keep the owner's reader (and through
     # its observer, the owner) alive, or an unclosed reader could never be collected.
     pin = pin.window(None)
@@ -96,8 +96,9 @@ def part_fetcher(
                     n += k
                 return PartResult(n, stats.requests, stats.resumes)
             except Exception:
-                # A failed part returns no PartResult: its cost is told here instead.
-                if account is not None:
+                # A failed part returns no PartResult: its cost is told here instead. A
+                # part cancelled (a seek, a close) did not fail: it is waste, not counted.
+                if account is not None and not cancel.is_set():
                     account(stats.requests, stats.resumes)
                 raise
             finally:
