@@ -6,7 +6,9 @@ venv exists, then runs pytest in it on this clone. The venv lives in objsdk's ca
 ``venv/torch-<hash>``, the hash taken over the requirement lines (the ``torch`` extra, the
 runtime dependencies and the test runner's, from this clone's pyproject.toml as installed
 in the main venv) and the Python version. Same lines, same venv: a fresh clone reuses it;
-changed lines build a new one beside it. objsdk is never installed into it: pytest runs
+changed lines build a new one beside it, and the venvs of other lines that no run is
+using are removed (a run holds a shared lock on its venv while its tests run), so the
+cache keeps one venv, not one per change. objsdk is never installed into it: pytest runs
 with ``PYTHONPATH`` set to the clone, so the venv holds nothing of any clone. Concurrent
 runs serialise on a file lock, and a venv whose install did not finish is rebuilt.
 
@@ -93,7 +95,7 @@ def ensure(path: Path, lines: list[str]) -> Path:
     if done.exists():
         return python
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "a") as lock:
+    with open(lock_path(path), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
             return python
@@ -126,13 +128,39 @@ def ensure(path: Path, lines: list[str]) -> Path:
     return python
 
 
+def lock_path(path: Path) -> Path:
+    return path.parent / f".{path.name}.lock"
+
+
+def prune(keep: Path) -> list[Path]:
+    """Remove the torch venvs beside ``keep`` that no run holds; return them."""
+    removed = []
+    for other in sorted(keep.parent.glob("torch-*")):
+        if other == keep or not other.is_dir():
+            continue
+        with open(lock_path(other), "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # another run is building it or testing in it
+            shutil.rmtree(other, ignore_errors=True)
+            lock_path(other).unlink(missing_ok=True)
+            removed.append(other)
+    return removed
+
+
 def main(argv: list[str]) -> int:
     lines = requirements()
-    python = ensure(venv_dir(lines), lines)
+    path = venv_dir(lines)
+    python = ensure(path, lines)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CLONE), env.get("PYTHONPATH")]))
     args = argv or ["-q", "tests/torch"]
-    return subprocess.run([str(python), "-m", "pytest", *args], cwd=CLONE, env=env).returncode
+    with open(lock_path(path), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_SH)  # in use: no other run prunes it meanwhile
+        for old in prune(path):
+            print(f"removed the torch venv of other requirements: {old}", flush=True)
+        return subprocess.run([str(python), "-m", "pytest", *args], cwd=CLONE, env=env).returncode
 
 
 if __name__ == "__main__":
