@@ -177,3 +177,48 @@ def test_fsspec_put_file_and_get_file_at_defaults_keep_every_byte(
     dest = tmp_path / "fs-down.bin"
     fs.get_file(f"{BUCKET}/fs.bin", str(dest))
     assert crc32c_b64(dest) == crc
+
+
+# -- objects another client wrote: boto3 at its defaults (CRC32), and CRC64NVME -----------
+
+
+@pytest.fixture(scope="module", params=["CRC32", "CRC64NVME"])
+def written_by_boto3(
+    request: pytest.FixtureRequest, s3_server, bucket_of_large, source
+) -> tuple[str, str]:
+    """The source put by boto3 in one PUT (its default CRC32, or CRC64NVME); the key
+    and the algorithm S3 stores."""
+    import boto3  # type: ignore[import-untyped,unused-ignore]
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint,
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key,
+        region_name="us-east-1",
+    )
+    path, _ = source
+    key = f"boto3-{request.param.lower()}.bin"
+    extra = {} if request.param == "CRC32" else {"ChecksumAlgorithm": request.param}
+    with open(path, "rb") as f:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=f, **extra)
+    return key, request.param.lower()
+
+
+def test_download_and_open_at_defaults_verify_what_boto3_wrote(
+    client, written_by_boto3, source, tmp_path
+) -> None:
+    key, algorithm = written_by_boto3
+    _, crc = source
+    assert algorithm in client.head_object(BUCKET, key).checksums
+    result = client.download(BUCKET, key, tmp_path / "b.bin")
+    assert result.verified == algorithm
+    assert crc32c_b64(tmp_path / "b.bin") == crc
+    (tmp_path / "b.bin").unlink()
+    buf = bytearray(MiB)
+    total = 0
+    with client.open(BUCKET, key) as f:
+        while n := f.readinto(buf):
+            total += n
+        assert f.stats.verified == algorithm, f.stats
+    assert total == SIZE
