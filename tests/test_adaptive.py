@@ -8,7 +8,8 @@ import random
 import pytest
 
 import objsdk
-from objsdk._core.adaptive import Adaptive
+from objsdk._core.adaptive import Adaptive, Preset
+from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_FIRST_WINDOWS
 
 MiB = 1 << 20
 
@@ -291,3 +292,60 @@ def test_after_a_step_down_the_window_waits_for_the_parts_above_to_end():
     a.observe(2 * MiB, 0.39)
     assert a.history[-1].level == 2
     assert a.history[-1].rate == pytest.approx(2 * MiB / 0.02)
+
+
+def run_windows(adaptive: Adaptive, windows: list[tuple[float, float]]) -> Adaptive:
+    """Feed ``adaptive`` its start level's windows one after another, the n-th at
+    ``windows[n]`` (rate in bytes/s, CPU share), in 64 KiB receives, until it moves."""
+    now = cpu = 0.0
+    adaptive.begin(now, cpu)
+    while adaptive.level == 1 and not adaptive.settled:
+        rate, share = windows[len(adaptive.history)]
+        dt = 64 * 1024 / rate
+        now, cpu = now + dt, cpu + dt * share
+        adaptive.observe(64 * 1024, now, cpu)
+    return adaptive
+
+
+def test_a_reader_whose_server_stalls_in_the_first_window_does_not_leave_one_stream():
+    # A server on the client's host: one window in which the server stalled (100 MiB/s,
+    # 7% of a core) makes one stream look cheap; the windows after it show one stream
+    # at 1 GiB/s keeping 40% of the reader's core busy, so four would not fit.
+    a = run_windows(Preset.reader().policy(), [(100 * MiB, 0.07)] + [(1024 * MiB, 0.4)] * 2)
+    assert a.level == 1
+    assert [m.level for m in a.history] == [1] * ADAPTIVE_FIRST_WINDOWS
+    assert a.settled
+
+
+def test_a_download_is_judged_over_the_best_of_its_first_windows_too():
+    windows = [(1024 * MiB, 0.4), (100 * MiB, 0.07), (1024 * MiB, 0.4)]
+    a = run_windows(Preset.download().policy(cores=1), windows)
+    assert (a.level, a.settled) == (1, True)
+
+
+def test_a_stream_held_back_by_the_network_in_every_first_window_still_climbs():
+    # 25 MB/s at 2% of a core, window after window: the best of them still leaves room.
+    a = run_windows(Preset.reader().policy(), [(25e6, 0.02)] * ADAPTIVE_FIRST_WINDOWS)
+    assert a.level == ADAPTIVE_CAP
+    assert len(a.history) == ADAPTIVE_FIRST_WINDOWS
+
+
+def test_the_start_level_is_judged_by_its_fastest_window():
+    # A stall on the way: the step to the cap must beat the fastest window, not the
+    # slowest, so at 1.5x the stalled window's rate it does not pay.
+    a = Adaptive(window=MiB, min_seconds=0.01, first_windows=2)
+    a.begin(0.0)
+    a.observe(MiB, 0.05)  # 20 MiB/s over the first window
+    assert (a.level, len(a.history)) == (1, 1)
+    a.observe(MiB, 0.15)  # 10 MiB/s: both windows seen, judged by the faster
+    assert a.level == 16
+    assert a.history[-1].rate == pytest.approx(10 * MiB)
+    a.observe(MiB, 0.2)  # the lag the first request took: counted out
+    a.observe(16 * MiB, 0.2 + 16 / 15)  # 15 MiB/s: pays against 10, not against 20
+    assert a.level == 2
+    assert a.history[-1].level == 16
+
+
+def test_the_windows_of_the_first_judgement_cannot_be_none():
+    with pytest.raises(objsdk.InvalidArgument, match="first_windows"):
+        Adaptive(first_windows=0)

@@ -4,9 +4,12 @@ The *level* is the number of parts in flight. :class:`Adaptive` starts it at one
 moves it through named :class:`Phase` s, one method each, judging every level by the
 aggregate rate measured over a window:
 
-* :attr:`Phase.FIRST` judges the level it started at. The next level is the cap,
-  unless the client's CPU (where a clock is given) would not hold ``factor`` streams
-  at the one stream's share within ``cores``; then it settles.
+* :attr:`Phase.FIRST` judges the level it started at, over ``first_windows`` windows
+  in a row, by the best of them: its fastest rate and its busiest CPU share (a window
+  the server stalled in says what the network would give, not what a stream costs).
+  The next level is the cap, unless the client's CPU (where a clock is given) would
+  not hold ``factor`` streams at the one stream's share within ``cores``; then it
+  settles.
 * :attr:`Phase.FIRST_STEP` judges that step as :attr:`Phase.CLIMBING` does, except
   that a step that pays, but by less than ``1/factor`` of what its parts would move at
   the first level's rate each, goes to :attr:`Phase.BELOW` first.
@@ -34,7 +37,7 @@ import enum
 from dataclasses import dataclass, field
 
 from objsdk import errors
-from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_WINDOW
+from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_FIRST_WINDOWS, ADAPTIVE_WINDOW
 
 __all__ = ["Adaptive", "Clock", "Measurement", "Phase", "Preset"]
 
@@ -75,20 +78,23 @@ class Preset:
 
     window: int = ADAPTIVE_WINDOW
     first_window: int | None = None
+    first_windows: int = 1
     whole_parts: bool = False
     clock: Clock = Clock.NONE
 
     @classmethod
     def reader(cls) -> Preset:
         """``ObjectFile``'s read-ahead: bytes seen as they arrive; the CPU weighed is
-        the reader's own network reads, in the caller's one thread."""
-        return cls(clock=Clock.READS)
+        the reader's own network reads, in the caller's one thread, over the best of
+        ``ADAPTIVE_FIRST_WINDOWS`` first windows."""
+        return cls(first_windows=ADAPTIVE_FIRST_WINDOWS, clock=Clock.READS)
 
     @classmethod
     def download(cls) -> Preset:
         """Downloads: bytes seen as they arrive; the CPU weighed is the process's,
-        against every core it may use (workers receive and write in parallel)."""
-        return cls(clock=Clock.PROCESS)
+        against every core it may use (workers receive and write in parallel), over the
+        best of ``ADAPTIVE_FIRST_WINDOWS`` first windows."""
+        return cls(first_windows=ADAPTIVE_FIRST_WINDOWS, clock=Clock.PROCESS)
 
     @classmethod
     def upload(cls, part_size: int, probe: int | None = None) -> Preset:
@@ -103,6 +109,7 @@ class Preset:
             cap=ADAPTIVE_CAP,
             window=self.window,
             first_window=self.first_window,
+            first_windows=self.first_windows,
             whole_parts=self.whole_parts,
             cores=cores,
         )
@@ -112,11 +119,12 @@ class Preset:
 class Adaptive:
     """The level to run at, moved through :class:`Phase` s by the bytes observed.
 
-    ``cores``: the CPU the first step may need (see :attr:`Phase.FIRST`). ``window``,
-    ``min_seconds``, ``first_window`` and ``max_lag`` bound the windows (see the
-    module). ``whole_parts``: bytes are seen only as whole parts end (an upload's), so
-    the first window counts from :meth:`begin` even where parts are reported.
-    ``history`` lists the levels measured so far.
+    ``cores``: the CPU the first step may need, and ``first_windows`` the windows the
+    start level is judged over (see :attr:`Phase.FIRST`). ``window``, ``min_seconds``,
+    ``first_window`` and ``max_lag`` bound the windows (see the module).
+    ``whole_parts``: bytes are seen only as whole parts end (an upload's), so the first
+    window counts from :meth:`begin` even where parts are reported. ``history`` lists
+    every window measured so far.
     """
 
     cap: int = 16
@@ -126,6 +134,7 @@ class Adaptive:
     min_seconds: float = 0.03
     max_lag: float = 0.25
     first_window: int | None = None
+    first_windows: int = 1
     whole_parts: bool = False
     cores: float = 1.0
     start: int = 1
@@ -150,10 +159,17 @@ class Adaptive:
     _previous: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
-        if self.cap < 1 or self.start < 1 or self.gain <= 1.0 or self.factor < 2:
+        if (
+            self.cap < 1
+            or self.start < 1
+            or self.gain <= 1.0
+            or self.factor < 2
+            or self.first_windows < 1
+        ):
             raise errors.InvalidArgument(
-                f"adaptive parallelism needs cap >= 1, start >= 1, gain > 1 and factor >= 2; "
-                f"got cap={self.cap}, start={self.start}, gain={self.gain}, factor={self.factor}"
+                "adaptive parallelism needs cap >= 1, start >= 1, gain > 1, factor >= 2 and "
+                f"first_windows >= 1; got cap={self.cap}, start={self.start}, "
+                f"gain={self.gain}, factor={self.factor}, first_windows={self.first_windows}"
             )
         self.level = min(self.start, self.cap)
         if self.level >= self.cap:
@@ -212,6 +228,12 @@ class Adaptive:
             share = max(cpu - self._cpu_since, 0.0) / elapsed
         measured = Measurement(self.level, self._bytes / elapsed, share)
         self.history.append(measured)
+        if self.phase is Phase.FIRST:
+            if len(self.history) < self.first_windows:
+                # The same level runs on: the next window starts at once, no lag.
+                self._since, self._cpu_since, self._bytes = now, cpu, 0
+                return
+            measured = _best_of(self.history)
         judge = {
             Phase.FIRST: self._first,
             Phase.FIRST_STEP: self._first_step,
@@ -326,3 +348,13 @@ class Adaptive:
         """The levels tried and their rates, for stats and logs."""
         steps = ", ".join(f"{h.level}: {h.rate / (1 << 20):.0f} MiB/s" for h in self.history)
         return f"chose {self.level} ({steps})" if steps else f"at {self.level}"
+
+
+def _best_of(windows: list[Measurement]) -> Measurement:
+    """One level measured over several windows, as it runs when nothing holds it back:
+    the fastest rate and the busiest CPU share seen (a window in which the server
+    stalled shows neither what the link gives nor what a stream costs the client)."""
+    shares = [m.cpu_share for m in windows if m.cpu_share is not None]
+    return Measurement(
+        windows[0].level, max(m.rate for m in windows), max(shares) if shares else None
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ADAPTIVE_CAP",
+    "ADAPTIVE_FIRST_WINDOWS",
     "ADAPTIVE_PART_SIZE",
     "ADAPTIVE_PROBE",
     "ADAPTIVE_WINDOW",
@@ -51,6 +52,11 @@ DEFAULT_WRITER_PARALLEL = 2
 # each level measured over at least this many bytes per part in flight.
 ADAPTIVE_CAP = 16
 ADAPTIVE_WINDOW = MiB // 2
+# Reads and downloads judge their first stream over this many windows in a row, by the
+# best: on a server sharing the client's cores one window in which the server stalls
+# makes a stream look cheap, and a stream that already keeps a core busy climbed
+# (docs/design.md, "Adaptive parallelism").
+ADAPTIVE_FIRST_WINDOWS = 3
 # The smallest parts of adaptive transfers (see parts.adaptive_part_size): small enough
 # that levels up to the cap find parts to run in objects of 128 MiB and more.
 ADAPTIVE_PART_SIZE = 8 * MiB
