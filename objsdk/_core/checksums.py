@@ -8,9 +8,9 @@ back; a *composite* one (``x-amz-checksum-type: COMPOSITE``, a value ending in
 hashed whole and is skipped (:func:`full_object_checksum` says why).
 
 The three CRCs hash at hardware speed, each with a library measured for it
-(docs/design.md, "Checksums"): CRC32 with ``isal`` (ISA-L), CRC32C with ``fastcrc``,
-CRC64NVME with ``awscrt`` (imported on first use: it takes ~30 ms). Each reads any buffer
-in place and releases the GIL.
+(docs/design.md, "Checksums"): CRC32 with ``deflate`` (libdeflate), CRC32C with
+``fastcrc``, CRC64NVME with ``awscrt`` (imported on first use: it takes ~30 ms). Each
+reads any buffer in place.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from fastcrc import crc32 as _fastcrc32
-from isal import isal_zlib as _isal_zlib
+import deflate as _deflate
 
 from objsdk._core.crc import CRC32, CRC32C, CRC64NVME, CrcPoly, crc_combine
 
@@ -63,7 +63,7 @@ def crc32c(data: Buffer, value: int = 0) -> int:
 
 
 def _crc32(data: Buffer, value: int = 0) -> int:
-    return int(_isal_zlib.crc32(data, value))
+    return int(_deflate.crc32(data, value))
 
 
 def _crc64nvme(data: Buffer, value: int = 0) -> int:
