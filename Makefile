@@ -14,16 +14,17 @@ MIN_STAMP := $(MIN_VENV)/.installed
 
 .PHONY: demo test test-min test-torch lint perf bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints-dev.txt
 	touch $(STAMP)
 
-$(MIN_STAMP): pyproject.toml constraints-min.txt
+$(MIN_STAMP): pyproject.toml constraints-min.txt constraints-dev.txt
 	$(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(MIN_VENV)/bin/python -m pip install --quiet -e '.[dev]' -c constraints-min.txt
+	$(MIN_VENV)/bin/python -m pip install --quiet -e '.[dev]' -c constraints-min.txt \
+		-c constraints-dev.txt
 	touch $(MIN_STAMP)
 
 $(DEMO_STAMP): pyproject.toml $(shell find objsdk -name '*.py')
