@@ -12,7 +12,7 @@ DEMO_STAMP := $(DEMO_VENV)/.installed
 MIN_VENV := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed
 
-.PHONY: demo test test-min test-torch lint perf bench clean
+.PHONY: demo test test-min test-torch lint perf bench bench-datasets clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,11 @@ test-torch: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[perf]'
 	$(BIN)/python perf/run.py --quick
+
+# perf/bench_datasets.py with its DataLoader section (torch, webdataset, s3torchconnector):
+# in .venv-datasets, layered on the torch venv (see perf/datasets_venv.py).
+bench-datasets: $(STAMP)
+	$(BIN)/python perf/datasets_venv.py
 
 perf: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[perf]'

@@ -173,6 +173,7 @@ def s3torchconnector_dataset(endpoint: str, keys: list[str]) -> Any:
     way s3torchconnector's own examples read shards), or the reason it cannot run."""
     import webdataset as wds
     from s3torchconnector import S3ClientConfig, S3IterableDataset
+    from webdataset.tariterators import group_by_keys, tar_file_expander
 
     uris = [f"s3://{BUCKET}/{k}" for k in keys]
 
@@ -186,7 +187,9 @@ def s3torchconnector_dataset(endpoint: str, keys: list[str]) -> Any:
         transform=as_stream,
         s3client_config=S3ClientConfig(force_path_style=True),
     )
-    return wds.DataPipeline(ds, wds.tarfile_to_samples())
+    # The streams are open already: expand and group them (webdataset 1.0's
+    # tarfile_to_samples would open each "url" again as a local path).
+    return wds.DataPipeline(ds, lambda streams: group_by_keys(tar_file_expander(streams)))
 
 
 def loader_section(
