@@ -22,8 +22,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from fastcrc import crc32 as _fastcrc32
 import deflate as _deflate
+from fastcrc import crc32 as _fastcrc32
 
 from objsdk._core.crc import CRC32, CRC32C, CRC64NVME, CrcPoly, crc_combine
 
