@@ -58,6 +58,17 @@ def test_a_reader_level_weighs_the_cpu_of_the_reads_it_timed_and_no_other():
     assert level._read_time() > 0.0
 
 
+def test_a_reader_level_counts_the_time_reads_spend_off_the_cpu_as_waiting():
+    level = SharedLevel.unless(None, preset=Preset.reader(), begin=False)
+    assert level is not None
+    time.sleep(0.02)  # the caller away: not waiting for bytes
+    assert level._wait_time() == 0.0
+    with level.reading():
+        time.sleep(0.05)  # a receive blocked on the network
+    assert level._wait_time() >= 0.04
+    assert level._read_time() < 0.01
+
+
 def test_a_read_that_raises_is_not_timed():
     level = SharedLevel.unless(None, preset=Preset.reader(), begin=False)
     assert level is not None

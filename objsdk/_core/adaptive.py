@@ -8,8 +8,11 @@ aggregate rate measured over a window:
   in a row, by the best of them: its fastest rate and its busiest CPU share (a window
   the server stalled in says what the network would give, not what a stream costs).
   The next level is the cap, unless the client's CPU (where a clock is given) would
-  not hold ``factor`` streams at the one stream's share within ``cores``; then it
-  settles.
+  not hold ``factor`` streams at the one stream's share within ``cores``, or the
+  caller (where that is measured) waited for bytes less than ``min_wait`` of every
+  window: then it settles. A caller that hardly waits is slower than its stream:
+  parts that delivered in no time would raise its rate by ``1 / (1 - wait)`` at most
+  (1.33x at a quarter), at several times a stream's CPU per byte.
 * :attr:`Phase.FIRST_STEP` judges that step as :attr:`Phase.CLIMBING` does, except
   that a step that pays, but by less than ``1/factor`` of what its parts would move at
   the first level's rate each, goes to :attr:`Phase.BELOW` first.
@@ -57,17 +60,20 @@ class Clock(enum.Enum):
 
     NONE = "none"  # the rate decides alone
     PROCESS = "process"  # the process's CPU time, against the cores it may run on
-    READS = "reads"  # the CPU time of the reads the caller times, against one core
+    READS = "reads"  # the CPU time of the reads the caller times, against one core,
+    # and the time they waited for bytes
 
 
 @dataclass(frozen=True)
 class Measurement:
     """One measured level: parts in flight, the aggregate rate seen (bytes/s) and, if
-    known, the client's CPU seconds per second meanwhile."""
+    known, the client's CPU seconds per second meanwhile and the share of the window
+    the caller spent waiting for bytes."""
 
     level: int
     rate: float
     cpu_share: float | None = None
+    wait_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,8 +125,9 @@ class Preset:
 class Adaptive:
     """The level to run at, moved through :class:`Phase` s by the bytes observed.
 
-    ``cores``: the CPU the first step may need, and ``first_windows`` the windows the
-    start level is judged over (see :attr:`Phase.FIRST`). ``window``, ``min_seconds``,
+    ``cores``: the CPU the first step may need, ``min_wait`` the share of a window a
+    caller must wait for bytes for it, and ``first_windows`` the windows the start
+    level is judged over (see :attr:`Phase.FIRST`). ``window``, ``min_seconds``,
     ``first_window`` and ``max_lag`` bound the windows (see the module).
     ``whole_parts``: bytes are seen only as whole parts end (an upload's), so the first
     window counts from :meth:`begin` even where parts are reported. ``history`` lists
@@ -133,6 +140,7 @@ class Adaptive:
     window: int = 16 << 20
     min_seconds: float = 0.03
     max_lag: float = 0.25
+    min_wait: float = 0.25
     first_window: int | None = None
     first_windows: int = 1
     whole_parts: bool = False
@@ -151,6 +159,7 @@ class Adaptive:
     # The window: None until it opens; the CPU time at its start; the bytes counted.
     _since: float | None = field(init=False, default=None)
     _cpu_since: float | None = field(init=False, default=None)
+    _waited_since: float | None = field(init=False, default=None)
     _bytes: int = field(init=False, default=0)
     # Parts reported delivering (None: parts are not reported); a window opens by
     # ``_deadline`` whatever they do; the level before the last change.
@@ -165,11 +174,13 @@ class Adaptive:
             or self.gain <= 1.0
             or self.factor < 2
             or self.first_windows < 1
+            or not 0.0 <= self.min_wait < 1.0
         ):
             raise errors.InvalidArgument(
-                "adaptive parallelism needs cap >= 1, start >= 1, gain > 1, factor >= 2 and "
-                f"first_windows >= 1; got cap={self.cap}, start={self.start}, "
-                f"gain={self.gain}, factor={self.factor}, first_windows={self.first_windows}"
+                "adaptive parallelism needs cap >= 1, start >= 1, gain > 1, factor >= 2, "
+                f"first_windows >= 1 and 0 <= min_wait < 1; got cap={self.cap}, "
+                f"start={self.start}, gain={self.gain}, factor={self.factor}, "
+                f"first_windows={self.first_windows}, min_wait={self.min_wait}"
             )
         self.level = min(self.start, self.cap)
         if self.level >= self.cap:
@@ -203,16 +214,19 @@ class Adaptive:
         later would be judged on parts it did not start."""
         self.phase = Phase.SETTLED
 
-    def observe(self, nbytes: int, now: float, cpu: float | None = None) -> None:
+    def observe(
+        self, nbytes: int, now: float, cpu: float | None = None, waited: float | None = None
+    ) -> None:
         """``nbytes`` more bytes arrived by ``now``; may change :attr:`level`. ``cpu``
-        is the client's CPU time in seconds by ``now`` (any origin, the same clock
-        every call), if the caller measures it."""
+        is the client's CPU time in seconds by ``now``, and ``waited`` the seconds the
+        caller has spent waiting for bytes by ``now`` (each any origin, the same clock
+        every call), if the caller measures them."""
         if self.phase is Phase.SETTLED:
             return
         if self._lag is None:
             began = now if self._began is None else self._began
             self._lag = min(max(now - began, 0.0), self.max_lag)
-        if not self._counting(now, cpu):
+        if not self._counting(now, cpu, waited):
             return
         assert self._since is not None
         self._bytes += nbytes
@@ -223,15 +237,18 @@ class Adaptive:
         least = self.min_seconds if first is None else 0.0
         if self._bytes < need or elapsed < least or elapsed <= 0:
             return
-        share = None
+        share = wait = None
         if cpu is not None and self._cpu_since is not None:
             share = max(cpu - self._cpu_since, 0.0) / elapsed
-        measured = Measurement(self.level, self._bytes / elapsed, share)
+        if waited is not None and self._waited_since is not None:
+            wait = min(max(waited - self._waited_since, 0.0) / elapsed, 1.0)
+        measured = Measurement(self.level, self._bytes / elapsed, share, wait)
         self.history.append(measured)
         if self.phase is Phase.FIRST:
             if len(self.history) < self.first_windows:
                 # The same level runs on: the next window starts at once, no lag.
-                self._since, self._cpu_since, self._bytes = now, cpu, 0
+                self._since, self._cpu_since, self._waited_since = now, cpu, waited
+                self._bytes = 0
                 return
             measured = _best_of(self.history)
         judge = {
@@ -244,7 +261,7 @@ class Adaptive:
 
     # -- the window ---------------------------------------------------------------------
 
-    def _counting(self, now: float, cpu: float | None) -> bool:
+    def _counting(self, now: float, cpu: float | None, waited: float | None) -> bool:
         """Whether bytes observed at ``now`` count for the level: opens the window when
         the level's parts run (see the module)."""
         if self._since is None:
@@ -260,25 +277,32 @@ class Adaptive:
                     if self._delivering < self.level if raised else self._delivering > self.level:
                         return False
                 # The window starts here; these bytes were on their way before it.
-                self._since, self._cpu_since = now, cpu
+                self._since, self._cpu_since, self._waited_since = now, cpu, waited
                 return False
         if now < self._since:
             return False  # a new level's parts are still starting
         if self._cpu_since is None:
             self._cpu_since = cpu
+        if self._waited_since is None:
+            self._waited_since = waited
         return True
 
     # -- one judgement per phase: each returns the level to try next -----------------------
 
     def _first(self, measured: Measurement) -> int:
         """The start level: up to the cap, if ``factor`` times its streams at its share
-        of a core fit within ``cores`` (or the share is not known); else it holds."""
+        of a core fit within ``cores`` (or the share is not known) and the caller
+        waited for bytes long enough for a step to pay (or that is not known); else it
+        holds."""
         self._best = measured
         self.phase = Phase.FIRST_STEP
         least = min(self.level * self.factor, self.cap)
         share = measured.cpu_share
         if share is not None and share * least > self.level * self.cores:
             return self.level  # one stream keeps the client busy: more only add CPU
+        wait = measured.wait_share
+        if wait is not None and wait < self.min_wait:
+            return self.level  # the caller, not the stream, sets the pace
         return self.cap
 
     def _first_step(self, measured: Measurement) -> int:
@@ -342,7 +366,7 @@ class Adaptive:
             self._since = now + self._lag
         else:
             self._since, self._deadline = None, now + self.max_lag
-        self._cpu_since, self._bytes = None, 0
+        self._cpu_since, self._waited_since, self._bytes = None, None, 0
 
     def describe(self) -> str:
         """The levels tried and their rates, for stats and logs."""
@@ -352,9 +376,14 @@ class Adaptive:
 
 def _best_of(windows: list[Measurement]) -> Measurement:
     """One level measured over several windows, as it runs when nothing holds it back:
-    the fastest rate and the busiest CPU share seen (a window in which the server
-    stalled shows neither what the link gives nor what a stream costs the client)."""
+    the fastest rate, the busiest CPU share and the longest wait seen (a window in
+    which the server stalled shows neither what the link gives nor what a stream costs
+    the client; one in which the caller was away, how long it waits when it reads)."""
     shares = [m.cpu_share for m in windows if m.cpu_share is not None]
+    waits = [m.wait_share for m in windows if m.wait_share is not None]
     return Measurement(
-        windows[0].level, max(m.rate for m in windows), max(shares) if shares else None
+        windows[0].level,
+        max(m.rate for m in windows),
+        max(shares) if shares else None,
+        max(waits) if waits else None,
     )

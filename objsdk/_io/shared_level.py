@@ -32,15 +32,15 @@ class SharedLevel:
 
         Its CPU clock is the preset's: the process's CPU time (all threads) against the
         cores this process may run on, or the reads timed with :meth:`reading` against
-        one core, or none. ``begin=False``: the first request starts later (see
-        :meth:`begin`)."""
+        one core (with the time they waited for bytes), or none. ``begin=False``: the
+        first request starts later (see :meth:`begin`)."""
         if parallel is not None:
             return None
         if preset.clock is Clock.PROCESS:
             return cls(preset.policy(_usable_cores()), begin=begin, cpu=time.process_time)
         level = cls(preset.policy(), begin=False)
         if preset.clock is Clock.READS:
-            level._cpu = level._read_time
+            level._cpu, level._waited = level._read_time, level._wait_time
         if begin:
             level.begin()
         return level
@@ -58,7 +58,9 @@ class SharedLevel:
         self._lock = threading.Lock()
         self._changed: Future[None] = Future()
         self._cpu = cpu
+        self._waited: Callable[[], float] | None = None
         self._reads = 0.0  # CPU seconds of the reads timed by reading()
+        self._waits = 0.0  # seconds those reads spent off the CPU: waiting for bytes
         if begin:
             self.begin()
 
@@ -82,7 +84,8 @@ class SharedLevel:
                 return
             before = self._adaptive.level
             cpu = self._cpu() if self._cpu is not None else None
-            self._adaptive.observe(nbytes, time.monotonic(), cpu)
+            waited = self._waited() if self._waited is not None else None
+            self._adaptive.observe(nbytes, time.monotonic(), cpu, waited)
             if self._adaptive.level == before:
                 return
             changed, self._changed = self._changed, Future()
@@ -115,17 +118,23 @@ class SharedLevel:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
-        """Count the calling thread's CPU time in the block toward :attr:`Clock.READS`
-        (while the level still climbs; a read that raises is not counted)."""
+        """Count the calling thread's CPU time in the block toward :attr:`Clock.READS`,
+        and the rest of the block's time as waiting for bytes (while the level still
+        climbs; a read that raises is not counted)."""
         if self._adaptive.settled:
             yield
             return
-        cpu = time.thread_time()
+        cpu, wall = time.thread_time(), time.perf_counter()
         yield
-        self._reads += time.thread_time() - cpu
+        used = time.thread_time() - cpu
+        self._reads += used
+        self._waits += max(time.perf_counter() - wall - used, 0.0)
 
     def _read_time(self) -> float:
         return self._reads
+
+    def _wait_time(self) -> float:
+        return self._waits
 
 
 class InFlight:
