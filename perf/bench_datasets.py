@@ -9,12 +9,13 @@
                               read-ahead), and fixed at ``readahead=0`` (one stream per
                               shard) and ``readahead=6`` (6 parallel parts)
 
-With torch installed (run it with the torch venv's python, see docs/datasets.md), the same
-shards again through ``torch.utils.data.DataLoader`` with ``--loader-workers`` workers
-(default 2), samples/s with the CPU of the workers counted: ShardDataset at its defaults,
-``readahead=0`` and ``readahead=6``; ``webdataset.WebDataset`` over ``pipe:curl``; and AWS's
-``s3torchconnector`` ``S3IterableDataset`` with webdataset's tar expander, if it is
-installed (``pip install s3torchconnector``; it takes a custom endpoint).
+With torch installed (``make bench-datasets`` runs it so: perf/datasets_venv.py), the
+same shards again through ``torch.utils.data.DataLoader`` with ``--loader-workers``
+workers (default 2), samples/s with the CPU of the workers counted: ShardDataset at its
+defaults, ``readahead=0`` and ``readahead=6``; ``webdataset.WebDataset`` over ``pipe:curl``
+and over the shards' files in /dev/shm (the loader's own ceiling: no network at all); and
+AWS's ``s3torchconnector`` ``S3IterableDataset`` with webdataset's tar expander, if it is
+installed (it takes a custom endpoint).
 
 Then the network profile: a Toxiproxy in front of MinIO adds ``--latency-ms`` to every
 response and caps every connection at ``--bandwidth-mbs`` MB/s (toxics are per connection,
@@ -56,6 +57,7 @@ from objsdk import Client
 from objsdk.datasets import ShardDataset
 
 BUCKET = "objsdk-perf"
+LOCAL_LOADER = "webdataset (/dev/shm files)"
 SHM = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 
@@ -161,11 +163,11 @@ def in_loader(name: str, dataset: Any, workers: int) -> tuple[int, int]:
     return nbytes, count
 
 
-def webdataset_loader(urls: list[str], workers: int) -> tuple[int, int]:
+def webdataset_loader(urls: list[str], workers: int, name: str) -> tuple[int, int]:
     import webdataset as wds
 
     ds = wds.WebDataset(urls, shardshuffle=False, empty_check=False, nodesplitter=None)
-    return in_loader("webdataset (pipe:curl)", ds, workers)
+    return in_loader(name, ds, workers)
 
 
 def s3torchconnector_dataset(endpoint: str, keys: list[str]) -> Any:
@@ -193,12 +195,18 @@ def s3torchconnector_dataset(endpoint: str, keys: list[str]) -> Any:
 
 
 def loader_section(
-    client: Client, srv: Any, specs: list[str], keys: list[str], args: Any
+    client: Client, srv: Any, specs: list[str], keys: list[str], paths: list[Path], args: Any
 ) -> dict[str, object]:
     workers = args.loader_workers
     urls = curl_urls(client, keys)
+    local = [str(p) for p in paths]
     variants: dict[str, Callable[[], tuple[int, int]]] = {
-        "webdataset (pipe:curl)": lambda: webdataset_loader(urls, workers),
+        # The loader's own ceiling here: the same samples from files in memory, through
+        # the same workers and the same hand-over to the main process.
+        LOCAL_LOADER: lambda: webdataset_loader(local, workers, LOCAL_LOADER),
+        "webdataset (pipe:curl)": lambda: webdataset_loader(
+            urls, workers, "webdataset (pipe:curl)"
+        ),
     }
     for name, options in (
         ("objsdk ShardDataset", {}),
@@ -359,7 +367,7 @@ def main() -> None:
             except ImportError:
                 print("\ntorch is not installed: no DataLoader section (docs/datasets.md)")
             else:
-                sections.append(loader_section(client, srv, specs, keys, args))
+                sections.append(loader_section(client, srv, specs, keys, paths, args))
             if not args.skip_network:
                 sections.append(network(srv, keys[: args.net_shards], args))
         write_json(args.json, sections)
