@@ -11,11 +11,10 @@ network that limits each connection, parts pay.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
-from common import MiB, ensure_bucket, parser, server
+from common import MiB, ensure_bucket, parser, server, upload_random
 
 BUCKET = "objsdk-perf"
 LEVELS: dict[str, int | None] = {"defaults": None, "1 stream": 0, "2": 2, "3": 3, "4": 4, "8": 8}
@@ -30,7 +29,7 @@ def main() -> None:
     with server() as srv:
         client = srv.client
         ensure_bucket(client, BUCKET)
-        client.upload(BUCKET, key, memoryview(os.urandom(size)))
+        upload_random(client, BUCKET, key, size)
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in LEVELS}
         for run in range(args.runs + 1):  # the first run warms up
             for name, readahead in LEVELS.items():

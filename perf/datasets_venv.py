@@ -33,14 +33,18 @@ def torch_site_packages() -> Path:
     import torch_venv
 
     lines = torch_venv.requirements()
-    python = torch_venv.ensure(torch_venv.venv_dir(lines), lines)
-    purelib = subprocess.run(
+    return purelib(torch_venv.ensure(torch_venv.venv_dir(lines), lines))
+
+
+def purelib(python: Path) -> Path:
+    """The site-packages of the venv ``python`` runs in."""
+    out = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
         capture_output=True,
         text=True,
-    ).stdout.strip()
-    return Path(purelib)
+    )
+    return Path(out.stdout.strip())
 
 
 def ensure(torch_packages: Path) -> Path:
@@ -50,13 +54,7 @@ def ensure(torch_packages: Path) -> Path:
     if done.exists() and done.read_text() == str(torch_packages):
         return python
     venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    (Path(purelib) / "torch-venv.pth").write_text(f"{torch_packages}\n")
+    (purelib(python) / "torch-venv.pth").write_text(f"{torch_packages}\n")
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "setuptools", "wheel", *PEERS], check=True)
     subprocess.run([*pip, "--no-deps", "--no-build-isolation", SDIST], check=True)
