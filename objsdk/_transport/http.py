@@ -18,6 +18,8 @@ from typing import IO, Any
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
+from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
 from objsdk import errors
@@ -153,6 +155,28 @@ class _Response:
 _DIRECT_MIN = 256 * 1024
 
 
+class _Adapter(HTTPAdapter):
+    """requests' adapter, answering with the response and nothing else.
+
+    ``build_response`` is the adapter's documented extension point. requests' own builds
+    a case-insensitive copy of the headers and reads cookies into a jar; signed S3
+    requests carry no cookies, and urllib3's headers are case-insensitive already.
+    """
+
+    def build_response(
+        self, req: requests.PreparedRequest, resp: BaseHTTPResponse
+    ) -> requests.Response:
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = resp.headers  # type: ignore[assignment]
+        response.raw = resp
+        response.reason = resp.reason or ""
+        response.url = req.url or ""
+        response.request = req
+        response.connection = self
+        return response
+
+
 class HTTPTransport(PipelinedTransport):
     """Signs and sends requests to one endpoint over a pooled ``requests.Session``.
 
@@ -187,7 +211,7 @@ class HTTPTransport(PipelinedTransport):
         self._verify = verify
         # urllib3 sends each attempt once and raises what broke it: the pipeline's loop
         # is the only one that retries.
-        adapter = HTTPAdapter(
+        adapter = _Adapter(
             pool_connections=4,
             pool_maxsize=max_pool_connections,
             max_retries=Retry(total=False, redirect=False, raise_on_status=False),
@@ -195,6 +219,7 @@ class HTTPTransport(PipelinedTransport):
         private_api.install_watched_pools(adapter)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
+        self._adapter = adapter
 
     def close(self) -> None:
         self.session.close()
@@ -205,12 +230,15 @@ class HTTPTransport(PipelinedTransport):
     def _prepare(
         self, request: SignedRequest, body: Body, content_length: int | None
     ) -> requests.PreparedRequest:
-        prepared = requests.Request(
-            request.method, self.endpoint.url, headers=dict(request.headers)
-        ).prepare()
-        # Send exactly the URL that was signed: requests would re-quote it and urllib3
-        # would collapse '.'/'..' segments (RFC 3986 §5.2.4), both of which change the key.
+        # Built here rather than by requests.Request.prepare(): the URL is the one
+        # signed (requests would re-quote it and urllib3 would collapse '.'/'..'
+        # segments, RFC 3986 §5.2.4, both of which change the key), there are no
+        # params, cookies or auth to merge, and the signer has already refused any
+        # header value with a CR, LF or NUL (requests' own header check).
+        prepared = requests.PreparedRequest()
+        prepared.method = request.method
         prepared.url = request.url
+        prepared.headers = CaseInsensitiveDict(request.headers)
         if body is not None:
             data, length = _as_requests_body(body, content_length)
             prepared.prepare_body(data, None)
@@ -242,8 +270,11 @@ class HTTPTransport(PipelinedTransport):
         ok: Collection[int],
     ) -> _Response:
         with translate_errors(operation, bucket, key):
-            resp = self.session.send(
-                prepared, stream=True, timeout=self.timeout, allow_redirects=False
+            # The adapter itself: Session.send would add cookie jars, hooks and a
+            # redirect check that signed requests do not use (no redirects are followed:
+            # a 3xx is answered as an error).
+            resp = self._adapter.send(
+                prepared, stream=True, timeout=self.timeout, verify=self._verify, proxies={}
             )
         log.debug("%s %s/%s -> %s", method, bucket or "", key or "", resp.status_code)
         answer = _Response(resp, operation, bucket, key)
