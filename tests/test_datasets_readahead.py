@@ -55,3 +55,30 @@ def test_the_budget_is_an_argument(client, four_shards):
     assert max(r.stats.readahead for r in ds.reads) <= 1
     with pytest.raises(InvalidArgument, match="connections"):
         ShardDataset(client, four_shards, connections=0)
+
+
+def test_a_persistent_worker_starts_its_next_epoch_at_the_level_it_learned(
+    client, four_shards, monkeypatch
+):
+    # The adaptive reader settles at 3 parts wherever it is asked to adapt.
+    asked: list[int | None] = []
+    real_open = client.open
+
+    def open_settling_at_3(*args, readahead=None, **kwargs):
+        asked.append(readahead)
+        return real_open(*args, readahead=3 if readahead is None else readahead, **kwargs)
+
+    monkeypatch.setattr(client, "open", open_settling_at_3)
+    ds = ShardDataset(
+        client, four_shards, shuffle_shards=False, part_size=64 << 10, worker=0, num_workers=2
+    )
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        assert sum(1 for _ in ds) == 2 * 30
+    # Two shards an epoch. The first epoch adapts on both (the second is opened, as a
+    # prefetch, before the first has settled); the next epoch starts at the level they
+    # learned; the third probes again (the worker's REPROBE_EVERY-th shard), and its
+    # second shard keeps the level while that probe runs.
+    assert REPROBE_EVERY == 4
+    assert asked == [None, None, 3, 3, None, 3]
+    assert [r.stats.readahead for r in ds.reads] == [3] * 6

@@ -97,8 +97,9 @@ class ShardDataset(_Base):
     (the default) is the client's adaptive read-ahead (one stream, then more parallel
     ``part_size`` parts while the rate keeps rising; each shard's ``stats.readahead`` in
     :attr:`reads` tells what it chose; once a shard has climbed to N parts, the shards a
-    worker opens after it start at the level it ended at, and every fourth shard adapts
-    again, so the level comes down as well as up); an int fixes the number of parallel
+    worker opens after it start at the level it ended at, also in its next epoch when
+    the worker persists, and every fourth shard adapts again, so the level comes down as
+    well as up); an int fixes the number of parallel
     parts (0: one stream per shard). ``connections`` (default 16) is the budget of
     connections to the endpoint shared by the DataLoader workers of one process: each
     worker's fixed or carried level is at most ``connections // num_workers``.

@@ -75,10 +75,16 @@ class SlotReader:
         # With the adaptive default, the most parts a shard's reader climbed to: later
         # shards start there instead of climbing again from one stream each time.
         self._learned: int | None = None
-        self._opened = 0  # shards opened for reading by this reader
+        self._opened = 0  # shards opened for reading by this slot in this process
         self._probe: ObjectFile | None = None  # the last shard opened adaptive
         # This worker's share of the process's connections to the endpoint.
         self._cap = max(1, ds.connections // slot.num_workers)
+        previous = ds._readers.get(slot.key)
+        if previous is not None and previous._cap == self._cap:
+            # The same slot's last epoch in this process (persistent workers, or one
+            # process): its level and its count go on, so an epoch starts at the level
+            # the last one learned and the probes keep their rhythm across epochs.
+            self._learned, self._opened = previous._learned, previous._opened
         if state is not None:
             self._restore(state)
 
