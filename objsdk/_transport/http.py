@@ -178,7 +178,7 @@ class _Adapter(HTTPAdapter):
 
 
 class HTTPTransport(PipelinedTransport):
-    """Signs and sends requests to one endpoint over a pooled ``requests.Session``.
+    """Signs and sends requests to one endpoint through requests' pooled adapter.
 
     ``verify`` is True (the system's CAs), False, or a CA bundle path; TLS verification
     is on unless turned off.
@@ -203,26 +203,24 @@ class HTTPTransport(PipelinedTransport):
         self.retry = retry
         self.pipeline = Pipeline(endpoint, credentials, region, retry, dialect)
         self.max_pool_connections = max_pool_connections
-        self.session = requests.Session()
-        # The environment's proxies and .netrc must not silently re-route or re-authenticate
-        # signed requests: the signature covers the Host we chose.
-        self.session.trust_env = False
-        self.session.verify = verify
+        # TLS verification for every connection (requests' adapter takes it per send).
         self._verify = verify
         # urllib3 sends each attempt once and raises what broke it: the pipeline's loop
         # is the only one that retries.
-        adapter = _Adapter(
+        self.adapter = _Adapter(
             pool_connections=4,
             pool_maxsize=max_pool_connections,
             max_retries=Retry(total=False, redirect=False, raise_on_status=False),
         )
-        private_api.install_watched_pools(adapter)
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
-        self._adapter = adapter
+        private_api.install_watched_pools(self.adapter)
+
+    @property
+    def verify(self) -> bool | str:
+        """TLS verification: True, False or a CA bundle path."""
+        return self._verify
 
     def close(self) -> None:
-        self.session.close()
+        self.adapter.close()
 
     def watch(self) -> AbstractContextManager[Interruptible]:
         return private_api.watch()
@@ -270,10 +268,11 @@ class HTTPTransport(PipelinedTransport):
         ok: Collection[int],
     ) -> _Response:
         with translate_errors(operation, bucket, key):
-            # The adapter itself: Session.send would add cookie jars, hooks and a
-            # redirect check that signed requests do not use (no redirects are followed:
-            # a 3xx is answered as an error).
-            resp = self._adapter.send(
+            # The adapter itself, not a Session: no cookie jars, hooks or redirects (a
+            # 3xx is answered as an error), and no proxies or .netrc from the
+            # environment to re-route or re-authenticate a request whose signature
+            # covers the Host we chose.
+            resp = self.adapter.send(
                 prepared, stream=True, timeout=self.timeout, verify=self._verify, proxies={}
             )
         log.debug("%s %s/%s -> %s", method, bucket or "", key or "", resp.status_code)

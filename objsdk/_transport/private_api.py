@@ -285,16 +285,11 @@ def _timeval(seconds: float) -> bytes:
 
 
 def checkout(
-    session: requests.Session, prepared: requests.PreparedRequest
+    adapter: HTTPAdapter, verify: bool | str, prepared: requests.PreparedRequest
 ) -> tuple[HTTPConnectionPool, HTTPConnection]:
-    """A connection from the session's pool for ``prepared.url`` (see ``CHECKOUT``)."""
+    """A connection from ``adapter``'s pool for ``prepared.url`` (see ``CHECKOUT``)."""
     assert prepared.url is not None
-    adapter = session.get_adapter(prepared.url)
-    if not isinstance(adapter, HTTPAdapter):  # pragma: no cover - a custom adapter
-        raise TypeError(f"unexpected adapter {type(adapter).__name__}")
-    pool = adapter.get_connection_with_tls_context(
-        prepared, verify=session.verify, cert=session.cert
-    )
+    pool = adapter.get_connection_with_tls_context(prepared, verify=verify)
     if not isinstance(pool, HTTPConnectionPool):  # pragma: no cover
         raise TypeError(f"unexpected connection pool {type(pool).__name__}")
     conn = pool._get_conn()

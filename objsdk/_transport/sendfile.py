@@ -162,7 +162,7 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
         prepared = requests.Request("PUT", transport.endpoint.url).prepare()
         prepared.url = request.url
         with translate_errors(operation, bucket, key):
-            pool, conn = private_api.checkout(transport.session, prepared)
+            pool, conn = private_api.checkout(transport.adapter, transport.verify, prepared)
             resp: HTTPResponse | None = None
             reusable = False
             try:
