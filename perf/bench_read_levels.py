@@ -2,22 +2,38 @@
 
 ``client.open(readahead=N).read(1 MiB)`` over the whole object for N in 0 (one stream),
 2, 3, 4 and 8 parts, and at the defaults (adaptive), interleaved, median of ``--runs``;
-wall time, MB/s and the process's CPU seconds for each. On a server that shares the
-client's cores one stream is the server's limit and more parts are slower; through a
-network that limits each connection, parts pay.
+wall time, MB/s and the process's CPU seconds for each, against one stream. On a
+server that shares the client's cores one stream is the server's limit and more parts
+are slower; through a network that limits each connection, parts pay.
 
     python perf/bench_read_levels.py [--size-mib 64] [--runs 9]
 """
 
 from __future__ import annotations
 
-import statistics
-import time
+from collections.abc import Callable
 
-from common import MiB, ensure_bucket, parser, server, upload_random
+from common import MiB, ensure_bucket, interleave, parser, report, server, upload_random
+
+from objsdk import Client
 
 BUCKET = "objsdk-perf"
 LEVELS: dict[str, int | None] = {"defaults": None, "1 stream": 0, "2": 2, "3": 3, "4": 4, "8": 8}
+
+
+def reader(client: Client, key: str, size: int, readahead: int | None) -> Callable[[], int]:
+    """One whole read of ``key`` by ``read(1 MiB)`` at ``readahead``; its byte count."""
+
+    def run() -> int:
+        n = 0
+        with client.open(BUCKET, key, readahead=readahead) as f:
+            while chunk := f.read(MiB):
+                n += len(chunk)
+        if n != size:
+            raise SystemExit(f"readahead={readahead}: read {n} bytes, not {size}")
+        return n
+
+    return run
 
 
 def main() -> None:
@@ -30,24 +46,9 @@ def main() -> None:
         client = srv.client
         ensure_bucket(client, BUCKET)
         upload_random(client, BUCKET, key, size)
-        times: dict[str, list[tuple[float, float]]] = {name: [] for name in LEVELS}
-        for run in range(args.runs + 1):  # the first run warms up
-            for name, readahead in LEVELS.items():
-                wall, cpu = time.perf_counter(), time.process_time()
-                n = 0
-                with client.open(BUCKET, key, readahead=readahead) as f:
-                    while chunk := f.read(MiB):
-                        n += len(chunk)
-                if n != size:
-                    raise SystemExit(f"{name}: read {n} bytes, not {size}")
-                if run:
-                    times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-        print(f"## open().read(1 MiB) of {args.size_mib} MiB, {args.runs} runs")
-        print(f"{'read-ahead':<12} {'median s':>9} {'MB/s':>7} {'client cpu s':>13}")
-        for name, samples in times.items():
-            wall = statistics.median(t for t, _ in samples)
-            cpu = statistics.median(c for _, c in samples)
-            print(f"{name:<12} {wall:9.3f} {size / wall / 1e6:7.0f} {cpu:13.3f}")
+        variants = {name: reader(client, key, size, n) for name, n in LEVELS.items()}
+        results = interleave(variants, args.runs)
+        report(f"open().read(1 MiB) of {args.size_mib} MiB, {args.runs} runs", results, "1 stream")
 
 
 if __name__ == "__main__":
