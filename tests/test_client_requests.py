@@ -21,6 +21,7 @@ from responses import matchers
 
 import objsdk
 from objsdk import Client
+from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 EP = "http://s3.test:9000"
@@ -44,7 +45,9 @@ def client():
 
 
 @pytest.fixture
-def rsps():
+def rsps(monkeypatch):
+    # Every request through requests' adapter, where responses answers it.
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as r:
         yield r
 

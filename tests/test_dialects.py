@@ -18,6 +18,7 @@ import objsdk
 from objsdk import Client
 from objsdk._core.config import ConfigError
 from objsdk._transport.dialect import ChecksumDialect
+from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 EP = "http://s3.test"
@@ -217,7 +218,9 @@ def test_a_head_answered_400_twice_is_not_remembered() -> None:
 
 
 @responses.activate
-def test_client_arguments_set_the_dialect_of_its_requests() -> None:
+def test_client_arguments_set_the_dialect_of_its_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every request through requests' adapter, where responses answers it.
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
     responses.put(f"{EP}/b/k", headers={"ETag": '"e"'})
     responses.head(f"{EP}/b/k", headers={"Content-Length": "4"})
     with Client(

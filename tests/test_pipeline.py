@@ -17,6 +17,7 @@ import objsdk
 from objsdk import Client, errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.signing import Credentials
+from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport
 from objsdk._transport.pipeline import Pipeline, SignedRequest, keep_retry_after, network_failure
 from objsdk._transport.retry import RetryKind, default_retry, next_policy, retry_kind
@@ -33,7 +34,9 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 @pytest.fixture
-def rsps() -> Iterator[responses.RequestsMock]:
+def rsps(monkeypatch: pytest.MonkeyPatch) -> Iterator[responses.RequestsMock]:
+    # Every request through requests' adapter, where responses answers it.
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as r:
         yield r
 

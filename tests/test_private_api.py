@@ -18,7 +18,9 @@ import objsdk
 import objsdk._transport.translate
 from objsdk import Client
 from objsdk._transport import private_api
+from objsdk._transport.http import HTTPTransport
 from objsdk._transport.private_api import _timeval
+from objsdk._transport.wire import Wire
 
 pytestmark = pytest.mark.integration
 
@@ -139,18 +141,32 @@ def test_a_kernel_timeout_on_a_direct_read_is_an_objsdk_timeout():
     assert isinstance(err, objsdk.Timeout)
 
 
-def test_interrupting_a_watch_spares_a_connection_it_gave_back(big, local_minio, monkeypatch):
+@pytest.mark.parametrize("wire_requests", [False, True], ids=["urllib3", "wire"])
+def test_interrupting_a_watch_spares_a_connection_it_gave_back(
+    big, local_minio, monkeypatch, wire_requests
+):
     # A shared client: a connection one thread released may already serve another, so
-    # a later interrupt of the first thread's watch must leave it alone.
+    # a later interrupt of the first thread's watch must leave it alone. Both pools:
+    # urllib3's (every request when the wire is off) and the wire's (whole answers).
     bucket, data = big
     connects: list[object] = []
-    real = urllib3.connection.HTTPConnection.connect
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire_requests)
+    if wire_requests:
+        real_connect = Wire._connect
 
-    def counting(self):  # type: ignore[no-untyped-def]
-        connects.append(self)
-        return real(self)
+        def counting_wire(self, origin):  # type: ignore[no-untyped-def]
+            connects.append(origin)
+            return real_connect(self, origin)
 
-    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
+        monkeypatch.setattr(Wire, "_connect", counting_wire)
+    else:
+        real = urllib3.connection.HTTPConnection.connect
+
+        def counting(self):  # type: ignore[no-untyped-def]
+            connects.append(self)
+            return real(self)
+
+        monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
     with (
         local_minio.client() as client,
         ThreadPoolExecutor(1) as other,

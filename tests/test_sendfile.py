@@ -26,6 +26,7 @@ import objsdk
 import objsdk._transport.http
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.signing import Credentials, encode_key_path, sign_request
+from objsdk._transport.http import HTTPTransport
 from objsdk._transport.sendfile import SourceChangedError
 
 AK, SK = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -301,7 +302,9 @@ def test_response_headers_are_returned_case_insensitively(serve, datafile):
     assert headers["X-Amz-Checksum-Crc32c"] == crc32c_b64(DATA)  # type: ignore[index]
 
 
-def test_connection_goes_back_to_the_pool_and_is_reused(serve, datafile):
+def test_connection_goes_back_to_the_pool_and_is_reused(serve, datafile, monkeypatch):
+    # A PUT of bytes through requests' adapter (not the wire's own connections).
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
     server, client = serve(ok)
     put(client, datafile)
     put(client, datafile)

@@ -151,7 +151,9 @@ def error_xml(code: str) -> bytes:
 
 
 @pytest.fixture
-def rsps() -> Iterator[responses.RequestsMock]:
+def rsps(monkeypatch: pytest.MonkeyPatch) -> Iterator[responses.RequestsMock]:
+    # Every request through requests' adapter, where responses answers it.
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as r:
         yield r
 

@@ -30,6 +30,7 @@ import responses
 import objsdk
 from objsdk import Client
 from objsdk._transfer.writer import ObjectWriter
+from objsdk._transport.http import HTTPTransport
 
 EP = "http://s3.test:9000"
 MiB = 1 << 20
@@ -179,7 +180,9 @@ def client() -> Iterator[Client]:
 
 
 @pytest.fixture
-def s3() -> Iterator[FakeS3]:
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeS3]:
+    # Every request through requests' adapter, where responses answers it.
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         yield FakeS3(rsps)
 

@@ -34,6 +34,7 @@ __all__ = [
     "canonical_request",
     "encode_key_path",
     "encode_query",
+    "host_header",
     "payload_sha256",
     "presign_url",
     "sign_request",
@@ -350,6 +351,11 @@ def _split_url(url: str) -> SplitResult:
         # address (and sign) a different object.
         raise InvalidArgument("url has a fragment ('#'); encode keys with encode_key_path")
     return parts
+
+
+def host_header(url: str) -> str:
+    """The Host header an HTTP client sends for ``url`` (and the signature covers)."""
+    return _host_from_url(_split_url(url))
 
 
 def _host_from_url(parts: SplitResult) -> str:

@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Collection, Mapping
 from contextlib import AbstractContextManager
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -38,6 +38,7 @@ from objsdk._transport.pipeline import (
 )
 from objsdk._transport.sendfile import CallbackError, put_file, put_window
 from objsdk._transport.translate import _BROKEN, translate, translate_errors
+from objsdk._transport.wire import Answer, Wire
 
 __all__ = ["HTTPTransport"]
 
@@ -178,11 +179,18 @@ class _Adapter(HTTPAdapter):
 
 
 class HTTPTransport(PipelinedTransport):
-    """Signs and sends requests to one endpoint through requests' pooled adapter.
+    """Signs and sends requests to one endpoint.
 
-    ``verify`` is True (the system's CAs), False, or a CA bundle path; TLS verification
-    is on unless turned off.
+    A request whose answer is read whole and whose body is in memory (HEAD, GET into
+    memory, PUT of bytes, listings, deletes) goes over the transport's own kept-alive
+    connections (:mod:`objsdk._transport.wire`); streamed answers and file bodies go
+    through requests' pooled adapter. ``verify`` is True (requests' CA bundle), False, or
+    a CA bundle path; TLS verification is on unless turned off.
     """
+
+    #: False sends every request through requests' adapter, where requests-level mocks
+    #: (``responses``, ``requests-mock``) see it; checked at each request.
+    wire_requests: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -213,6 +221,7 @@ class HTTPTransport(PipelinedTransport):
             max_retries=Retry(total=False, redirect=False, raise_on_status=False),
         )
         private_api.install_watched_pools(self.adapter)
+        self.wire = Wire(verify=verify, timeout=timeout, maxsize=max_pool_connections)
 
     @property
     def verify(self) -> bool | str:
@@ -221,6 +230,7 @@ class HTTPTransport(PipelinedTransport):
 
     def close(self) -> None:
         self.adapter.close()
+        self.wire.close()
 
     def watch(self) -> AbstractContextManager[Interruptible]:
         return private_api.watch()
@@ -245,7 +255,13 @@ class HTTPTransport(PipelinedTransport):
             prepared.headers["Content-Length"] = str(length)
         return prepared
 
-    def _attempt(self, sending: Sending, request: SignedRequest, body: Body) -> _Response:
+    def _attempt(self, sending: Sending, request: SignedRequest, body: Body) -> _Response | Answer:
+        if (
+            not sending.stream
+            and (body is None or isinstance(body, (bytes, bytearray, memoryview)))
+            and self.wire_requests
+        ):
+            return self._exchange(sending, request, body)
         prepared = self._prepare(request, body, sending.content_length)
         return self._send(
             prepared,
@@ -301,6 +317,33 @@ class HTTPTransport(PipelinedTransport):
                 _ = answer.content
             finally:
                 answer.close()
+        return answer
+
+    def _exchange(
+        self, sending: Sending, request: SignedRequest, body: bytes | bytearray | memoryview | None
+    ) -> Answer:
+        view = None
+        if body is not None:
+            view = memoryview(body)
+            if view.format != "B" or view.ndim != 1:
+                view = view.cast("B")
+        with translate_errors(sending.operation, sending.bucket, sending.key):
+            answer = self.wire.exchange(request.method, request.url, request.headers, view)
+        log.debug(
+            "%s %s/%s -> %s", sending.method, sending.bucket or "", sending.key or "", answer.status
+        )
+        if answer.status not in sending.ok:
+            raise keep_retry_after(
+                error_from_response(
+                    answer.status,
+                    answer.headers,
+                    answer.content[:_MAX_ERROR_BODY],
+                    operation=sending.operation,
+                    bucket=sending.bucket,
+                    key=sending.key,
+                ),
+                answer.headers,
+            )
         return answer
 
     def _send_file(self, put: FilePut) -> Mapping[str, str]:

@@ -1,0 +1,489 @@
+"""HTTP/1.1 exchanges whose answer is read whole, on objsdk's own kept-alive connections.
+
+Most S3 calls carry little: a HEAD, a GET of a small object, a PUT of bytes, a listing, a
+delete. Through requests and urllib3 such a call costs several times the client CPU of
+its signature, most of it in http.client's header parsing and urllib3's request writing
+(docs/perf.md, "Client CPU per small request"). Here a request goes out in one
+``sendall`` and its answer is parsed by httptools (llhttp, Node.js's HTTP parser, in C);
+docs/design.md says why that library.
+
+Contract of :meth:`Wire.exchange`: the request is sent exactly as signed (the URL's path
+and query as they are, the given headers, ``Host`` derived from the URL as the signer
+derived it) and the whole answer is returned. A failure raises the urllib3 exception
+urllib3 raises for the same failure, so :mod:`objsdk._transport.translate` and the retry
+classifier (:func:`~objsdk._transport.pipeline.network_failure`) treat both paths alike:
+``NewConnectionError``/``ConnectTimeoutError`` (nothing was sent), ``SSLError``,
+``ReadTimeoutError`` and ``ProtocolError`` (the request may have reached the server).
+
+A connection goes back to its pool only after an answer that ended exactly where its
+framing says (RFC 9112 §6.3) and did not ask to close; one that became readable while
+idle (the server closed it, or sent something unasked) is never reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import re
+import select
+import socket
+import ssl
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httptools
+import urllib3.exceptions
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
+from urllib3.util import parse_url
+from urllib3.util.ssl_ import create_urllib3_context
+
+from objsdk._core.signing import host_header
+from objsdk._transport import private_api
+
+__all__ = ["Answer", "Fields", "Wire"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# RFC 9110 §5.1: a field name is a token.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+# http.client sends this unless told otherwise (urllib3 does not tell it): stored bytes,
+# never compressed on the fly.
+_IDENTITY = "Accept-Encoding: identity\r\n"
+# RFC 9110 §9.3: the methods whose requests carry content, so an empty one still says
+# Content-Length: 0 (as urllib3 sends it).
+_CONTENT_METHODS = frozenset({"PUT", "POST", "PATCH"})
+# A request this small goes out with its head in one send (one segment on the wire).
+_JOIN_BODY = 64 * 1024
+_RECV = 256 * 1024
+
+
+@dataclass
+class Answer:
+    """A whole HTTP answer: a :class:`~objsdk._transport.base.Response` whose body has
+    been read (``read``/``readinto`` hand out ``content`` from where the last stopped)."""
+
+    status: int
+    headers: Mapping[str, str]
+    content: bytes
+    _pos: int = 0
+
+    def read(self, n: int) -> bytes:
+        data = self.content[self._pos : self._pos + n]
+        self._pos += len(data)
+        return data
+
+    read1 = read
+
+    def readinto(self, view: memoryview) -> int:
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        pass
+
+
+class _Connection:
+    """One socket to one origin; ``sock`` is what a
+    :class:`~objsdk._transport.private_api.Watch` shuts down to interrupt it."""
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def dropped(self) -> bool:
+        # An idle kept-alive connection has nothing to read; if it has, the server closed
+        # it (EOF) or sent something unasked, and either way it cannot carry a request
+        # (urllib3's is_connection_dropped decides the same way).
+        try:
+            return bool(select.select([self.sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+@dataclass(frozen=True)
+class _Origin:
+    scheme: str
+    host: str
+    port: int
+    host_header: str
+
+
+class _Reader:
+    """httptools' callbacks: the answer's head and, until :meth:`Wire._body` takes over,
+    its body."""
+
+    __slots__ = ("body", "done", "extra", "fields", "got", "head_done", "parser", "status")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
+        self.fields: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.got = 0
+        self.head_done = False
+        self.done = False
+        self.extra = False  # bytes after the end of the answer
+
+    def on_message_begin(self) -> None:
+        if self.done:
+            self.extra = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.fields.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        if self.status < 200:
+            # An interim answer (RFC 9110 §15.2): its fields are not the answer's.
+            self.fields = []
+            return
+        self.head_done = True
+
+    def on_body(self, body: bytes) -> None:
+        if self.done:
+            self.extra = True
+            return
+        self.body.append(body)
+        self.got += len(body)
+
+    def on_message_complete(self) -> None:
+        if self.head_done:
+            self.done = True
+
+
+class Wire:
+    """Kept-alive connections to the origins of one transport, at most ``maxsize`` idle
+    per origin; thread-safe. ``verify``: True (requests' CA bundle), False, or a CA
+    bundle file or directory, as requests takes it. ``timeout``: (connect, read)."""
+
+    def __init__(self, *, verify: bool | str, timeout: tuple[float, float], maxsize: int) -> None:
+        self.verify = verify
+        self.timeout = timeout
+        self.maxsize = maxsize
+        self._idle: dict[str, list[_Connection]] = {}
+        self._origins: dict[str, _Origin] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._tls: ssl.SSLContext | None = None
+        # A transport dropped without close() still closes its idle connections (urllib3
+        # 2's pools do the same): the finalizer holds the dict, not the Wire.
+        weakref.finalize(self, _close_idle, self._idle, self._lock)
+
+    def close(self) -> None:
+        _close_idle(self._idle, self._lock)
+
+    def exchange(
+        self, method: str, url: str, headers: Mapping[str, str], body: memoryview | None
+    ) -> Answer:
+        """Send one request and return its whole answer (see the module docstring)."""
+        scheme, _, rest = url.partition("://")
+        netloc, slash, tail = rest.partition("/")
+        origin = self._origin(scheme, netloc)
+        head = _head(method, slash + tail if slash else "/", origin.host_header, headers, body)
+        conn = self._checkout(netloc, origin)
+        watch = private_api.current_watch()
+        try:
+            if watch is not None:
+                watch.attach(conn)
+            try:
+                self._send(conn, head, body)
+            except urllib3.exceptions.ProtocolError as broken:
+                answer = self._early_answer(conn, method == "HEAD", broken)
+                reusable = False
+            else:
+                answer, reusable = self._receive(conn, method == "HEAD")
+        except BaseException:
+            conn.close()
+            raise
+        finally:
+            if watch is not None:
+                watch.detach(conn)
+        if reusable:
+            self._checkin(netloc, conn)
+        else:
+            conn.close()
+        return answer
+
+    def _early_answer(
+        self, conn: _Connection, head_only: bool, broken: urllib3.exceptions.ProtocolError
+    ) -> Answer:
+        """The answer a server sent before it stopped reading the body (RFC 9112 §9.6:
+        it may answer early and close, typically a refusal of a large PUT), else the
+        failure to send. Only a refusal counts: a success for a body that did not all
+        arrive would be a lie."""
+        try:
+            answer, _ = self._receive(conn, head_only)
+        except (urllib3.exceptions.HTTPError, OSError):
+            answer = None
+        if answer is None or answer.status < 300:
+            raise broken from broken.__cause__
+        return answer
+
+    # -- connections ------------------------------------------------------------------
+
+    def _origin(self, scheme: str, netloc: str) -> _Origin:
+        origin = self._origins.get(netloc)
+        if origin is None:
+            parts = parse_url(f"{scheme}://{netloc}")
+            if scheme not in _DEFAULT_PORTS or not parts.host:
+                raise ValueError(f"not an http(s) origin: {scheme}://{netloc}")
+            host = parts.host.strip("[]")  # an IPv6 literal connects without brackets
+            port = parts.port or _DEFAULT_PORTS[scheme]
+            origin = _Origin(scheme, host, port, host_header(f"{scheme}://{netloc}/"))
+            self._origins[netloc] = origin
+        return origin
+
+    def _checkout(self, netloc: str, origin: _Origin) -> _Connection:
+        if os.getpid() != self._pid:
+            # A forked child shares its parent's sockets: using one would interleave two
+            # processes' requests on one connection. Closing the child's descriptors
+            # leaves the parent's connections as they are (no shutdown).
+            self._pid = os.getpid()
+            _close_idle(self._idle, self._lock)
+        while True:
+            with self._lock:
+                idle = self._idle.get(netloc)
+                conn = idle.pop() if idle else None
+            if conn is None:
+                return self._connect(origin)
+            if not conn.dropped():
+                return conn
+            conn.close()
+
+    def _checkin(self, netloc: str, conn: _Connection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(netloc, [])
+            if len(idle) < self.maxsize:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def _connect(self, origin: _Origin) -> _Connection:
+        connect_timeout, read_timeout = self.timeout
+        try:
+            sock = socket.create_connection((origin.host, origin.port), timeout=connect_timeout)
+        except TimeoutError as e:
+            raise urllib3.exceptions.ConnectTimeoutError(
+                None, f"connection to {origin.host} timed out"
+            ) from e
+        except OSError as e:
+            raise urllib3.exceptions.NewConnectionError(
+                None,  # type: ignore[arg-type]
+                f"failed to establish a new connection: {type(e).__name__}",
+            ) from e
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if origin.scheme == "https":
+                sock = self._handshake(sock, origin.host)
+            sock.settimeout(read_timeout)
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(sock)
+
+    def _handshake(self, sock: socket.socket, host: str) -> ssl.SSLSocket:
+        try:
+            return self._context().wrap_socket(sock, server_hostname=host)
+        except TimeoutError as e:
+            raise urllib3.exceptions.ConnectTimeoutError(
+                None, f"TLS handshake with {host} timed out"
+            ) from e
+        except ssl.SSLError as e:
+            raise urllib3.exceptions.SSLError(e) from e
+
+    def _context(self) -> ssl.SSLContext:
+        # The context urllib3 builds (TLS 1.2 or later, its ciphers), verifying against
+        # the CAs requests would use for the same ``verify``.
+        if self._tls is None:
+            verify = self.verify
+            context = create_urllib3_context(
+                cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+            )
+            if verify:
+                where = verify if isinstance(verify, str) else DEFAULT_CA_BUNDLE_PATH
+                if os.path.isdir(where):
+                    context.load_verify_locations(capath=where)
+                else:
+                    context.load_verify_locations(cafile=where)
+                context.check_hostname = True
+            else:
+                context.check_hostname = False
+            self._tls = context
+        return self._tls
+
+    # -- one exchange -----------------------------------------------------------------
+
+    @staticmethod
+    def _send(conn: _Connection, head: bytes, body: memoryview | None) -> None:
+        try:
+            if body is not None and 0 < body.nbytes <= _JOIN_BODY:
+                conn.sock.sendall(head + body)
+            else:
+                conn.sock.sendall(head)
+                if body is not None and body.nbytes:
+                    conn.sock.sendall(body)
+        except TimeoutError as e:
+            raise urllib3.exceptions.ReadTimeoutError(None, "", "write timed out") from e  # type: ignore[arg-type]
+        except OSError as e:
+            raise urllib3.exceptions.ProtocolError("Connection aborted.", e) from e
+
+    def _receive(self, conn: _Connection, head_only: bool) -> tuple[Answer, bool]:
+        reader = _Reader()
+        parser = reader.parser
+        try:
+            while not reader.head_done:
+                data = conn.sock.recv(_RECV)
+                if not data:
+                    raise _ended(reader)
+                parser.feed_data(data)
+            status = reader.status
+            fields = Fields(reader.fields)
+            keep = _persists(parser.get_http_version(), fields)
+            if head_only or status in (204, 304):
+                # RFC 9112 §6.3: no content, whatever Content-Length says.
+                return Answer(status, fields, b""), keep and not (reader.got or reader.extra)
+            length = fields.get("Content-Length")
+            if length is not None and "Transfer-Encoding" not in fields:
+                return self._sized(conn, reader, status, fields, int(length), keep)
+            while not reader.done:
+                data = conn.sock.recv(_RECV)
+                if not data:
+                    if "Transfer-Encoding" not in fields and length is None:
+                        # Delimited by the connection's end (RFC 9112 §6.3, 8.).
+                        return Answer(status, fields, b"".join(reader.body)), False
+                    raise _ended(reader)
+                parser.feed_data(data)
+            return Answer(status, fields, b"".join(reader.body)), keep and not reader.extra
+        except TimeoutError as e:
+            raise urllib3.exceptions.ReadTimeoutError(None, "", "read timed out") from e  # type: ignore[arg-type]
+        except httptools.HttpParserError as e:
+            raise urllib3.exceptions.ProtocolError("invalid HTTP answer", e) from e
+        except (OSError, http.client.HTTPException) as e:
+            raise urllib3.exceptions.ProtocolError("Connection broken", e) from e
+        except ValueError as e:  # a Content-Length that is not a number
+            raise urllib3.exceptions.ProtocolError("invalid HTTP answer", e) from e
+
+    @staticmethod
+    def _sized(
+        conn: _Connection,
+        reader: _Reader,
+        status: int,
+        fields: Fields,
+        length: int,
+        keep: bool,
+    ) -> tuple[Answer, bool]:
+        # The rest of a body of known length straight from the socket: the parser
+        # would copy every chunk once more on its way to on_body.
+        chunks, got = reader.body, reader.got
+        while got < length:
+            data = conn.sock.recv(min(length - got, _RECV))
+            if not data:
+                raise http.client.IncompleteRead(b"", length - got)
+            chunks.append(data)
+            got += len(data)
+        content = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return Answer(status, fields, content), keep and not reader.extra
+
+
+def _head(
+    method: str, target: str, host: str, headers: Mapping[str, str], body: memoryview | None
+) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1\r\n"]
+    given = {name.lower() for name in headers}
+    if "host" not in given:
+        lines.append(f"Host: {host}\r\n")
+    if "accept-encoding" not in given:
+        lines.append(_IDENTITY)
+    for name, value in headers.items():
+        low = name.lower()
+        if low in ("content-length", "transfer-encoding"):
+            continue  # set below: S3 takes a plain Content-Length, never chunked PUTs
+        if not _TOKEN.match(name):
+            raise ValueError(f"invalid header name {name!r}")
+        lines.append(f"{name}: {value}\r\n")
+    if body is not None and body.nbytes:
+        lines.append(f"Content-Length: {body.nbytes}\r\n")
+    elif method in _CONTENT_METHODS:
+        lines.append("Content-Length: 0\r\n")
+    lines.append("\r\n")
+    text = "".join(lines)
+    # One CR and one LF per line, none inside a value (RFC 9112 §2.2: no bare CR or LF;
+    # a value carrying CRLF would add a header the signature never covered).
+    if text.count("\n") != len(lines) or text.count("\r") != len(lines) or "\0" in text:
+        raise ValueError("a header value holds CR, LF or NUL")
+    if " " in target or "\n" in target:
+        raise ValueError("the request target holds a space or LF")
+    return text.encode("latin-1")
+
+
+class Fields(Mapping[str, str]):
+    """An answer's header fields: looked up by name in any case, listed with the names
+    as the server sent them; a repeated field's values joined with ", " (RFC 9110 §5.3,
+    as urllib3 joins them)."""
+
+    __slots__ = ("_names", "_values")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        values: dict[str, str] = {}
+        names: dict[str, str] = {}
+        for name_bytes, value_bytes in raw:
+            name, value = name_bytes.decode("latin-1"), value_bytes.decode("latin-1")
+            low = name.lower()
+            old = values.get(low)
+            if old is None:
+                values[low] = value
+                names[low] = name
+            else:
+                values[low] = f"{old}, {value}"
+        self._values = values
+        self._names = names
+
+    def __getitem__(self, name: str) -> str:
+        return self._values[name.lower()]
+
+    def get(self, name: str, default: Any = None) -> Any:  # the ABC's goes through a raise
+        return self._values.get(name.lower(), default)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names.values())
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Fields({dict(self.items())!r})"
+
+
+def _close_idle(idle: dict[str, list[_Connection]], lock: threading.Lock) -> None:
+    with lock:
+        conns = [conn for pool in idle.values() for conn in pool]
+        idle.clear()
+    for conn in conns:
+        conn.close()
+
+
+def _persists(version: str, fields: Mapping[str, str]) -> bool:
+    """Whether the connection stays open after this answer (RFC 9112 §9.3)."""
+    tokens = {t.strip().lower() for t in fields.get("Connection", "").split(",")}
+    if "close" in tokens:
+        return False
+    return version == "1.1" or "keep-alive" in tokens
+
+
+def _ended(reader: _Reader) -> Exception:
+    """What an answer cut short by the connection's end is, as http.client names it."""
+    if not reader.fields and not reader.status:
+        return http.client.RemoteDisconnected("Remote end closed connection without response")
+    return http.client.IncompleteRead(b"".join(reader.body))

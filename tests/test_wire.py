@@ -1,0 +1,400 @@
+"""objsdk's own HTTP/1.1 exchanges (objsdk._transport.wire), against a raw-socket server.
+
+What goes out is exactly what was signed; an answer is taken whole, framed as RFC 9112
+says, or refused with the urllib3 exception urllib3 raises for the same failure; a
+connection is reused only when nothing about it is in doubt.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import urllib3.exceptions
+
+from objsdk import Client, errors
+from objsdk._transport import private_api
+from objsdk._transport.http import HTTPTransport
+from objsdk._transport.wire import Fields, Wire
+from tests.rawserver import RawServer, Request, chunked_body, hang, http_response
+
+
+def wire(timeout: tuple[float, float] = (2.0, 2.0), maxsize: int = 4) -> Wire:
+    return Wire(verify=True, timeout=timeout, maxsize=maxsize)
+
+
+def answer_with(raw: bytes):  # type: ignore[no-untyped-def]
+    def handler(request: Request, conn: socket.socket) -> None:
+        conn.sendall(raw)
+
+    return handler
+
+
+def connections(server: RawServer) -> int:
+    return len(server._threads)
+
+
+@pytest.fixture
+def w() -> Iterator[Wire]:
+    the_wire = wire()
+    yield the_wire
+    the_wire.close()
+
+
+# -- what goes out -----------------------------------------------------------------------
+
+
+def test_the_request_goes_out_as_signed(w: Wire) -> None:
+    with RawServer(answer_with(http_response(200, {}, b"ok"))) as server:
+        url = f"{server.url}/b/a%20key%2Bx?versionId=v%2F1"
+        answer = w.exchange("GET", url, {"Authorization": "AWS4 sig", "x-amz-date": "D"}, None)
+    assert answer.status == 200
+    assert answer.content == b"ok"
+    (req,) = server.requests
+    assert (req.method, req.path, req.version) == (
+        "GET",
+        "/b/a%20key%2Bx?versionId=v%2F1",
+        "HTTP/1.1",
+    )
+    assert req.headers["Host"] == f"127.0.0.1:{server.port}"
+    assert req.headers["Authorization"] == "AWS4 sig"
+    assert req.headers["Accept-Encoding"] == "identity"
+    assert "Content-Length" not in req.headers
+
+
+def test_a_body_goes_with_its_length_and_an_empty_put_says_zero(w: Wire) -> None:
+    with RawServer(answer_with(http_response(200, {}))) as server:
+        w.exchange("PUT", f"{server.url}/b/k", {"Content-Length": "99"}, memoryview(b"hello"))
+        w.exchange("PUT", f"{server.url}/b/e", {}, None)
+    first, second = server.requests
+    assert first.headers["Content-Length"] == "5"
+    assert second.headers["Content-Length"] == "0"
+
+
+def test_a_default_port_is_left_out_of_host() -> None:
+    from objsdk._core.signing import host_header
+
+    assert host_header("http://example.com:80/b") == "example.com"
+    assert host_header("https://example.com:9000/b") == "example.com:9000"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-amz-meta-a": "1\r\nX-Injected: 1"},
+        {"x-amz-meta-a": "1\n"},
+        {"bad name": "1"},
+        {"a:b": "1"},
+    ],
+)
+def test_a_header_that_would_change_the_message_is_refused(
+    w: Wire, headers: dict[str, str]
+) -> None:
+    with (
+        RawServer(answer_with(http_response(200, {}))) as server,
+        pytest.raises(ValueError, match=r"invalid header name|holds CR, LF or NUL"),
+    ):
+        w.exchange("GET", f"{server.url}/b/k", headers, None)
+    assert server.requests == []
+
+
+# -- connections -------------------------------------------------------------------------
+
+
+def test_one_connection_carries_request_after_request(w: Wire) -> None:
+    with RawServer(answer_with(http_response(200, {}, b"x" * 5000))) as server:
+        for _ in range(5):
+            assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == b"x" * 5000
+        assert connections(server) == 1
+
+
+def test_connection_close_is_honoured(w: Wire) -> None:
+    with RawServer(answer_with(http_response(200, {"Connection": "close"}, b"x"))) as server:
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+        assert connections(server) == 2
+
+
+def test_an_idle_connection_the_server_closed_is_replaced(w: Wire) -> None:
+    def close_after_answer(request: Request, conn: socket.socket) -> None:
+        conn.sendall(http_response(200, {}, b"x"))
+        if request.index == 0:
+            conn.shutdown(socket.SHUT_RDWR)
+
+    with RawServer(close_after_answer) as server:
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+        time.sleep(0.05)
+        assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == b"x"
+        assert connections(server) == 2
+
+
+def test_bytes_after_the_answer_keep_its_connection_from_being_reused(w: Wire) -> None:
+    extra = http_response(200, {}, b"x") + b"HTTP/1.1 200 OK\r\n"
+    with RawServer(answer_with(extra)) as server:
+        assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == b"x"
+        assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == b"x"
+        assert connections(server) == 2
+
+
+def test_a_forked_child_does_not_use_its_parents_connections(w: Wire) -> None:
+    with RawServer(answer_with(http_response(200, {}, b"x"))) as server:
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+        w._pid = -1  # as in a child: the pid it was made in is not its own
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+        assert connections(server) == 2
+
+
+def test_idle_connections_beyond_maxsize_are_closed() -> None:
+    w = wire(maxsize=1)
+    gate = threading.Barrier(2)
+
+    def slow(request: Request, conn: socket.socket) -> None:
+        time.sleep(0.2)
+        conn.sendall(http_response(200, {}, b"x"))
+
+    with RawServer(slow) as server:
+        threads = [
+            threading.Thread(
+                target=lambda: (gate.wait(), w.exchange("GET", f"{server.url}/b/k", {}, None))
+            )
+            for _ in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert connections(server) == 2
+        assert sum(len(v) for v in w._idle.values()) == 1
+    w.close()
+
+
+# -- answers -----------------------------------------------------------------------------
+
+
+def test_a_head_answer_ends_with_its_head_whatever_its_content_length(w: Wire) -> None:
+    head = b'HTTP/1.1 200 OK\r\nContent-Length: 4096\r\nETag: "e"\r\n\r\n'
+    with RawServer(answer_with(head)) as server:
+        for _ in range(2):
+            answer = w.exchange("HEAD", f"{server.url}/b/k", {}, None)
+            assert (answer.status, answer.headers["etag"], answer.content) == (200, '"e"', b"")
+        assert connections(server) == 1
+
+
+def test_a_chunked_answer_is_decoded(w: Wire) -> None:
+    body = bytes(range(256)) * 40
+    raw = http_response(200, {"Transfer-Encoding": "chunked"}) + chunked_body(body, 1000)
+    with RawServer(answer_with(raw)) as server:
+        assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == body
+        assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == body
+        assert connections(server) == 1
+
+
+def test_an_answer_delimited_by_the_connections_end_is_read_to_it(w: Wire) -> None:
+    def until_close(request: Request, conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + b"y" * 10_000)
+        conn.close()
+
+    with RawServer(until_close) as server:
+        assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == b"y" * 10_000
+
+
+def test_an_interim_answer_is_skipped(w: Wire) -> None:
+    raw = b"HTTP/1.1 100 Continue\r\n\r\n" + http_response(200, {"ETag": "e"}, b"z")
+    with RawServer(answer_with(raw)) as server:
+        answer = w.exchange("PUT", f"{server.url}/b/k", {}, memoryview(b"z"))
+    assert (answer.status, answer.headers["ETag"], answer.content) == (200, "e", b"z")
+
+
+def test_a_large_body_arrives_whole(w: Wire) -> None:
+    body = bytes(range(256)) * 40_000  # 10 MB, many reads
+    with RawServer(answer_with(http_response(200, {}, body))) as server:
+        assert w.exchange("GET", f"{server.url}/b/k", {}, None).content == body
+
+
+def test_fields_are_found_in_any_case_and_listed_as_sent() -> None:
+    fields = Fields([(b"ETag", b'"e"'), (b"X-Amz-Meta-A", b"1"), (b"x-amz-meta-a", b"2")])
+    assert fields["etag"] == fields["ETAG"] == '"e"'
+    assert fields.get("X-AMZ-META-A") == "1, 2"
+    assert "etag" in fields
+    assert "Content-Length" not in fields
+    assert 3 not in fields
+    assert list(fields) == ["ETag", "X-Amz-Meta-A"]
+    assert dict(fields) == {"ETag": '"e"', "X-Amz-Meta-A": "1, 2"}
+
+
+# -- failures ----------------------------------------------------------------------------
+
+
+def test_an_answer_cut_short_is_a_protocol_error(w: Wire) -> None:
+    def truncated(request: Request, conn: socket.socket) -> None:
+        conn.sendall(http_response(200, {"Content-Length": "100"}, b"x" * 40))
+        conn.close()
+
+    with RawServer(truncated) as server, pytest.raises(urllib3.exceptions.ProtocolError):
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+
+
+def test_a_connection_closed_without_an_answer_is_a_remote_disconnect(w: Wire) -> None:
+    def close(request: Request, conn: socket.socket) -> None:
+        conn.close()
+
+    with RawServer(close) as server, pytest.raises(urllib3.exceptions.ProtocolError) as caught:
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+    assert type(caught.value.__cause__).__name__ == "RemoteDisconnected"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"NOT HTTP AT ALL\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+def test_a_malformed_answer_is_a_protocol_error(w: Wire, raw: bytes) -> None:
+    def bad(request: Request, conn: socket.socket) -> None:
+        conn.sendall(raw)
+        conn.close()
+
+    with RawServer(bad) as server, pytest.raises(urllib3.exceptions.ProtocolError):
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+
+
+def test_a_silent_server_is_a_read_timeout() -> None:
+    w = wire(timeout=(2.0, 0.2))
+    with (
+        RawServer(lambda request, conn: hang(conn)) as server,
+        pytest.raises(urllib3.exceptions.ReadTimeoutError),
+    ):
+        w.exchange("GET", f"{server.url}/b/k", {}, None)
+    w.close()
+
+
+def test_a_refused_connection_is_a_new_connection_error(w: Wire) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(urllib3.exceptions.NewConnectionError) as caught:
+        w.exchange("GET", f"http://127.0.0.1:{port}/b/k", {}, None)
+    assert isinstance(caught.value.__cause__, ConnectionRefusedError)
+
+
+def test_a_watch_interrupts_an_exchange_blocked_on_a_stalled_server() -> None:
+    w = wire(timeout=(2.0, 30.0))
+    failed: list[BaseException] = []
+    watching: list[private_api.Watch] = []
+    ready = threading.Event()
+
+    def worker(url: str) -> None:
+        with private_api.watch() as watch:
+            watching.append(watch)
+            ready.set()
+            try:
+                w.exchange("GET", url, {}, None)
+            except BaseException as e:
+                failed.append(e)
+
+    with RawServer(lambda request, conn: hang(conn)) as server:
+        thread = threading.Thread(target=worker, args=(f"{server.url}/b/k",))
+        started = time.monotonic()
+        thread.start()
+        ready.wait()
+        time.sleep(0.2)  # blocked in recv by now
+        watching[0].interrupt()
+        thread.join(5)
+    assert time.monotonic() - started < 5
+    assert len(failed) == 1
+    assert isinstance(failed[0], urllib3.exceptions.ProtocolError)
+
+
+# -- through the transport ----------------------------------------------------------------
+
+
+def test_the_client_sends_whole_answer_requests_on_the_wire() -> None:
+    def s3(request: Request, conn: socket.socket) -> None:
+        if request.method == "HEAD" and request.path.endswith("/missing"):
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        elif request.method == "HEAD":
+            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 4\r\nETag: "e"\r\n\r\n')
+        else:
+            conn.sendall(http_response(200, {"ETag": '"e"'}, b"data"))
+
+    with RawServer(s3) as server, Client(server.url, "AK", "SK", retries=0) as client:
+        assert client.get_object("b", "k", verify=False) == b"data"
+        assert client.head_object("b", "k").size == 4
+        with pytest.raises(errors.NoSuchKey) as caught:
+            client.head_object("b", "missing")
+        assert connections(server) == 1
+    assert (caught.value.bucket, caught.value.key) == ("b", "missing")
+
+
+def test_a_broken_exchange_is_an_objsdk_error_naming_the_object() -> None:
+    def truncated(request: Request, conn: socket.socket) -> None:
+        conn.sendall(http_response(200, {"Content-Length": "100"}, b"x" * 40))
+        conn.close()
+
+    with (
+        RawServer(truncated) as server,
+        Client(server.url, "AK", "SK", retries=0) as client,
+        pytest.raises(errors.ProtocolError) as caught,
+    ):
+        client.get_object("b", "k", verify=False)
+    assert (caught.value.bucket, caught.value.key) == ("b", "k")
+    assert "connection broken" in str(caught.value)
+
+
+def test_requests_level_mocks_see_every_request_when_the_wire_is_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import responses
+
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
+    with responses.RequestsMock() as rsps, Client("http://s3.test", "AK", "SK") as client:
+        rsps.get("http://s3.test/b/k", body=b"mocked", headers={"Content-Length": "6"})
+        assert client.get_object("b", "k", verify=False) == b"mocked"
+
+
+def test_a_refusal_sent_before_the_body_is_all_in_is_the_answer(w: Wire) -> None:
+    # RFC 9112 §9.6: a server may answer a large PUT early and close; the refusal, not
+    # the broken pipe, is what the caller needs to see.
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def refuse() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(65536)
+            conn.sendall(http_response(403, {}, b"<Error><Code>AccessDenied</Code></Error>"))
+        listener.close()
+
+    server = threading.Thread(target=refuse)
+    server.start()
+    body = memoryview(bytes(64 << 20))
+    answer = w.exchange("PUT", f"http://127.0.0.1:{port}/b/k", {}, body)
+    server.join()
+    assert answer.status == 403
+    assert b"AccessDenied" in answer.content
+
+
+def test_a_success_sent_before_the_body_is_all_in_is_not_believed(w: Wire) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def lie() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(http_response(200, {"ETag": '"e"'}))
+        listener.close()
+
+    server = threading.Thread(target=lie)
+    server.start()
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        w.exchange("PUT", f"http://127.0.0.1:{port}/b/k", {}, memoryview(bytes(64 << 20)))
+    server.join()
