@@ -142,22 +142,6 @@ def _fsync_path(path: str, flags: int) -> None:
             os.close(fd)
 
 
-def _read_whole(client: Client, bucket: str, key: str, size: int | None) -> memoryview:
-    """The object's bytes, its stored checksum checked once the last byte is in."""
-    with client.open(bucket, key, readahead=0) as f:
-        if size is None:
-            return memoryview(f.read())
-        buf = bytearray(size)
-        view = memoryview(buf)
-        n = 0
-        while n < size and (got := f.readinto(view[n:])):
-            n += got
-        more = f.read()  # b"" at the end; the rest if the object grew since the listing
-        if not more:
-            return view[:n]
-        return memoryview(bytes(view[:n]) + more)
-
-
 def download_small(
     client: Client,
     bucket: str,
@@ -166,16 +150,16 @@ def download_small(
     mtime: datetime | None,
     batch: Batch,
     after: Callable[[], None] | None = None,
-    size: int | None = None,
 ) -> int:
     """Write the object to a temporary file beside ``dest`` by one verified GET, and
     hand it to ``batch`` to take its final name (then ``after`` runs); return its size.
 
-    ``size`` (from the listing) lets the bytes go straight from the socket into one
-    buffer; the object may have changed since, so the answer's own length decides. The
-    file gets ``mtime`` (the object's date) before it takes its final name.
+    The file gets ``mtime`` (the object's date) before it takes its final name.
     """
-    data = _read_whole(client, bucket, key, size)
+    # One GET read whole, its stored checksum checked (Client.get_object): an object
+    # that arrives in one answer needs neither a pinned, resumable reader nor a buffer
+    # sized from the listing (it may have changed since).
+    data = memoryview(client.get_object(bucket, key))
     directory = os.path.dirname(dest)
     if directory:
         os.makedirs(directory, exist_ok=True)

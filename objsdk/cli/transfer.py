@@ -88,7 +88,7 @@ class Runner:
             # mv: the object goes only once its file is on disk under its final name.
             after = (lambda: self.remove_source(job)) if move else None
             n = download_small(
-                self.client, src.bucket, src.key, dst.path, job.mtime, self.batch, after, job.size
+                self.client, src.bucket, src.key, dst.path, job.mtime, self.batch, after
             )
             if self.progress is not None:
                 self.progress.add(n)
