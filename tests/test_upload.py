@@ -9,6 +9,7 @@ PUT itself in test_sendfile.py.
 from __future__ import annotations
 
 import array
+import hashlib
 import io
 import mmap
 import os
@@ -37,6 +38,7 @@ from objsdk._core.parts import (
 )
 from objsdk._transfer import multipart as multipart_module
 from objsdk._transfer import sources as sources_module
+from objsdk._transfer.sources import SMALL_FILE_PUT, FileSource
 from objsdk._transfer.upload import upload
 from objsdk._transport.http import HTTPTransport
 from objsdk.errors import SourceChangedError
@@ -276,8 +278,8 @@ def test_bad_bucket_or_key_is_refused_before_the_source_is_opened(client, s3, bu
 # -- routes ------------------------------------------------------------------------------------
 
 
-def test_small_file_over_http_goes_to_sendfile_with_its_crc32c(client, tmp_path, monkeypatch):
-    data = pattern(1000)
+def test_a_file_over_http_goes_to_sendfile_with_its_crc32c(client, tmp_path, monkeypatch):
+    data = pattern(SMALL_FILE_PUT + 1000)
     seen: dict[str, Any] = {}
 
     def fake_send_file(bucket, key, f, *, offset, count, headers, progress, operation="upload"):
@@ -287,11 +289,32 @@ def test_small_file_over_http_goes_to_sendfile_with_its_crc32c(client, tmp_path,
 
     monkeypatch.setattr(client.transport, "send_file", fake_send_file)
     info = upload(client.transport, BUCKET, KEY, write(tmp_path, data), content_type="text/plain")
-    assert (seen["offset"], seen["count"]) == (0, 1000)
+    assert (seen["offset"], seen["count"]) == (0, len(data))
     assert seen["headers"]["x-amz-checksum-crc32c"] == crc32c_b64(data)
     assert seen["headers"]["Content-Type"] == "text/plain"
-    assert (info.size, info.etag, info.checksum_type) == (1000, '"e"', "FULL_OBJECT")
+    assert (info.size, info.etag, info.checksum_type) == (len(data), '"e"', "FULL_OBJECT")
     assert info.checksums == {"crc32c": crc32c_b64(data)}
+
+
+@pytest.mark.parametrize("size", [0, 1000, SMALL_FILE_PUT])
+def test_a_small_file_is_one_put_from_memory(client, s3, no_sendfile, tmp_path, size):
+    data = pattern(size)
+    info = upload(client.transport, BUCKET, KEY, write(tmp_path, data), content_type="text/plain")
+    ((method, key, query, headers, _),) = s3.requests
+    assert (method, key, query) == ("PUT", KEY, {})
+    assert headers["x-amz-content-sha256"] == hashlib.sha256(data).hexdigest()
+    assert headers["x-amz-checksum-crc32c"] == crc32c_b64(data)
+    assert s3.objects[KEY] == data
+    assert info.size == size
+    assert no_sendfile == []
+
+
+def test_a_small_file_that_shrank_since_it_was_opened_is_refused(client, tmp_path):
+    path = write(tmp_path, pattern(1000))
+    with open(path, "rb") as f:
+        source = FileSource(f, 2000, 0, (2000, 0))
+        with pytest.raises(SourceChangedError, match="1000 bytes early"):
+            source.put(None, None)  # type: ignore[arg-type]
 
 
 def test_bytes_take_one_put_object_with_signed_payload_and_crc32c(client, s3, no_sendfile):
@@ -331,17 +354,17 @@ def test_non_contiguous_buffer_is_refused(client, s3):
 
 def test_file_over_https_is_streamed_with_its_crc32c_and_unsigned_payload(rsps, tmp_path):
     s3 = FakeS3(rsps, "https://s3.test")
-    data = pattern(3000)
+    data = pattern(SMALL_FILE_PUT + 3000)  # above what goes from memory
     with objsdk.Client("https://s3.test", AK, SK) as c, write(tmp_path, data).open("rb") as f:
         f.seek(1000)
         info = upload(c.transport, BUCKET, KEY, f)
-        assert f.tell() == 3000
+        assert f.tell() == len(data)
     ((_, _, _, headers, _),) = s3.requests
     assert headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
-    assert headers["content-length"] == "2000"
+    assert headers["content-length"] == str(len(data) - 1000)
     assert headers["x-amz-checksum-crc32c"] == crc32c_b64(data[1000:])
     assert s3.objects[KEY] == data[1000:]
-    assert info.size == 2000
+    assert info.size == len(data) - 1000
 
 
 def test_seekable_stream_that_is_not_a_file_is_checksummed_then_streamed(client, s3):

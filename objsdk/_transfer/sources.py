@@ -65,6 +65,9 @@ Send = Callable[[MultipartSession], None]
 
 # Reads of a file or stream to checksum it before sending it.
 _READ_BLOCK = MiB
+# A file up to this size goes in one PUT from memory. Bytes from memory have their
+# SHA-256 signed: ~0.15 ms of CPU at this size, where a file body goes UNSIGNED-PAYLOAD.
+SMALL_FILE_PUT = 64 * 1024
 
 
 class Target(Protocol):
@@ -238,7 +241,21 @@ class FileSource(Source):
         self.stamp = stamp
 
     def put(self, target: Target, tracker: ProgressTracker) -> ObjectInfo:
+        if self.size <= SMALL_FILE_PUT:
+            data = self._read_whole()
+            return target.put_bytes(data)
         return _put_stream(target, self.file, self.start, self.size, tracker)
+
+    def _read_whole(self) -> memoryview:
+        """A small file's bytes in one buffer: sent from memory (one read, one send on
+        the transport's own connections) it costs less than a CRC32C pass, a rewind and a
+        file body; its CRC32C and SHA-256 come from the very bytes sent."""
+        view = memoryview(bytearray(self.size))
+        self.file.seek(self.start)
+        got = _fill(self.file, view)
+        if got != self.size:
+            raise SourceChangedError(f"the file ended {self.size - got} bytes early")
+        return view
 
     def sender(self, parts: Iterable[Part], longest: int, *, direct: bool) -> Send:
         if direct:
