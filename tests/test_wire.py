@@ -398,3 +398,29 @@ def test_a_success_sent_before_the_body_is_all_in_is_not_believed(w: Wire) -> No
     with pytest.raises(urllib3.exceptions.ProtocolError):
         w.exchange("PUT", f"http://127.0.0.1:{port}/b/k", {}, memoryview(bytes(64 << 20)))
     server.join()
+
+
+def test_a_large_body_is_held_once_while_it_arrives(w: Wire) -> None:
+    # Chunks and their join would hold it twice at the end; it lands in one object.
+    import tracemalloc
+
+    body = bytes(range(256)) * 80_000  # 20 MB
+    with RawServer(answer_with(http_response(200, {}, body))) as server:
+        w.exchange("GET", f"{server.url}/b/k", {}, None)  # connected, warm
+        tracemalloc.start()
+        try:
+            content = w.exchange("GET", f"{server.url}/b/k", {}, None).content
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert content == body
+    assert peak < 1.2 * len(body)
+
+
+def test_a_large_body_cut_short_is_a_protocol_error(w: Wire) -> None:
+    def truncated(request: Request, conn: socket.socket) -> None:
+        conn.sendall(http_response(200, {"Content-Length": str(10 << 20)}, b"x" * (3 << 20)))
+        conn.close()
+
+    with RawServer(truncated) as server, pytest.raises(urllib3.exceptions.ProtocolError):
+        w.exchange("GET", f"{server.url}/b/k", {}, None)

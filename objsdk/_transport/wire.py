@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import os
 import re
 import select
@@ -384,6 +385,15 @@ class Wire:
         # The rest of a body of known length straight from the socket: the parser
         # would copy every chunk once more on its way to on_body.
         chunks, got = reader.body, reader.got
+        if length - got > _RECV:
+            # A large body lands in one bytes object of its length, read into directly
+            # (as http.client's buffered read does): chunks and their join would hold it
+            # twice.
+            first = b"".join(chunks)
+            content = io.BufferedReader(_Body(conn.sock, first, length), _RECV).read(length)
+            if len(content) < length:
+                raise http.client.IncompleteRead(content, length - len(content))
+            return Answer(status, fields, content), keep and not reader.extra
         while got < length:
             data = conn.sock.recv(min(length - got, _RECV))
             if not data:
@@ -392,6 +402,30 @@ class Wire:
             got += len(data)
         content = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         return Answer(status, fields, content), keep and not reader.extra
+
+
+class _Body(io.RawIOBase):
+    """A body of ``length`` bytes: ``first`` (already received), then the socket, never
+    a byte past the body (what follows belongs to no one)."""
+
+    def __init__(self, sock: socket.socket, first: bytes, length: int) -> None:
+        self._sock = sock
+        self._first = memoryview(first)
+        self._left = length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")[: self._left]
+        if self._first:
+            n = min(len(view), len(self._first))
+            view[:n] = self._first[:n]
+            self._first = self._first[n:]
+        else:
+            n = self._sock.recv_into(view) if view else 0
+        self._left -= n
+        return n
 
 
 def _head(
