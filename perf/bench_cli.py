@@ -91,6 +91,18 @@ def objsdk_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "objsdk.cli"]
 
 
+def byte_compile_objsdk() -> None:
+    """Compile objsdk's modules once, as installing a wheel does. From a clone (an
+    editable install) with PYTHONDONTWRITEBYTECODE set, every objsdk process would
+    compile all of them again: 0.3 s of CPU per run on the EPYC VM that no installed
+    copy pays."""
+    import compileall
+
+    import objsdk
+
+    compileall.compile_dir(os.path.dirname(objsdk.__file__), quiet=1)
+
+
 def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Run one command; return its wall seconds and its CPU seconds (user + sys)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -172,6 +184,7 @@ def main() -> None:
         "large": (f"1 x {big // MiB} MiB", 1, big),
     }
     workloads = [everything[w] for w in (args.only or everything)]
+    byte_compile_objsdk()
     s5 = None if args.no_peers else s5cmd_binary()
     aws = None if args.no_peers else shutil.which("aws")
     print(f"objsdk: {' '.join(objsdk_command())}")
