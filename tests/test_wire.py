@@ -7,6 +7,7 @@ connection is reused only when nothing about it is in doubt.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -358,46 +359,45 @@ def test_requests_level_mocks_see_every_request_when_the_wire_is_off(
         assert client.get_object("b", "k", verify=False) == b"mocked"
 
 
-def test_a_refusal_sent_before_the_body_is_all_in_is_the_answer(w: Wire) -> None:
-    # RFC 9112 §9.6: a server may answer a large PUT early and close; the refusal, not
-    # the broken pipe, is what the caller needs to see.
+@contextlib.contextmanager
+def answering_early(answer: bytes) -> Iterator[str]:
+    """A server that reads a request's head only, sends ``answer`` and closes the
+    connection with the body still arriving (RFC 9112 §9.6); yields its URL."""
     listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
 
-    def refuse() -> None:
+    def serve() -> None:
         conn, _ = listener.accept()
         with conn:
             head = b""
             while b"\r\n\r\n" not in head:
                 head += conn.recv(65536)
-            conn.sendall(http_response(403, {}, b"<Error><Code>AccessDenied</Code></Error>"))
+            conn.sendall(answer)
         listener.close()
 
-    server = threading.Thread(target=refuse)
+    server = threading.Thread(target=serve)
     server.start()
-    body = memoryview(bytes(64 << 20))
-    answer = w.exchange("PUT", f"http://127.0.0.1:{port}/b/k", {}, body)
-    server.join()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.join()
+
+
+def test_a_refusal_sent_before_the_body_is_all_in_is_the_answer(w: Wire) -> None:
+    # A server may refuse a large PUT early and close; the refusal, not the broken pipe,
+    # is what the caller needs to see.
+    refusal = http_response(403, {}, b"<Error><Code>AccessDenied</Code></Error>")
+    with answering_early(refusal) as url:
+        answer = w.exchange("PUT", f"{url}/b/k", {}, memoryview(bytes(64 << 20)))
     assert answer.status == 403
     assert b"AccessDenied" in answer.content
 
 
 def test_a_success_sent_before_the_body_is_all_in_is_not_believed(w: Wire) -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-
-    def lie() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(65536)
-            conn.sendall(http_response(200, {"ETag": '"e"'}))
-        listener.close()
-
-    server = threading.Thread(target=lie)
-    server.start()
-    with pytest.raises(urllib3.exceptions.ProtocolError):
-        w.exchange("PUT", f"http://127.0.0.1:{port}/b/k", {}, memoryview(bytes(64 << 20)))
-    server.join()
+    with (
+        answering_early(http_response(200, {"ETag": '"e"'})) as url,
+        pytest.raises(urllib3.exceptions.ProtocolError),
+    ):
+        w.exchange("PUT", f"{url}/b/k", {}, memoryview(bytes(64 << 20)))
 
 
 def test_a_large_body_is_held_once_while_it_arrives(w: Wire) -> None:
