@@ -299,17 +299,7 @@ class HTTPTransport(PipelinedTransport):
                 if method != "HEAD":
                     with contextlib.suppress(Exception):
                         body = resp.raw.read(_MAX_ERROR_BODY, decode_content=True) or b""
-                raise keep_retry_after(
-                    error_from_response(
-                        resp.status_code,
-                        resp.headers,
-                        body,
-                        operation=operation,
-                        bucket=bucket,
-                        key=key,
-                    ),
-                    resp.headers,
-                )
+                raise _refusal(resp.status_code, resp.headers, body, operation, bucket, key)
             finally:
                 resp.close()
         if not stream:
@@ -322,27 +312,20 @@ class HTTPTransport(PipelinedTransport):
     def _exchange(
         self, sending: Sending, request: SignedRequest, body: bytes | bytearray | memoryview | None
     ) -> Answer:
-        view = None
-        if body is not None:
-            view = memoryview(body)
-            if view.format != "B" or view.ndim != 1:
-                view = view.cast("B")
+        view = None if body is None else _flat(body)
         with translate_errors(sending.operation, sending.bucket, sending.key):
             answer = self.wire.exchange(request.method, request.url, request.headers, view)
         log.debug(
             "%s %s/%s -> %s", sending.method, sending.bucket or "", sending.key or "", answer.status
         )
         if answer.status not in sending.ok:
-            raise keep_retry_after(
-                error_from_response(
-                    answer.status,
-                    answer.headers,
-                    answer.content[:_MAX_ERROR_BODY],
-                    operation=sending.operation,
-                    bucket=sending.bucket,
-                    key=sending.key,
-                ),
+            raise _refusal(
+                answer.status,
                 answer.headers,
+                answer.content[:_MAX_ERROR_BODY],
+                sending.operation,
+                sending.bucket,
+                sending.key,
             )
         return answer
 
@@ -375,14 +358,35 @@ def _as_requests_body(body: Body, content_length: int | None) -> tuple[Any, int]
     sends with one ``sendall`` of the buffer itself.
     """
     if isinstance(body, (bytes, bytearray, memoryview)):
-        view = memoryview(body)
+        view = _flat(body)
         if view.nbytes == 0:
             return b"", 0
         if isinstance(body, bytes):
             return body, view.nbytes
-        return (view if view.format == "B" and view.ndim == 1 else view.cast("B")), view.nbytes
+        return view, view.nbytes
     if content_length is None:
         raise errors.InvalidArgument("a file body needs its content_length")
     if content_length == 0:
         return b"", 0
     return body, content_length
+
+
+def _flat(body: bytes | bytearray | memoryview) -> memoryview:
+    """``body`` as a flat memoryview of bytes, over the caller's own memory."""
+    view = memoryview(body)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def _refusal(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    operation: str,
+    bucket: str | None,
+    key: str | None,
+) -> errors.S3Error:
+    """The error an answer of ``status`` is, remembering its ``Retry-After``."""
+    return keep_retry_after(
+        error_from_response(status, headers, body, operation=operation, bucket=bucket, key=key),
+        headers,
+    )

@@ -119,8 +119,8 @@ class _Origin:
 
 
 class _Reader:
-    """httptools' callbacks: the answer's head and, until :meth:`Wire._body` takes over,
-    its body."""
+    """httptools' callbacks: the answer's head and, until :meth:`Wire._sized` takes
+    over, its body."""
 
     __slots__ = ("body", "done", "extra", "fields", "got", "head_done", "parser", "status")
 
