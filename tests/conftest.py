@@ -8,8 +8,10 @@ service").
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,3 +79,34 @@ def unused_port() -> int:
 
 
 pytest_plugins = ["objsdk.testing.pytest_plugin"]
+
+
+# objsdk.shm.sweep() removes the blocks of dead creators machine-wide, and make test runs
+# two suites at once: a sweep in one would remove the block another's sweep test has
+# just left behind on purpose. Every test that may sweep (load_shared sweeps first)
+# holds this lock shared; the sweep test holds it alone (``shm_sweep_alone``).
+_SWEEPERS = {"test_shm.py", "test_docs_snippets.py", "test_examples.py"}
+_SWEEP_LOCK = os.path.join(tempfile.gettempdir(), "objsdk-tests-shm-sweep.lock")
+
+
+def _sweep_lock(mode: int) -> Iterator[None]:
+    with open(_SWEEP_LOCK, "a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _shm_sweep_shared(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.path.name not in _SWEEPERS or "shm_sweep_alone" in request.fixturenames:
+        yield
+        return
+    yield from _sweep_lock(fcntl.LOCK_SH)
+
+
+@pytest.fixture
+def shm_sweep_alone() -> Iterator[None]:
+    """No other test that may sweep shared memory runs meanwhile, in any process."""
+    yield from _sweep_lock(fcntl.LOCK_EX)

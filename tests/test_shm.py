@@ -206,7 +206,7 @@ def test_block_of_a_sigkilled_creator_is_unlinked_by_the_resource_tracker(
     assert wait_gone(name, 20)
 
 
-def test_sweep_removes_blocks_of_dead_creators_only(s3_server, bucket, matrix):
+def test_sweep_removes_blocks_of_dead_creators_only(s3_server, bucket, matrix, shm_sweep_alone):
     # A job killed as a whole (creator and its resource tracker): its block stays.
     dead = creator(s3_server, bucket, matrix[0], "sleep", start_new_session=True)
     dead_name = dead.stdout.readline().strip()
