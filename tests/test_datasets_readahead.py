@@ -57,6 +57,29 @@ def test_the_budget_is_an_argument(client, four_shards):
         ShardDataset(client, four_shards, connections=0)
 
 
+def test_within_an_epoch_later_shards_start_at_the_level_the_first_learned(
+    client, four_shards, monkeypatch
+):
+    # The adaptive reader settles at 3 parts wherever it is asked to adapt.
+    asked: list[int | None] = []
+    real_open = client.open
+
+    def open_settling_at_3(*args, readahead=None, **kwargs):
+        asked.append(readahead)
+        return real_open(*args, readahead=3 if readahead is None else readahead, **kwargs)
+
+    monkeypatch.setattr(client, "open", open_settling_at_3)
+    ds = ShardDataset(
+        client, four_shards, shuffle_shards=False, part_size=64 << 10, worker=0, num_workers=1
+    )
+    assert sum(1 for _ in ds) == 4 * 30
+    # The second shard is opened (a prefetch) while the first still adapts, so it adapts
+    # too; each later shard is opened once an adaptive one has closed, and starts at the
+    # level it settled at, though the shard opened just before it (prefetched) is still
+    # being read.
+    assert asked == [None, None, 3, 3]
+
+
 def test_a_persistent_worker_starts_its_next_epoch_at_the_level_it_learned(
     client, four_shards, monkeypatch
 ):

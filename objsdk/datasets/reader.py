@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import random
+import threading
 from collections.abc import Generator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -76,7 +77,10 @@ class SlotReader:
         # shards start there instead of climbing again from one stream each time.
         self._learned: int | None = None
         self._opened = 0  # shards opened for reading by this slot in this process
-        self._probe: ObjectFile | None = None  # the last shard opened adaptive
+        # Shards opened adaptive and not yet closed: the current one and, while it is
+        # read, the next (prefetched). Each teaches ``_learned`` its level as it closes.
+        self._probes: list[ObjectFile] = []
+        self._probes_lock = threading.Lock()  # the prefetch thread may reopen a shard
         # This worker's share of the process's connections to the endpoint.
         self._cap = max(1, ds.connections // slot.num_workers)
         previous = ds._readers.get(slot.key)
@@ -218,7 +222,8 @@ class SlotReader:
             max_stall=self.ds.max_stall,
         )
         if readahead is None and not one_stream:
-            self._probe = f
+            with self._probes_lock:
+                self._probes.append(f)
         self.ds.reads.append(ShardRead(str(shard), offset, f.stats))
         return f
 
@@ -238,6 +243,7 @@ class SlotReader:
                 f.peek(1)
             except Exception:  # the reader meets (and reports) the same failure itself
                 f.close()
+                self._forget(f)
                 return self._open(self._shard(pos), start)
             return f
 
@@ -251,7 +257,24 @@ class SlotReader:
             if (p, o) == (pos, offset):
                 return f
             f.close()
+            self._forget(f)
         return self._open(self._shard(pos), offset)
+
+    def _closed(self, f: ObjectFile) -> None:
+        """A shard read to its end or left: if it was opened adaptive, the level it
+        settled at is what the next shards start at. It follows the network both ways
+        (a level only ever raised stayed high after one fast burst)."""
+        if self._forget(f):
+            self._learned = f.stats.readahead
+
+    def _forget(self, f: ObjectFile) -> bool:
+        """Stop tracking ``f`` as an adaptive shard; whether it was one."""
+        with self._probes_lock:
+            for i, probe in enumerate(self._probes):
+                if probe is f:
+                    del self._probes[i]
+                    return True
+        return False
 
     def _source(self) -> Generator[tuple[RawSample, int], None, None]:
         """Raw samples in reading order; ``pos``/``offset`` always name what comes next."""
@@ -292,10 +315,7 @@ class SlotReader:
             self.ds._handle(e)
         finally:
             f.close()
-            if f is self._probe:
-                # The level the last adaptive shard settled at: it follows the network
-                # both ways (a level only ever raised stayed high after one fast burst).
-                self._learned = f.stats.readahead
+            self._closed(f)
 
     def _check_version(self, f: ObjectFile, shard: Shard) -> None:
         """With an index, the shard read must be the version the index describes."""
