@@ -57,27 +57,68 @@ def test_the_budget_is_an_argument(client, four_shards):
         ShardDataset(client, four_shards, connections=0)
 
 
-def test_within_an_epoch_later_shards_start_at_the_level_the_first_learned(
-    client, four_shards, monkeypatch
-):
-    # The adaptive reader settles at 3 parts wherever it is asked to adapt.
+class Climbing:
+    """An adaptive shard reader whose level settles at 3 parts once ``settles_after``
+    bytes have been read (never, if None)."""
+
+    def __init__(self, f, settles_after: int | None) -> None:
+        self._f, self._after = f, settles_after
+
+    def __getattr__(self, attr):
+        return getattr(self._f, attr)
+
+    @property
+    def readahead_settled(self) -> int | None:
+        after = self._after
+        return 3 if after is not None and self._f.tell() >= after else None
+
+
+def one_worker_reads(client, shards, monkeypatch, settles_after):
+    """The level asked for each shard opened, and where the first shard's reader was
+    (position, size) when the second was opened (None if it had been closed)."""
     asked: list[int | None] = []
+    readers: list[Climbing] = []
+    second_opened_at: list[tuple[int, int] | None] = []
     real_open = client.open
 
-    def open_settling_at_3(*args, readahead=None, **kwargs):
+    def open_climbing(bucket, key, *, readahead=None, **kwargs):
         asked.append(readahead)
-        return real_open(*args, readahead=3 if readahead is None else readahead, **kwargs)
+        if len(asked) == 2:
+            first = readers[0]._f
+            second_opened_at.append(None if first.closed else (first.tell(), first.size))
+        f = real_open(bucket, key, readahead=3 if readahead is None else readahead, **kwargs)
+        if readahead is not None:
+            return f
+        readers.append(Climbing(f, settles_after))
+        return readers[-1]
 
-    monkeypatch.setattr(client, "open", open_settling_at_3)
+    monkeypatch.setattr(client, "open", open_climbing)
     ds = ShardDataset(
-        client, four_shards, shuffle_shards=False, part_size=64 << 10, worker=0, num_workers=1
+        client, shards, shuffle_shards=False, part_size=64 << 10, worker=0, num_workers=1
     )
     assert sum(1 for _ in ds) == 4 * 30
-    # The second shard is opened (a prefetch) while the first still adapts, so it adapts
-    # too; each later shard is opened once an adaptive one has closed, and starts at the
-    # level it settled at, though the shard opened just before it (prefetched) is still
-    # being read.
-    assert asked == [None, None, 3, 3]
+    return asked, second_opened_at[0]
+
+
+def test_the_next_shard_waits_for_the_climb_and_starts_at_its_level(
+    client, four_shards, monkeypatch
+):
+    # The first shard's climb settles a sixth of the way through (30 samples of 20 kB).
+    asked, (pos, size) = one_worker_reads(client, four_shards, monkeypatch, 100_000)
+    # The next shard is opened (prefetched) once the first settled, at its level; so is
+    # every later one (a REPROBE_EVERY-th shard would climb again).
+    assert asked == [None, 3, 3, 3]
+    assert 100_000 <= pos < size // 2
+
+
+def test_a_climb_that_does_not_settle_lets_the_next_shard_open_half_way(
+    client, four_shards, monkeypatch
+):
+    asked, (pos, size) = one_worker_reads(client, four_shards, monkeypatch, None)
+    # Half way through the first shard, whose level still climbs, the next is opened at
+    # the level the climb has reached (3 here).
+    assert asked == [None, 3, 3, 3]
+    assert size // 2 <= pos < size
 
 
 def test_a_persistent_worker_starts_its_next_epoch_at_the_level_it_learned(

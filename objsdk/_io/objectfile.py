@@ -438,6 +438,13 @@ class ObjectFile(io.BufferedIOBase):
         (which a reader falls back to for good when parts cannot be used)."""
         return self._source.readahead
 
+    @property
+    def readahead_settled(self) -> int | None:
+        """The parts this reader reads ahead for good: the number asked for, or, with
+        ``readahead=None``, the level the adaptive climb settled at (0: one stream);
+        None while the climb still measures."""
+        return self._source.settled()
+
     # -- integrity ---------------------------------------------------------------------
 
     def _on_start(self, headers: Mapping[str, str]) -> None:

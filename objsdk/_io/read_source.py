@@ -120,6 +120,12 @@ class ReadSource:
             return level if level > 1 else 0
         return self.readahead or 0
 
+    def settled(self) -> int | None:
+        """The parts read ahead for good (0: one stream); None while the level climbs."""
+        if self.level is None:
+            return self.readahead or 0
+        return self.ahead() if self.level.settled else None
+
     def _one_stream_from_now(self) -> None:
         self.level = None
         self.readahead = 0

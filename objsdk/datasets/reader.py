@@ -267,6 +267,23 @@ class SlotReader:
         if self._forget(f):
             self._learned = f.stats.readahead
 
+    def _adapting(self, f: ObjectFile) -> bool:
+        """Whether ``f`` was opened adaptive and its level still climbs."""
+        with self._probes_lock:
+            probe = any(p is f for p in self._probes)
+        return probe and f.readahead_settled is None
+
+    def _settled_or_halfway(self, f: ObjectFile, first: int) -> bool:
+        """Whether the adaptive shard ``f`` (read from ``first``) settled (its level is
+        then what the next shards start at) or is half read."""
+        level = f.readahead_settled
+        if level is None and (self.offset - first) * 2 >= f.size - first:
+            level = f.stats.readahead  # where the climb is
+        if level is not None:
+            self._learned = level
+            return True
+        return False
+
     def _forget(self, f: ObjectFile) -> bool:
         """Stop tracking ``f`` as an adaptive shard; whether it was one."""
         with self._probes_lock:
@@ -302,12 +319,22 @@ class SlotReader:
         (or to the end of the shard)."""
         name = str(shard)
         f = self._take(pos, self.offset)
+        first = self.offset
         try:
-            self._start_prefetch(pos + 1)
+            # The next shard is opened, and its first part fetched, in the background.
+            # While this shard's adaptive level still climbs, that waits: opened now,
+            # the next shard would climb again from one stream; opened once this one
+            # settles, it starts at the level this one found. Half way through at most.
+            waiting = self._adapting(f)
+            if not waiting:
+                self._start_prefetch(pos + 1)
             for raw in group_samples(iter_members(f, name, self.offset), name):
                 self._check_version(f, shard)
                 self.offset = raw.end
                 self.taken += 1
+                if waiting and self._settled_or_halfway(f, first):
+                    waiting = False
+                    self._start_prefetch(pos + 1)
                 yield raw, pos
                 if count is not None and self.taken >= count:
                     break
