@@ -58,24 +58,28 @@ def test_the_budget_is_an_argument(client, four_shards):
 
 
 class Climbing:
-    """An adaptive shard reader whose level settles at 3 parts once ``settles_after``
-    bytes have been read (never, if None)."""
+    """An adaptive shard reader whose level settles once ``settles_after`` bytes have
+    been read (never, if None) at the level the reader runs at."""
 
     def __init__(self, f, settles_after: int | None) -> None:
-        self._f, self._after = f, settles_after
+        self._f, self._after, self._read = f, settles_after, 0
 
     def __getattr__(self, attr):
         return getattr(self._f, attr)
 
     @property
     def readahead_settled(self) -> int | None:
+        if not self._f.closed:
+            self._read = self._f.tell()
         after = self._after
-        return 3 if after is not None and self._f.tell() >= after else None
+        return self._f.readahead if after is not None and self._read >= after else None
 
 
-def one_worker_reads(client, shards, monkeypatch, settles_after):
-    """The level asked for each shard opened, and where the first shard's reader was
-    (position, size) when the second was opened (None if it had been closed)."""
+def one_worker_reads(client, shards, monkeypatch, climbs, epochs=1):
+    """Read ``shards`` for ``epochs`` as one worker; the n-th shard opened adaptive
+    climbs as ``climbs[n]`` says: (bytes after which it settles or None, its level).
+    Returns the level asked for each shard opened, and where the first shard's reader
+    was (position, size) when the second was opened (None if it had been closed)."""
     asked: list[int | None] = []
     readers: list[Climbing] = []
     second_opened_at: list[tuple[int, int] | None] = []
@@ -86,39 +90,52 @@ def one_worker_reads(client, shards, monkeypatch, settles_after):
         if len(asked) == 2:
             first = readers[0]._f
             second_opened_at.append(None if first.closed else (first.tell(), first.size))
-        f = real_open(bucket, key, readahead=3 if readahead is None else readahead, **kwargs)
         if readahead is not None:
-            return f
-        readers.append(Climbing(f, settles_after))
+            return real_open(bucket, key, readahead=readahead, **kwargs)
+        settles_after, level = climbs[len(readers)]
+        readers.append(Climbing(real_open(bucket, key, readahead=level, **kwargs), settles_after))
         return readers[-1]
 
     monkeypatch.setattr(client, "open", open_climbing)
     ds = ShardDataset(
         client, shards, shuffle_shards=False, part_size=64 << 10, worker=0, num_workers=1
     )
-    assert sum(1 for _ in ds) == 4 * 30
+    for epoch in range(epochs):
+        ds.set_epoch(epoch)
+        assert sum(1 for _ in ds) == 4 * 30
     return asked, second_opened_at[0]
 
 
 def test_the_next_shard_waits_for_the_climb_and_starts_at_its_level(
     client, four_shards, monkeypatch
 ):
-    # The first shard's climb settles a sixth of the way through (30 samples of 20 kB).
-    asked, (pos, size) = one_worker_reads(client, four_shards, monkeypatch, 100_000)
+    # The first shard's climb settles at 3 a sixth of the way through (30 x 20 kB).
+    asked, (pos, size) = one_worker_reads(client, four_shards, monkeypatch, [(100_000, 3)])
     # The next shard is opened (prefetched) once the first settled, at its level; so is
     # every later one (a REPROBE_EVERY-th shard would climb again).
     assert asked == [None, 3, 3, 3]
     assert 100_000 <= pos < size // 2
 
 
-def test_a_climb_that_does_not_settle_lets_the_next_shard_open_half_way(
+def test_a_first_climb_that_does_not_settle_lets_the_next_shard_open_half_way(
     client, four_shards, monkeypatch
 ):
-    asked, (pos, size) = one_worker_reads(client, four_shards, monkeypatch, None)
+    asked, (pos, size) = one_worker_reads(client, four_shards, monkeypatch, [(None, 3)])
     # Half way through the first shard, whose level still climbs, the next is opened at
-    # the level the climb has reached (3 here).
+    # the level the climb has reached: with nothing learned before, better than one
+    # stream again.
     assert asked == [None, 3, 3, 3]
     assert size // 2 <= pos < size
+
+
+def test_a_later_climb_that_does_not_settle_teaches_nothing(client, four_shards, monkeypatch):
+    # Epoch 0's first shard settles at 3; the next probe (the REPROBE_EVERY-th shard,
+    # epoch 1's first) jumps to 16 and is read before its step is judged.
+    assert REPROBE_EVERY == 4
+    asked, _ = one_worker_reads(
+        client, four_shards, monkeypatch, [(100_000, 3), (None, 16)], epochs=2
+    )
+    assert asked == [None, 3, 3, 3, None, 3, 3, 3]
 
 
 def test_a_persistent_worker_starts_its_next_epoch_at_the_level_it_learned(

@@ -261,11 +261,10 @@ class SlotReader:
         return self._open(self._shard(pos), offset)
 
     def _closed(self, f: ObjectFile) -> None:
-        """A shard read to its end or left: if it was opened adaptive, the level it
-        settled at is what the next shards start at. It follows the network both ways
-        (a level only ever raised stayed high after one fast burst)."""
+        """A shard read to its end or left: if it was opened adaptive, it teaches the
+        next shards their level."""
         if self._forget(f):
-            self._learned = f.stats.readahead
+            self._learn(f)
 
     def _adapting(self, f: ObjectFile) -> bool:
         """Whether ``f`` was opened adaptive and its level still climbs."""
@@ -274,15 +273,24 @@ class SlotReader:
         return probe and f.readahead_settled is None
 
     def _settled_or_halfway(self, f: ObjectFile, first: int) -> bool:
-        """Whether the adaptive shard ``f`` (read from ``first``) settled (its level is
-        then what the next shards start at) or is half read."""
+        """Whether the adaptive shard ``f`` (read from ``first``) settled or is half
+        read; if so, it teaches the next shards their level."""
+        if f.readahead_settled is None and (self.offset - first) * 2 < f.size - first:
+            return False
+        self._learn(f)
+        return True
+
+    def _learn(self, f: ObjectFile) -> None:
+        """The level the next shards start at, from the adaptive shard ``f``: the level
+        it settled at, so the level follows the network both ways. A climb not settled
+        yet (a shard read too fast to judge its step, or one fast burst) teaches nothing
+        if a level was learned before; with none, where it has climbed to beats one
+        stream again."""
         level = f.readahead_settled
-        if level is None and (self.offset - first) * 2 >= f.size - first:
-            level = f.stats.readahead  # where the climb is
+        if level is None and self._learned is None:
+            level = f.stats.readahead
         if level is not None:
             self._learned = level
-            return True
-        return False
 
     def _forget(self, f: ObjectFile) -> bool:
         """Stop tracking ``f`` as an adaptive shard; whether it was one."""
