@@ -78,7 +78,7 @@ class SlotReader:
         self._learned: int | None = None
         self._opened = 0  # shards opened for reading by this slot in this process
         # Shards opened adaptive and not yet closed: the current one and, while it is
-        # read, the next (prefetched). Each teaches ``_learned`` its level as it closes.
+        # read, the next (prefetched). Each teaches ``_learned`` its level (_learn).
         self._probes: list[ObjectFile] = []
         self._probes_lock = threading.Lock()  # the prefetch thread may reopen a shard
         # This worker's share of the process's connections to the endpoint.
@@ -266,17 +266,19 @@ class SlotReader:
         if self._forget(f):
             self._learn(f)
 
-    def _adapting(self, f: ObjectFile) -> bool:
-        """Whether ``f`` was opened adaptive and its level still climbs."""
+    def _is_probe(self, f: ObjectFile) -> bool:
+        """Whether ``f`` was opened adaptive and is still open."""
         with self._probes_lock:
-            probe = any(p is f for p in self._probes)
-        return probe and f.readahead_settled is None
+            return any(p is f for p in self._probes)
 
     def _settled_or_halfway(self, f: ObjectFile, first: int) -> bool:
         """Whether the adaptive shard ``f`` (read from ``first``) settled or is half
         read; if so, it teaches the next shards their level."""
-        if f.readahead_settled is None and (self.offset - first) * 2 < f.size - first:
-            return False
+        if f.readahead_settled is None:
+            read = self.offset - first
+            # Nothing read yet: the size may not be known, and asking would cost a HEAD.
+            if read == 0 or read * 2 < f.size - first:
+                return False
         self._learn(f)
         return True
 
@@ -333,7 +335,7 @@ class SlotReader:
             # While this shard's adaptive level still climbs, that waits: opened now,
             # the next shard would climb again from one stream; opened once this one
             # settles, it starts at the level this one found. Half way through at most.
-            waiting = self._adapting(f)
+            waiting = self._is_probe(f) and not self._settled_or_halfway(f, first)
             if not waiting:
                 self._start_prefetch(pos + 1)
             for raw in group_samples(iter_members(f, name, self.offset), name):
