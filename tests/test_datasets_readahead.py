@@ -3,11 +3,13 @@ as up, and the DataLoader workers of one process share a connection budget."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from datasets_helpers import make_shard
 
-from objsdk.datasets import ShardDataset
-from objsdk.datasets.reader import REPROBE_EVERY, carried_level
+from objsdk.datasets import ShardDataset, reader
+from objsdk.datasets.reader import REPROBE_EVERY, REPROBE_SECONDS, carried_level
 from objsdk.errors import InvalidArgument
 
 
@@ -20,6 +22,26 @@ def test_first_shard_adapts_then_the_level_is_carried_and_probed_again():
 
 def test_the_carried_level_stays_within_the_workers_share_of_the_budget():
     assert carried_level(16, 1, 16 // 4) == 4
+
+
+def test_a_probe_comes_no_sooner_than_reprobe_seconds_after_the_last():
+    assert carried_level(8, REPROBE_EVERY, 16, since_probe=REPROBE_SECONDS / 2) == 8
+    assert carried_level(8, REPROBE_EVERY, 16, since_probe=REPROBE_SECONDS) is None
+    assert carried_level(None, 1, 16, since_probe=0.0) is None  # nothing learned yet
+
+
+@pytest.fixture
+def minutes_apart(monkeypatch):
+    """Each reading of the probes' clock is a minute after the one before: every
+    REPROBE_EVERY-th shard probes."""
+    ticks = itertools.count(0.0, 60.0)
+    monkeypatch.setattr(reader, "_now", lambda: next(ticks))
+
+
+@pytest.fixture
+def still_clock(monkeypatch):
+    """The probes' clock does not move: no shard is read REPROBE_SECONDS after a probe."""
+    monkeypatch.setattr(reader, "_now", lambda: 0.0)
 
 
 @pytest.fixture
@@ -128,7 +150,9 @@ def test_a_first_climb_that_does_not_settle_lets_the_next_shard_open_half_way(
     assert size // 2 <= pos < size
 
 
-def test_a_later_climb_that_does_not_settle_teaches_nothing(client, four_shards, monkeypatch):
+def test_a_later_climb_that_does_not_settle_teaches_nothing(
+    client, four_shards, monkeypatch, minutes_apart
+):
     # Epoch 0's first shard settles at 3; the next probe (the REPROBE_EVERY-th shard,
     # epoch 1's first) jumps to 16 and is read before its step is judged.
     assert REPROBE_EVERY == 4
@@ -139,7 +163,7 @@ def test_a_later_climb_that_does_not_settle_teaches_nothing(client, four_shards,
 
 
 def test_a_persistent_worker_starts_its_next_epoch_at_the_level_it_learned(
-    client, four_shards, monkeypatch
+    client, four_shards, monkeypatch, minutes_apart
 ):
     # The adaptive reader settles at 3 parts wherever it is asked to adapt.
     asked: list[int | None] = []
@@ -163,3 +187,12 @@ def test_a_persistent_worker_starts_its_next_epoch_at_the_level_it_learned(
     assert REPROBE_EVERY == 4
     assert asked == [None, 3, 3, 3, None, 3]
     assert [r.stats.readahead for r in ds.reads] == [3] * 6
+
+
+def test_shards_read_fast_are_not_probed_again_within_reprobe_seconds(
+    client, four_shards, monkeypatch, still_clock
+):
+    # The first shard settles at 3; the REPROBE_EVERY-th shard (epoch 1's first) comes
+    # less than REPROBE_SECONDS after that probe, so it keeps the level too.
+    asked, _ = one_worker_reads(client, four_shards, monkeypatch, [(100_000, 3)], epochs=2)
+    assert asked == [None, 3, 3, 3, 3, 3, 3, 3]

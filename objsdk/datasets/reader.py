@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import random
 import threading
+import time
 from collections.abc import Generator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,19 +26,31 @@ from .tar import RawSample, group_samples, iter_members
 if TYPE_CHECKING:
     from .dataset import ShardDataset
 
-__all__ = ["REPROBE_EVERY", "ShardRead", "SlotReader", "carried_level"]
+__all__ = ["REPROBE_EVERY", "REPROBE_SECONDS", "ShardRead", "SlotReader", "carried_level"]
 
 # Under readahead=None a worker reads its first shard, and every REPROBE_EVERY-th after
 # it, with the client's adaptive read-ahead; the shards between start at the level the
-# last adaptive one ended at. So the level follows the network down as well as up.
+# last adaptive one settled at. So the level follows the network down as well as up.
 REPROBE_EVERY = 4
+# ...but no sooner than REPROBE_SECONDS after the last probe began: a probe climbs from
+# one stream again, which costs a fast network tenths of a second each time (a sixth of
+# the time of four 52 MB shards at 150 MB/s), while networks change over longer times.
+REPROBE_SECONDS = 10.0
+
+# The clock the probes are timed by (tests replace it).
+_now = time.monotonic
 
 
-def carried_level(learned: int | None, opened: int, cap: int) -> int | None:
+def carried_level(
+    learned: int | None, opened: int, cap: int, since_probe: float | None = None
+) -> int | None:
     """The read-ahead for a worker's shard number ``opened`` (from 0) under
     ``readahead=None``: None (adaptive) to probe, else the ``learned`` level within the
-    worker's share ``cap`` of the connection budget."""
-    if learned is None or opened % REPROBE_EVERY == 0:
+    worker's share ``cap`` of the connection budget. ``since_probe``: seconds since the
+    last probe began (None: not known, which does not hold a probe back)."""
+    if learned is None:
+        return None
+    if opened % REPROBE_EVERY == 0 and (since_probe is None or since_probe >= REPROBE_SECONDS):
         return None
     return min(learned, cap)
 
@@ -77,6 +90,7 @@ class SlotReader:
         # shards start there instead of climbing again from one stream each time.
         self._learned: int | None = None
         self._opened = 0  # shards opened for reading by this slot in this process
+        self._probed_at: float | None = None  # when the last probe was opened (_now)
         # Shards opened adaptive and not yet closed: the current one and, while it is
         # read, the next (prefetched). Each teaches ``_learned`` its level (_learn).
         self._probes: list[ObjectFile] = []
@@ -89,6 +103,7 @@ class SlotReader:
             # process): its level and its count go on, so an epoch starts at the level
             # the last one learned and the probes keep their rhythm across epochs.
             self._learned, self._opened = previous._learned, previous._opened
+            self._probed_at = previous._probed_at
         if state is not None:
             self._restore(state)
 
@@ -210,8 +225,12 @@ class SlotReader:
     def _open(self, shard: Shard, offset: int, *, one_stream: bool = False) -> ObjectFile:
         readahead = self.ds.readahead
         if readahead is None and not one_stream:
-            readahead = carried_level(self._learned, self._opened, self._cap)
+            now = _now()
+            since = None if self._probed_at is None else now - self._probed_at
+            readahead = carried_level(self._learned, self._opened, self._cap, since)
             self._opened += 1
+            if readahead is None:
+                self._probed_at = now
         elif readahead is not None:
             readahead = min(readahead, self._cap) if readahead else 0
         f = self.client.open(
