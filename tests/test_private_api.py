@@ -185,18 +185,18 @@ def test_a_big_read_of_a_body_is_whole_from_its_first_so_reads_stay_aligned(
     # The first direct read drains what http.client had buffered, which is short of what
     # was asked; returned as is, every later read(1 MiB) straddled two network chunks and
     # paid a join: twice the CPU of requests' raw.read for the same bytes.
-    from objsdk._transport import http
+    from objsdk._transport.streamed import StreamedResponse
 
     bucket, data = big
     asked: list[tuple[int, int]] = []
-    real = http._Response.read
+    real = StreamedResponse.read
 
     def spy(self, n):  # type: ignore[no-untyped-def]
         got = real(self, n)
         asked.append((n, len(got)))
         return got
 
-    monkeypatch.setattr(http._Response, "read", spy)
+    monkeypatch.setattr(StreamedResponse, "read", spy)
     out = bytearray()
     with client.open(bucket, "big", readahead=0) as f:
         while chunk := f.read(MiB):

@@ -23,7 +23,7 @@ from typing import BinaryIO
 import pytest
 
 import objsdk
-import objsdk._transport.http
+import objsdk._transport.sendfile
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.signing import Credentials, encode_key_path, sign_request
 from objsdk._transport.http import HTTPTransport
@@ -439,7 +439,7 @@ def test_https_endpoint_streams_the_body_instead_of_sendfile(monkeypatch, sendfi
         streamed.append((put.offset, put.count))
         return {"ETag": '"e"'}
 
-    monkeypatch.setattr(objsdk._transport.http, "put_window", fake_window)
+    monkeypatch.setattr(objsdk._transport.sendfile, "put_window", fake_window)
     client = objsdk.Client("https://s3.test", AK, SK)
     with client, Path(__file__).open("rb") as f:
         client.transport.send_file(BUCKET, KEY, f, offset=0, count=1, headers={})

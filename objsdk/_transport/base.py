@@ -31,9 +31,16 @@ __all__ = [
     "Interruptible",
     "Response",
     "Transport",
+    "flat_body",
 ]
 
 Body = bytes | bytearray | memoryview | IO[bytes] | None
+
+
+def flat_body(body: bytes | bytearray | memoryview) -> memoryview:
+    """``body`` as a flat memoryview of bytes, over the caller's own memory."""
+    view = memoryview(body)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 @dataclass(frozen=True)

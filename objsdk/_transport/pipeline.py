@@ -32,21 +32,21 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, TypeVar
 
-import requests
 import urllib3.exceptions
 from urllib3.util.retry import Retry
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint
-from objsdk._core.s3xml import error_in_body
+from objsdk._core.s3xml import error_from_response, error_in_body
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
 from objsdk._transport.base import Body, FilePut, Response
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import next_policy, pause, retry_kind
-from objsdk._transport.translate import USER_AGENT
+from objsdk._transport.translate import USER_AGENT, is_requests_error
 
 __all__ = [
+    "MAX_ERROR_BODY",
     "Attempt",
     "Pipeline",
     "PipelinedTransport",
@@ -56,6 +56,7 @@ __all__ = [
     "keep_retry_after",
     "network_failure",
     "raise_body_error",
+    "refusal",
     "rewinder",
     "utc_now",
 ]
@@ -384,6 +385,25 @@ def keep_retry_after(error: errors.S3Error, headers: Mapping[str, str]) -> error
     return error
 
 
+# Error bodies are small XML documents; never buffer more than this of one.
+MAX_ERROR_BODY = 64 * 1024
+
+
+def refusal(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    operation: str,
+    bucket: str | None,
+    key: str | None,
+) -> errors.S3Error:
+    """The error an answer of ``status`` is, remembering its ``Retry-After``."""
+    return keep_retry_after(
+        error_from_response(status, headers, body, operation=operation, bucket=bucket, key=key),
+        headers,
+    )
+
+
 def _retry_after(error: errors.S3Error) -> str | None:
     value = getattr(error, _RETRY_AFTER, None)
     return value if isinstance(value, str) else None
@@ -398,15 +418,17 @@ def network_failure(error: errors.TransportError) -> Exception | None:
     for e in _chain(error.__cause__):
         if isinstance(e, urllib3.exceptions.ConnectTimeoutError):  # NewConnectionError too
             return e
-        if isinstance(
-            e, (requests.exceptions.ConnectTimeout, ConnectionRefusedError, socket.gaierror)
+        if isinstance(e, (ConnectionRefusedError, socket.gaierror)) or is_requests_error(
+            e, "ConnectTimeout"
         ):
             return urllib3.exceptions.ConnectTimeoutError(str(e))
-        if isinstance(e, (urllib3.exceptions.SSLError, requests.exceptions.SSLError, ssl.SSLError)):
+        if isinstance(e, (urllib3.exceptions.SSLError, ssl.SSLError)) or is_requests_error(
+            e, "SSLError"
+        ):
             return None
         if isinstance(e, urllib3.exceptions.ReadTimeoutError):
             return e
-        if isinstance(e, (requests.exceptions.ReadTimeout, TimeoutError, BlockingIOError)):
+        if isinstance(e, (TimeoutError, BlockingIOError)) or is_requests_error(e, "ReadTimeout"):
             return urllib3.exceptions.ReadTimeoutError(None, "", str(e))  # type: ignore[arg-type]
         if isinstance(e, urllib3.exceptions.ProtocolError):
             return e

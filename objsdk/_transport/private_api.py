@@ -2,8 +2,9 @@
 
 Each trick saves copies or system calls on the hot path, or lets another thread cut a
 stalled request short. Each one sits behind a capability flag, computed at import from
-what is actually there, with a public-API fallback that the callers take automatically
-when the flag is off (non-Linux, TLS, an attribute missing in a newer release). Tests
+what is actually there (``CHECKOUT`` on first use: it looks at requests, loaded only for
+streamed answers and file bodies), with a public-API fallback that the callers take
+automatically when the flag is off (non-Linux, TLS, an attribute missing in a newer release). Tests
 switch each flag off to prove the fallback.
 
 * ``WATCH``: urllib3's ``HTTPConnectionPool._make_request`` is wrapped so a
@@ -34,15 +35,17 @@ import struct
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import requests
-from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.response import BaseHTTPResponse
 
 from objsdk import errors
+
+if TYPE_CHECKING:
+    import requests
+    from requests.adapters import HTTPAdapter
 
 __all__ = [
     "CHECKOUT",
@@ -66,9 +69,22 @@ DIRECT_READS = (
     and hasattr(socket, "MSG_WAITALL")
     and hasattr(socket, "SO_RCVTIMEO")
 )
-CHECKOUT = hasattr(HTTPAdapter, "get_connection_with_tls_context") and hasattr(
-    HTTPConnectionPool, "_get_conn"
-)
+CHECKOUT: bool  # see __getattr__
+
+
+def __getattr__(name: str) -> Any:
+    # CHECKOUT is computed on first use, not at import: it looks at requests' adapter,
+    # and requests is loaded only with the streamed side of the transport
+    # (objsdk._transport.streamed), which a file body's PUT, CHECKOUT's one user, needs.
+    if name == "CHECKOUT":
+        from requests.adapters import HTTPAdapter
+
+        checkout = hasattr(HTTPAdapter, "get_connection_with_tls_context") and hasattr(
+            HTTPConnectionPool, "_get_conn"
+        )
+        globals()["CHECKOUT"] = checkout
+        return checkout
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- watch: interrupt another thread's request ------------------------------------------

@@ -10,28 +10,27 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-from collections.abc import Iterator
-from typing import Any
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
 
-import requests
 import urllib3.exceptions
 from urllib3.exceptions import MaxRetryError
 
 from objsdk import errors
 from objsdk._version import __version__
 
-__all__ = ["USER_AGENT", "translate", "translate_errors"]
+__all__ = ["USER_AGENT", "is_requests_error", "translate", "translate_errors"]
 
 USER_AGENT = f"objsdk/{__version__}"
 
 # What a body read can raise when the connection breaks: socket errors (timeouts too),
 # http.client's IncompleteRead for truncated or malformed chunked bodies, and the
-# urllib3/requests wrappers of the same.
+# urllib3/requests wrappers of the same (requests' RequestException is an OSError).
 _BROKEN = (
     OSError,
     http.client.HTTPException,
     urllib3.exceptions.HTTPError,
-    requests.exceptions.RequestException,
 )
 
 
@@ -46,30 +45,61 @@ _CONNECT_TIMEOUT = (errors.Timeout, "connect timed out")
 _READ_TIMEOUT = (errors.Timeout, "read timed out")
 _CONNECTION_BROKEN = (errors.ProtocolError, "connection broken ({cause})")
 
-_MAP: dict[type[BaseException], tuple[type[errors.TransportError], str]] = {
+_Entry = tuple[type[errors.TransportError], str]
+
+_MAP: dict[type[BaseException], _Entry] = {
     # A ConnectTimeoutError in urllib3, though "refused" is not a timeout.
     urllib3.exceptions.NewConnectionError: _CONNECT,
-    requests.exceptions.ConnectTimeout: _CONNECT_TIMEOUT,
     urllib3.exceptions.ConnectTimeoutError: _CONNECT_TIMEOUT,
-    requests.exceptions.ReadTimeout: _READ_TIMEOUT,
     urllib3.exceptions.ReadTimeoutError: _READ_TIMEOUT,
     TimeoutError: _READ_TIMEOUT,
     # SO_RCVTIMEO expiring on a blocking socket (direct reads): EAGAIN.
     BlockingIOError: _READ_TIMEOUT,
-    requests.exceptions.SSLError: _TLS,
     urllib3.exceptions.SSLError: _TLS,
-    requests.exceptions.ChunkedEncodingError: _CONNECTION_BROKEN,
-    requests.exceptions.ContentDecodingError: _CONNECTION_BROKEN,
     urllib3.exceptions.ProtocolError: _CONNECTION_BROKEN,
     urllib3.exceptions.DecodeError: _CONNECTION_BROKEN,
     http.client.HTTPException: _CONNECTION_BROKEN,
     # Both a ConnectionResetError and an HTTPException: the server closed a connection
     # it had accepted (a kept-alive one, typically) before answering, so it is reachable.
     http.client.RemoteDisconnected: _CONNECTION_BROKEN,
-    requests.exceptions.ConnectionError: _CONNECT,
     ConnectionError: _CONNECT,
     OSError: _CONNECTION_BROKEN,
 }
+
+# requests' own exceptions, by name: requests is imported only by the streamed side of
+# the transport (objsdk._transport.streamed), so none of them exists before it is.
+_REQUESTS_MAP: dict[str, _Entry] = {
+    "ConnectTimeout": _CONNECT_TIMEOUT,
+    "ReadTimeout": _READ_TIMEOUT,
+    "SSLError": _TLS,
+    "ChunkedEncodingError": _CONNECTION_BROKEN,
+    "ContentDecodingError": _CONNECTION_BROKEN,
+    "ConnectionError": _CONNECT,
+}
+
+
+def _requests_exceptions() -> Any:
+    """``requests.exceptions`` once requests is loaded, else None."""
+    return sys.modules.get("requests.exceptions")
+
+
+def is_requests_error(e: BaseException, *names: str) -> bool:
+    """Whether ``e`` is one of requests' exceptions ``names`` (``RequestException``
+    for any); False while requests is not loaded, when none can have been raised."""
+    module = _requests_exceptions()
+    if module is None:
+        return False
+    classes = tuple(c for c in (getattr(module, n, None) for n in names) if c is not None)
+    return bool(classes) and isinstance(e, classes)
+
+
+def _entries() -> Mapping[type[BaseException], _Entry]:
+    """``_MAP``, with requests' exceptions once requests is loaded."""
+    module = _requests_exceptions()
+    if module is None:
+        return _MAP
+    loaded = {getattr(module, name, None): entry for name, entry in _REQUESTS_MAP.items()}
+    return {**_MAP, **{cls: entry for cls, entry in loaded.items() if cls is not None}}
 
 
 def translate(
@@ -85,8 +115,9 @@ def translate(
     if isinstance(e, errors.ObjsdkError):
         return e
     where: dict[str, Any] = {"operation": operation, "bucket": bucket, "key": key}
+    entries = _entries()
     for cls in type(e).__mro__:
-        mapped = _MAP.get(cls)
+        mapped = entries.get(cls)
         if mapped is not None:
             error, message = mapped
             if "{cause}" in message:
@@ -105,8 +136,8 @@ def translate_errors(operation: str, bucket: str | None, key: str | None) -> Ite
     except (*_BROKEN, ValueError) as e:
         # requests keeps the PreparedRequest (and so the caller's body buffer) on its
         # exceptions; the objsdk error chained to it must not hold that buffer.
-        if isinstance(e, requests.exceptions.RequestException):
-            e.request = None
+        if is_requests_error(e, "RequestException"):
+            cast(Any, e).request = None
         raise translate(e, operation, bucket, key) from e
 
 

@@ -38,7 +38,6 @@ from typing import Any
 
 import httptools
 import urllib3.exceptions
-from requests.utils import DEFAULT_CA_BUNDLE_PATH
 from urllib3.util import parse_url
 from urllib3.util.ssl_ import create_urllib3_context
 
@@ -310,7 +309,14 @@ class Wire:
                 cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
             )
             if verify:
-                where = verify if isinstance(verify, str) else DEFAULT_CA_BUNDLE_PATH
+                if isinstance(verify, str):
+                    where = verify
+                else:
+                    # requests' bundle, the one its adapter verifies against (imported
+                    # here: a plain-HTTP client never needs requests).
+                    from requests.utils import DEFAULT_CA_BUNDLE_PATH
+
+                    where = DEFAULT_CA_BUNDLE_PATH
                 if os.path.isdir(where):
                     context.load_verify_locations(capath=where)
                 else:
