@@ -222,6 +222,79 @@ def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="Linux's /proc/meminfo")
+def test_the_data_waiting_for_the_disk_is_read_from_the_system() -> None:
+    from objsdk.cli.smallfile import dirty_bytes
+
+    waiting = dirty_bytes()
+    assert isinstance(waiting, int)
+    assert waiting >= 0
+
+
+def _batch_of(paths: list[Any]) -> tuple[Any, list[int], list[str]]:
+    """A batch of temporary files at ``paths`` whose flushes are recorded: the device of
+    each ``syncfs`` and the path of each single-file fsync."""
+    from objsdk.cli import smallfile
+
+    synced_devices: list[int] = []
+    fsynced: list[str] = []
+    batch = smallfile.Batch()
+    batch._syncfs = lambda fd: synced_devices.append(os.fstat(fd).st_dev) or 0
+    for i, path in enumerate(paths):
+        path.write_bytes(b"x" * 10)
+        batch.add(smallfile.Pending(str(path), str(path.with_name(f"final-{i}")), 10))
+    return batch, synced_devices, fsynced
+
+
+def test_a_batch_is_flushed_by_one_syncfs_when_little_else_is_waiting_for_the_disk(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from objsdk.cli import smallfile
+
+    monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 4096)
+    batch, synced_devices, fsynced = _batch_of([tmp_path / "a.tmp", tmp_path / "b.tmp"])
+    monkeypatch.setattr(smallfile, "_fsync_path", lambda path, flags: fsynced.append(path))
+    batch.flush()
+    assert synced_devices == [os.stat(tmp_path).st_dev]
+    assert fsynced == [str(tmp_path)]  # the directory, for the new names
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["final-0", "final-1"]
+
+
+def test_a_batch_fsyncs_its_own_files_rather_than_flush_others_pending_writes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # syncfs would also wait for every other program's unwritten data on the filesystem
+    # (a checkpoint being written): past SYNCFS_MAX_FOREIGN, only the batch is flushed.
+    from objsdk.cli import smallfile
+
+    monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 20 + smallfile.SYNCFS_MAX_FOREIGN + 1)
+    paths = [tmp_path / "a.tmp", tmp_path / "b.tmp"]
+    batch, synced_devices, fsynced = _batch_of(paths)
+    monkeypatch.setattr(smallfile, "_fsync_path", lambda path, flags: fsynced.append(path))
+    batch.flush()
+    assert synced_devices == []
+    assert fsynced == [str(paths[0]), str(paths[1]), str(tmp_path)]
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat("/tmp").st_dev,
+    reason="needs /dev/shm on a filesystem of its own",
+)
+def test_a_batch_across_a_mount_point_syncs_each_filesystem(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from objsdk.cli import smallfile
+
+    monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        batch, synced_devices, _ = _batch_of([tmp_path / "a.tmp", Path(shm) / "b.tmp"])
+        batch.flush()
+        assert sorted(synced_devices) == sorted({os.stat(tmp_path).st_dev, os.stat(shm).st_dev})
+
+
 @pytest.mark.parametrize(
     ("rules", "path", "kept"),
     [

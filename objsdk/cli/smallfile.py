@@ -12,10 +12,15 @@ created exclusively). Nothing is kept to resume: there is nothing worth resuming
 Durability is batched (:class:`Batch`): a temporary file takes its final name only once
 its bytes are on disk, and that is done for many files at once: when
 :data:`BATCH_FILES` files or :data:`BATCH_BYTES` bytes are waiting, and when the run ends
-(also when it is interrupted), one ``syncfs`` flushes them all (an ``fsync`` of each
-where the system has no ``syncfs``), then each is renamed over its final name, then each
-directory holding new names is fsynced once. So no final name ever holds a partial file,
-even after a power cut, and a ``cp`` that returns has every file and name on disk; a
+(also when it is interrupted), one ``syncfs`` flushes them all, then each is renamed
+over its final name, then each directory holding new names is fsynced once. ``syncfs``
+flushes every file of the filesystem, not only the batch's: where the system holds more
+dirty data than :data:`SYNCFS_MAX_FOREIGN` beyond the batch's own bytes (a training job
+writing a checkpoint, another copy), each of the batch's files is fsynced instead, so a
+``cp`` does not wait for other programs' writes; so too where there is no ``syncfs``.
+A batch whose files lie on several filesystems (a mount point inside the destination)
+gets one ``syncfs`` on each. So no final name ever holds a partial file, even after a
+power cut, and a ``cp`` that returns has every file and name on disk; a
 killed run leaves at most the ``.objsdk-*.tmp`` files of its last batch, which a rerun
 ignores and ``sync --delete`` removes.
 """
@@ -36,12 +41,23 @@ from objsdk import errors
 if TYPE_CHECKING:
     from objsdk import Client
 
-__all__ = ["BATCH_BYTES", "BATCH_FILES", "SMALL_OBJECT", "Batch", "download_small"]
+__all__ = [
+    "BATCH_BYTES",
+    "BATCH_FILES",
+    "SMALL_OBJECT",
+    "SYNCFS_MAX_FOREIGN",
+    "Batch",
+    "download_small",
+]
 
 # Up to one default part: the size at which Client.download would use one GET anyway.
 SMALL_OBJECT = 8 << 20
 BATCH_FILES = 256
 BATCH_BYTES = 64 << 20
+# Dirty data not the batch's that one syncfs may flush along with it; above it, an fsync
+# of each file costs less. 600 MB of another program's dirty data added 0.4 s to a
+# syncfs of 200 x 1 MiB on the EPYC VM's disk (docs/perf.md).
+SYNCFS_MAX_FOREIGN = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,22 @@ def _syncfs() -> Any:
         return ctypes.CDLL(None, use_errno=True).syncfs
     except (OSError, AttributeError):
         return None
+
+
+def dirty_bytes() -> int | None:
+    """Bytes of file data in memory not yet on disk, system-wide (``Dirty`` and
+    ``Writeback`` of ``/proc/meminfo``, Linux); None where that is not known."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    total = 0
+    for line in text.splitlines():
+        name, _, value = line.partition(b":")
+        if name in (b"Dirty", b"Writeback"):
+            total += int(value.split()[0]) * 1024  # "kB" in the file: KiB
+    return total
 
 
 class Batch:
@@ -122,15 +154,30 @@ class Batch:
             self.failures.append((what, e))
 
     def _sync(self, items: list[Pending]) -> None:
-        if self._syncfs is not None:
-            fd = os.open(items[0].tmp, os.O_RDONLY)
+        """Put the bytes of ``items`` on disk: one ``syncfs`` per filesystem they are on,
+        unless others' unwritten data would make that cost more than an fsync of each."""
+        dirty = dirty_bytes()
+        own = sum(item.size for item in items)
+        if self._syncfs is not None and dirty is not None and dirty - own <= SYNCFS_MAX_FOREIGN:
+            # A destination tree may cross a mount point: one syncfs per filesystem,
+            # found from each directory (its files are on its filesystem).
+            one_per_device: dict[int, str] = {}
             try:
-                if self._syncfs(fd) == 0:
-                    return  # every file of the batch lives on this one filesystem...
-            finally:
-                os.close(fd)
-        for item in items:  # ...or each is flushed on its own
+                for directory, tmp in {os.path.dirname(i.tmp): i.tmp for i in items}.items():
+                    one_per_device.setdefault(os.stat(directory or ".").st_dev, tmp)
+                if all(self._syncfs_of(tmp) for tmp in one_per_device.values()):
+                    return
+            except OSError:
+                pass  # each file on its own, below
+        for item in items:  # each on its own (others' writes are not flushed)
             _fsync_path(item.tmp, os.O_RDONLY)
+
+    def _syncfs_of(self, path: str) -> bool:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return bool(self._syncfs(fd) == 0)
+        finally:
+            os.close(fd)
 
 
 def _fsync_path(path: str, flags: int) -> None:
