@@ -11,7 +11,9 @@ Peers: ``s5cmd`` (built from its Go module on first use, like MinIO; skipped whe
 toolchain is found) and ``aws s3`` (when ``aws`` is on PATH). Each tool is a fresh
 process per run, run ``--runs`` times in rotating order; the table shows the median wall
 time, the median CPU of the child process (user + sys) and the speed relative to s5cmd.
-Downloads go to a fresh directory on the same filesystem, removed between runs.
+Downloads go to a fresh directory on the same filesystem, removed between runs; before
+each run, untimed, ``sync`` puts what earlier runs and the server wrote on disk, so no
+tool's flush pays for another's writes.
 
     python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--only small|medium|large]
                              [--json out.json]
@@ -206,6 +208,11 @@ def main() -> None:
 
             def clear(out: Path = out) -> None:
                 shutil.rmtree(out, ignore_errors=True)
+                # Every run starts with nothing waiting for the disk: the data the
+                # tools (and MinIO) wrote before is flushed here, untimed, not by the
+                # next run's own flush (objsdk's is durable when cp returns; a syncfs
+                # or fsync would otherwise pay for the previous tool's writes).
+                os.sync()
 
             up: dict[str, Callable[[], list[str]]] = {}
             down: dict[str, Callable[[], list[str]]] = {}
