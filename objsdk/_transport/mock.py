@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint
-from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import Credentials
 from objsdk._transport.base import Body, FilePut, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
@@ -33,7 +32,7 @@ from objsdk._transport.pipeline import (
     PipelinedTransport,
     Sending,
     SignedRequest,
-    keep_retry_after,
+    refusal,
 )
 from objsdk._transport.retry import Policy as Retry
 from objsdk._transport.retry import default_retry
@@ -160,16 +159,13 @@ class MockTransport(PipelinedTransport):
             self.requests.append(request)
         resp = self.handler(request)
         if resp.status not in sending.ok:
-            raise keep_retry_after(
-                error_from_response(
-                    resp.status,
-                    resp.headers,
-                    resp.body,
-                    operation=sending.operation,
-                    bucket=sending.bucket,
-                    key=sending.key,
-                ),
+            raise refusal(
+                resp.status,
                 resp.headers,
+                resp.body,
+                sending.operation,
+                sending.bucket,
+                sending.key,
             )
         return resp
 

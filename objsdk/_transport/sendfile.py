@@ -27,11 +27,10 @@ import urllib3.exceptions
 from urllib3.connection import HTTPConnection
 from urllib3.response import HTTPResponse
 
-from objsdk._core.s3xml import error_from_response
 from objsdk._core.signing import UNSIGNED_PAYLOAD
 from objsdk._transport import private_api
 from objsdk._transport.base import FilePut
-from objsdk._transport.pipeline import SignedRequest, keep_retry_after
+from objsdk._transport.pipeline import MAX_ERROR_BODY, SignedRequest, refusal
 from objsdk._transport.translate import translate_errors
 from objsdk.errors import SourceChangedError
 
@@ -183,13 +182,8 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
                         return resp.headers
                 except _Broken as broken:
                     raise broken.error from broken.error.__cause__
-                body = resp.read(64 * 1024, decode_content=True) or b""
-                raise keep_retry_after(
-                    error_from_response(
-                        resp.status, resp.headers, body, operation=operation, bucket=bucket, key=key
-                    ),
-                    resp.headers,
-                )
+                body = resp.read(MAX_ERROR_BODY, decode_content=True) or b""
+                raise refusal(resp.status, resp.headers, body, operation, bucket, key)
             finally:
                 if resp is not None:
                     resp.close()
