@@ -97,10 +97,12 @@ class HTTPTransport(PipelinedTransport):
         """requests' pooled adapter for streamed answers and file bodies (made once)."""
         streamed = self._streamed
         if streamed is None:
+            # Imported before the lock is taken: the import takes tens of milliseconds,
+            # and a process forked meanwhile must not inherit the lock held.
+            from objsdk._transport.streamed import Streamed
+
             with self._streamed_lock:
                 if self._streamed is None:
-                    from objsdk._transport.streamed import Streamed
-
                     self._streamed = Streamed(
                         max_pool_connections=self.max_pool_connections,
                         verify=self._verify,
