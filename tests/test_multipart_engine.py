@@ -302,3 +302,47 @@ def test_adaptive_parts_tell_the_level_when_each_starts_and_ends(monkeypatch):
     s.send_all(iter(_three_parts()), lambda body: None)
     s.pool.close()  # type: ignore[union-attr]
     assert events.count("start") == events.count("end") == 3
+
+
+def test_a_create_interrupted_while_its_answer_is_on_the_way_aborts_the_upload_it_left():
+    # Ctrl-C or SIGTERM once the server has created the upload (U1), before the client
+    # read its id: nothing else would ever abort it.
+    only_u1 = UPLOADS_LEFT.replace(
+        b"<Upload><Key>k</Key><UploadId>U9</UploadId>"
+        b"<Initiated>2999-01-01T00:00:00Z</Initiated></Upload>",
+        b"",
+    )
+
+    def handler(request: Request) -> MockResponse:
+        if request.method == "POST":
+            raise KeyboardInterrupt
+        if request.method == "GET":
+            return MockResponse(200, {}, only_u1)
+        return MockResponse(204)
+
+    transport = MockTransport(handler, retry=default_retry())
+    with pytest.raises(KeyboardInterrupt):
+        create_multipart_upload(transport, "b", "k")
+    (abort,) = [r for r in transport.requests if r.method == "DELETE"]
+    assert "uploadId=U1" in abort.url
+
+
+def test_an_upload_interrupted_right_after_its_create_is_aborted(tmp_path, monkeypatch):
+    # Interrupted once Create has answered, before the part workers exist.
+    def handler(request: Request) -> MockResponse:
+        if request.method == "POST":
+            return MockResponse(200, {}, CREATED)
+        return MockResponse(204)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("objsdk._transfer.multipart.PartPool", interrupted)
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * (6 << 20))
+    transport = MockTransport(handler, retry=default_retry())
+    client = objsdk.Client("http://s3.test", "A", "S", transport=transport)
+    with pytest.raises(KeyboardInterrupt):
+        client.upload("b", "k", path, part_size=5 << 20, multipart_threshold=5 << 20)
+    assert [r.method for r in transport.requests] == ["POST", "DELETE"]
+    assert "uploadId=U9" in transport.requests[-1].url

@@ -95,11 +95,11 @@ def create_multipart_upload(
     metadata and ``x-amz-checksum-algorithm``/``x-amz-checksum-type``.
 
     An attempt whose answer was lost (a 5xx from a proxy after the server created the
-    upload, a connection dropped before the reply) may have created an upload nobody
-    knows the id of. So once attempts have failed, uploads of this key that were
-    initiated since the first attempt, other than the one returned, are aborted (best
-    effort; another writer of the same key in the same seconds would see its upload
-    fail, never a torn object).
+    upload, a connection dropped before the reply, an interruption while it was on its
+    way) may have created an upload nobody knows the id of. So once attempts have failed
+    or been interrupted, uploads of this key that were initiated since the first
+    attempt, other than the one returned, are aborted (best effort; another writer of
+    the same key in the same seconds would see its upload fail, never a torn object).
     """
     started = datetime.now(timezone.utc) - _CLOCK_SKEW
     retried: list[errors.ObjsdkError] = []
@@ -115,7 +115,9 @@ def create_multipart_upload(
             headers=headers,
             on_retry=retried.append,
         )
-    except (errors.S3Error, errors.TransportError):
+    except BaseException:
+        # Also when interrupted (Ctrl-C, SIGTERM) while the answer was on its way: the
+        # server may have created the upload already.
         _abort_lost(transport, bucket, key, started, keep=None)
         raise
     upload_id = parse_upload_id(resp.content)

@@ -259,8 +259,10 @@ def _multipart(
             on_cut()
 
     session = job.session(tracker, part_size, probe, cut)
-    session.start()
     try:
+        # Inside: an interruption once the upload exists (even before its workers do)
+        # must abort it.
+        session.start()
         send(session)
         src.check_unchanged()
         total = size if size is not None else tracker.done
