@@ -156,9 +156,7 @@ class Batch:
     def _sync(self, items: list[Pending]) -> None:
         """Put the bytes of ``items`` on disk: one ``syncfs`` per filesystem they are on,
         unless others' unwritten data would make that cost more than an fsync of each."""
-        dirty = dirty_bytes()
-        own = sum(item.size for item in items)
-        if self._syncfs is not None and dirty is not None and dirty - own <= SYNCFS_MAX_FOREIGN:
+        if self._syncfs is not None and self._little_foreign(items):
             # A destination tree may cross a mount point: one syncfs per filesystem,
             # found from each directory (its files are on its filesystem).
             one_per_device: dict[int, str] = {}
@@ -171,6 +169,12 @@ class Batch:
                 pass  # each file on its own, below
         for item in items:  # each on its own (others' writes are not flushed)
             _fsync_path(item.tmp, os.O_RDONLY)
+
+    @staticmethod
+    def _little_foreign(items: list[Pending]) -> bool:
+        """Whether at most SYNCFS_MAX_FOREIGN of what waits for the disk is not ``items``'."""
+        dirty = dirty_bytes()
+        return dirty is not None and dirty - sum(i.size for i in items) <= SYNCFS_MAX_FOREIGN
 
     def _syncfs_of(self, path: str) -> bool:
         fd = os.open(path, os.O_RDONLY)
