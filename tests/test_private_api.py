@@ -8,6 +8,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -205,3 +206,103 @@ def test_a_big_read_of_a_body_is_whole_from_its_first_so_reads_stay_aligned(
     body_reads = [(n, got) for n, got in asked if n >= MiB // 2]
     assert body_reads
     assert all(got == n for n, got in body_reads[:-1]), body_reads
+
+
+# -- an interrupt that comes while a request is being set up ---------------------------
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """An HTTP endpoint that takes connections (the kernel's backlog) and never answers."""
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as server:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def _held_connect(
+    monkeypatch: pytest.MonkeyPatch, cls: type, name: str
+) -> tuple[threading.Event, threading.Event]:
+    """Make ``cls.name`` (a connect step) signal ``connecting`` and wait for ``go``."""
+    connecting, go = threading.Event(), threading.Event()
+    real = getattr(cls, name)
+
+    def held(*args, **kwargs):  # type: ignore[no-untyped-def]
+        connecting.set()
+        assert go.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cls, name, held)
+    return connecting, go
+
+
+def _request(client: Client, how: str, tmp: str) -> object:
+    if how == "file PUT":
+        with open(tmp, "rb") as f:
+            return client.transport.send_file(
+                "b", "k", f, offset=0, count=os.path.getsize(tmp), headers={}
+            )
+    return client.transport.request(
+        "GET", operation="read", bucket="b", key="k", stream=how == "streamed GET"
+    )
+
+
+HOW = ["streamed GET", "whole GET", "file PUT"]
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_an_interrupt_while_the_connection_is_made_ends_the_request_once_it_is(
+    silent_endpoint, tmp_path, monkeypatch, how
+):
+    # The watch learns the connection before its socket exists (urllib3 connects inside
+    # the request): an interrupt then has nothing to shut down, and the request must
+    # notice it once connected instead of waiting out the read timeout.
+    tmp = tmp_path / "body"
+    tmp.write_bytes(os.urandom(MiB))
+    if how == "whole GET":
+        connecting, go = _held_connect(monkeypatch, Wire, "_connect")
+    else:
+        connecting, go = _held_connect(monkeypatch, urllib3.connection.HTTPConnection, "connect")
+    with (
+        Client(silent_endpoint, "AK", "SK", timeout=(2, 30), retries=0) as client,
+        ThreadPoolExecutor(1) as worker,
+    ):
+
+        def watched() -> object:
+            with client.transport.watch():
+                watches.append(private_api.current_watch())
+                return _request(client, how, str(tmp))
+
+        watches: list[object] = []
+        started = time.monotonic()
+        result = worker.submit(watched)
+        assert connecting.wait(10)
+        watches[0].interrupt()  # type: ignore[attr-defined]
+        go.set()
+        with pytest.raises(objsdk.Cancelled):
+            result.result(timeout=20)
+        assert time.monotonic() - started < 10
+
+
+def test_an_interrupt_cuts_a_stalled_file_put_short(silent_endpoint, tmp_path):
+    # The body fills the socket's buffers and then waits for a server that never reads.
+    tmp = tmp_path / "body"
+    tmp.write_bytes(os.urandom(64 * MiB))
+    with (
+        Client(silent_endpoint, "AK", "SK", timeout=(2, 30), retries=0) as client,
+        ThreadPoolExecutor(1) as worker,
+    ):
+        watches: list[private_api.Watch] = []
+
+        def watched() -> object:
+            with client.transport.watch():
+                w = private_api.current_watch()
+                assert w is not None
+                watches.append(w)
+                return _request(client, "file PUT", str(tmp))
+
+        result = worker.submit(watched)
+        time.sleep(1)  # connected, head sent, body stalled
+        started = time.monotonic()
+        watches[0].interrupt()
+        with pytest.raises((objsdk.Cancelled, objsdk.TransportError)):
+            result.result(timeout=40)
+        assert time.monotonic() - started < 10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import hashlib
 import io
@@ -187,7 +188,11 @@ def test_close_is_prompt_even_when_a_part_is_stalled(local_minio, minio_proxy, b
         minio_proxy.add_toxic("timeout", timeout=0)  # everything in flight stalls
         time.sleep(0.3)
         started = time.monotonic()
-        f.close()
+        faulthandler.dump_traceback_later(5)  # where close() waits, should it ever be slow
+        try:
+            f.close()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         assert time.monotonic() - started < 5
     assert eventually_no_threads()
 

@@ -9,7 +9,9 @@ switch each flag off to prove the fallback.
 
 * ``WATCH``: urllib3's ``HTTPConnectionPool._make_request`` is wrapped so a
   :class:`Watch` learns the connection a request uses, and ``interrupt()`` can shut it
-  down from another thread. Fallback: interrupt only refuses further requests.
+  down from another thread; the pools' connections check the watch once connected, for
+  an interrupt that came before their socket existed. Fallback: interrupt only refuses
+  further requests.
 * ``RAW_FP``: ``urllib3.response.HTTPResponse._fp`` is http.client's response, whose
   ``readinto`` receives straight into the caller's buffer (urllib3's own goes through a
   temporary ``bytes``). Fallback: urllib3's ``read``/``readinto``.
@@ -37,7 +39,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from urllib3.connection import HTTPConnection
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.response import BaseHTTPResponse
 
@@ -111,6 +113,13 @@ class Watch:
                 raise errors.Cancelled("request cancelled")
             self._conn = conn
 
+    def connected(self) -> None:
+        """This thread's connection has just got its socket. An interrupt that came while
+        it was being made found no socket to shut down: it ends the request here."""
+        with self._lock:
+            if self.interrupted:
+                raise errors.Cancelled("request cancelled")
+
     def detach(self, conn: object) -> None:
         """``conn`` went back to the pool: another thread may take it, so this watch
         must never shut it down."""
@@ -159,7 +168,26 @@ def current_watch() -> Watch | None:
     return w
 
 
+class _WatchedConnection(HTTPConnection):
+    # urllib3 connects inside the request, after the watch has learnt the connection.
+    def connect(self) -> None:
+        super().connect()
+        w = current_watch()
+        if w is not None:
+            w.connected()
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        w = current_watch()
+        if w is not None:
+            w.connected()
+
+
 class _WatchedPool(HTTPConnectionPool):
+    ConnectionCls: type[HTTPConnection] = _WatchedConnection
+
     def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
         w = current_watch()
         if w is not None:
@@ -174,7 +202,7 @@ class _WatchedPool(HTTPConnectionPool):
 
 
 class _WatchedHTTPSPool(_WatchedPool, HTTPSConnectionPool):
-    pass
+    ConnectionCls = _WatchedHTTPSConnection
 
 
 def install_watched_pools(adapter: HTTPAdapter) -> None:

@@ -164,7 +164,10 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
             pool, conn = private_api.checkout(transport.adapter, transport.verify, prepared)
             resp: HTTPResponse | None = None
             reusable = False
+            watch = private_api.current_watch()
             try:
+                if watch is not None:
+                    watch.attach(conn)  # an interrupt now shuts a stalled send down
                 try:
                     resp = _send(
                         conn,
@@ -185,6 +188,8 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
                 body = resp.read(MAX_ERROR_BODY, decode_content=True) or b""
                 raise refusal(resp.status, resp.headers, body, operation, bucket, key)
             finally:
+                if watch is not None:
+                    watch.detach(conn)
                 if resp is not None:
                     resp.close()
                 # The connection's state is unknown unless the answer was read whole
