@@ -588,3 +588,26 @@ def test_seek_past_eof_of_unknown_size_reads_empty_after_one_416(serve):
         assert f.stats.requests == 1
     (request,) = server.requests
     assert request.headers["Range"] == f"bytes={SIZE + 1000}-"
+
+
+def test_close_does_not_wait_out_the_backoff_of_parts_that_keep_breaking(serve):
+    # Parts after the first break at once, every time: each worker sleeps a growing
+    # backoff between resumes. close() cancels them, and must not wait for those sleeps.
+    part = KIB64
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        if request.range_start not in (None, 0):
+            reset(conn)
+            return
+        object_reply(request, S3Object(DATA)).send(conn)
+
+    server, client = serve(handler)
+    f = client.open(BUCKET, KEY, readahead=2, part_size=part)
+    assert f.read(part) == DATA[:part]
+    deadline = time.monotonic() + 10
+    while sum(r.range_start == part for r in server.requests) < 4:  # backoff now >= 0.8 s
+        assert time.monotonic() < deadline, "the part never resumed"
+        time.sleep(0.01)
+    started = time.monotonic()
+    f.close()
+    assert time.monotonic() - started < 0.3

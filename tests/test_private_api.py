@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import urllib3.connection
+from rawserver import RawServer, Request, http_response
 
 import objsdk
 import objsdk._transport.translate
@@ -306,3 +307,43 @@ def test_an_interrupt_cuts_a_stalled_file_put_short(silent_endpoint, tmp_path):
         with pytest.raises((objsdk.Cancelled, objsdk.TransportError)):
             result.result(timeout=40)
         assert time.monotonic() - started < 10
+
+
+def test_an_interrupt_ends_the_wait_before_a_retry(tmp_path):
+    # Every answer is 503 SlowDown: the transport retries with a growing backoff. An
+    # interrupt (a reader closed, another part failed) must end that wait at once.
+    slow_down = http_response(
+        503,
+        {"Content-Type": "application/xml"},
+        b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>",
+    )
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        conn.sendall(slow_down)
+
+    with (
+        RawServer(handler) as server,
+        Client(server.url, "AK", "SK", timeout=(2, 5), retries=8) as client,
+        ThreadPoolExecutor(1) as worker,
+    ):
+        watches: list[private_api.Watch] = []
+
+        def watched() -> object:
+            with client.transport.watch():
+                w = private_api.current_watch()
+                assert w is not None
+                watches.append(w)
+                return client.transport.request(
+                    "GET", operation="get", bucket="b", key="k", idempotent=True
+                )
+
+        result = worker.submit(watched)
+        deadline = time.monotonic() + 10
+        while len(server.requests) < 4:  # the backoff before the next is >= 0.8 s
+            assert time.monotonic() < deadline, "the request was never retried"
+            time.sleep(0.01)
+        started = time.monotonic()
+        watches[0].interrupt()
+        with pytest.raises(objsdk.Cancelled, match=r"'b'.*'k'"):
+            result.result(timeout=20)
+        assert time.monotonic() - started < 0.3

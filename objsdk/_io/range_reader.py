@@ -414,9 +414,7 @@ class RangeReader:
         self.drop()
         cause = e.cause
         if self.cancel is not None and self.cancel.is_set():
-            raise errors.Cancelled(
-                f"read cancelled (bucket {self.bucket!r}, key {self.key!r}, offset {self.pos})"
-            ) from cause
+            raise self._cancelled() from cause
         if self.max_stall is not None:
             self._resume_in_time(cause)
             return
@@ -438,7 +436,20 @@ class RangeReader:
             self.pos,
             _describe(cause),
         )
-        self._retry.sleep()
+        self._pause(self._retry.get_backoff_time(), cause)
+
+    def _pause(self, seconds: float, cause: Exception | None) -> None:
+        """The backoff before a resume; a cancel ends it, and the read, at once (a
+        reader being closed must not wait out a sleep of up to 5 s)."""
+        if self.cancel is None:
+            time.sleep(seconds)
+        elif self.cancel.wait(seconds):
+            raise self._cancelled() from cause
+
+    def _cancelled(self) -> errors.Cancelled:
+        return errors.Cancelled(
+            f"read cancelled (bucket {self.bucket!r}, key {self.key!r}, offset {self.pos})"
+        )
 
     def _resume_in_time(self, cause: Exception) -> None:
         """``max_stall``: resume until that long has passed without progress."""
@@ -467,7 +478,7 @@ class RangeReader:
             _describe(cause),
             left,
         )
-        time.sleep(min(self._retry.get_backoff_time(), left))
+        self._pause(min(self._retry.get_backoff_time(), left), cause)
 
     def _changed(self, why: str, offset: int) -> errors.ObjectChangedError:
         self.drop()

@@ -26,6 +26,7 @@ import http.client
 import logging
 import socket
 import ssl
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from objsdk._core.addressing import Endpoint
 from objsdk._core.s3xml import error_from_response, error_in_body
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
+from objsdk._transport import private_api
 from objsdk._transport.base import Body, FilePut, Response
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import next_policy, pause, retry_kind
@@ -208,7 +210,14 @@ class Pipeline:
                     self.dialect.confirm_head_refusal()
                 return result
             policy = nxt
-            pause(policy, retry_after)
+            watch = private_api.current_watch()
+            if watch is None:
+                time.sleep(pause(policy, retry_after))
+            elif watch.sleep(pause(policy, retry_after)):
+                # Interrupted while waiting to retry (a reader closed, another part failed).
+                raise errors.Cancelled(
+                    f"{operation} cancelled before its retry (bucket {bucket!r}, key {key!r})"
+                )
             if rewind is not None:
                 rewind()
 

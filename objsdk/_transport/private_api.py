@@ -105,6 +105,7 @@ class Watch:
         self._conn: object | None = None
         self.interrupted = False
         self._done = False
+        self._woken = threading.Event()
 
     def attach(self, conn: object) -> None:
         with self._lock:
@@ -132,6 +133,7 @@ class Watch:
         with self._lock:
             self.interrupted = True
             conn, self._conn = (None if self._done else self._conn), None
+        self._woken.set()
         sock = getattr(conn, "sock", None)
         if isinstance(sock, socket.socket):
             # shutdown() wakes a recv() blocked in another thread; close() would not.
@@ -139,6 +141,10 @@ class Watch:
             # is never reused: its response is closed, not released.
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True (at once) if interrupted meanwhile."""
+        return self._woken.wait(seconds)
 
     def finish(self) -> None:
         with self._lock:

@@ -240,7 +240,7 @@ def next_policy(
     for the next attempt, or None when that failure is not retried or no retry is
     left. A connect error is retried for any request; an answer of
     :data:`RETRY_STATUSES` (or a 200 carrying :data:`RETRY_CODES`) for ALWAYS and
-    ANSWERED requests; a read error for ALWAYS requests only. The caller sleeps with
+    ANSWERED requests; a read error for ALWAYS requests only. The caller sleeps for
     :func:`pause` before the next attempt."""
     # urllib3 sorts by method: "GET" stands for any request that may be sent again.
     method = "GET" if kind is RetryKind.ALWAYS else "POST"
@@ -255,10 +255,16 @@ def next_policy(
     return _step(policy, method, response=HTTPResponse(status=status or 500))
 
 
-def pause(policy: Retry, retry_after: str | None = None) -> None:
-    """Sleep before the next attempt: the policy's backoff, or the ``Retry-After`` of
-    the answer (capped by an :class:`S3Retry`)."""
-    policy.sleep(HTTPResponse(headers={"Retry-After": retry_after}) if retry_after else None)
+def pause(policy: Retry, retry_after: str | None = None) -> float:
+    """How long to sleep before the next attempt: the ``Retry-After`` of the answer
+    (capped by an :class:`S3Retry`) where the policy respects it, else its backoff (as
+    ``Retry.sleep`` decides, which the caller does not call: its sleep must end when the
+    request is cancelled)."""
+    if retry_after and policy.respect_retry_after_header:
+        seconds = policy.parse_retry_after(retry_after)
+        if seconds > 0:
+            return seconds
+    return policy.get_backoff_time()
 
 
 def _step(
@@ -283,5 +289,5 @@ def _step(
 def after_failure(policy: Retry, error: Exception) -> Retry | None:
     """The policy for the next attempt of a resuming read after ``error``, or None
     when none is left (each resume is a new request from where the read stopped, so
-    it may always be sent again). The caller sleeps with ``policy.sleep()``."""
+    it may always be sent again). The caller sleeps ``policy.get_backoff_time()``."""
     return _step(policy, "GET", error=error)
