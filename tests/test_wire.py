@@ -275,6 +275,35 @@ def test_a_silent_server_is_a_read_timeout() -> None:
     w.close()
 
 
+@pytest.mark.parametrize("sent", [10, 1 << 20], ids=["small body", "large body"])
+def test_a_body_that_stalls_is_a_read_timeout_in_time(sent: int) -> None:
+    # A large body is read straight into its buffer, a small one chunk by chunk: both
+    # must time out, after the read timeout and not much later.
+    def stalls(request: Request, conn: socket.socket) -> None:
+        conn.sendall(http_response(200, {"Content-Length": str(4 << 20)}, b"x" * sent))
+        hang(conn)
+
+    w = wire(timeout=(2.0, 0.3))
+    with RawServer(stalls) as server:
+        started = time.monotonic()
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+            w.exchange("GET", f"{server.url}/b/k", {}, None)
+        assert 0.25 < time.monotonic() - started < 2
+    w.close()
+
+
+def test_a_server_that_never_reads_the_body_is_a_write_timeout() -> None:
+    w = wire(timeout=(2.0, 0.3))
+    body = memoryview(bytes(128 << 20))  # more than the socket buffers hold (36 MiB here)
+    # Connections wait in the listening socket's backlog, never accepted, never read.
+    with socket.create_server(("127.0.0.1", 0), backlog=4) as server:
+        started = time.monotonic()
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError, match="write timed out"):
+            w.exchange("PUT", f"http://127.0.0.1:{server.getsockname()[1]}/b/k", {}, body)
+        assert time.monotonic() - started < 5
+    w.close()
+
+
 def test_a_refused_connection_is_a_new_connection_error(w: Wire) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
