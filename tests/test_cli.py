@@ -126,6 +126,26 @@ def test_cp_recursive_up_and_down_keeps_the_tree(
     assert tree(tmp_path / "dst") == files
 
 
+def test_cp_recursive_down_onto_a_directory_of_the_same_name_fails_that_file_only(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "pre/a", b"a")
+    client.put_object(bucket, "pre/b", b"b")
+    (tmp_path / "dst" / "a").mkdir(parents=True)
+    (tmp_path / "dst" / "a" / "mine").write_bytes(b"keep")
+    res = run("cp", "-r", f"s3://{bucket}/pre", "dst")
+    assert res.code == 1
+    assert res.err.splitlines() == [
+        f"download: s3://{bucket}/pre/a to {os.path.join('dst', 'a')} failed: "
+        f"a directory is there: {os.path.join('dst', 'a')}",
+        res.err.splitlines()[-1],
+    ]
+    assert res.err.splitlines()[-1].startswith("transferred 1 files, 1 Bytes in ")
+    assert (tmp_path / "dst" / "b").read_bytes() == b"b"
+    assert (tmp_path / "dst" / "a" / "mine").read_bytes() == b"keep"
+    assert sorted(p.name for p in (tmp_path / "dst").iterdir()) == ["a", "b"]  # no temporaries
+
+
 def test_cp_stdin_to_object_and_object_to_stdout(run: Run, bucket: str) -> None:
     data = os.urandom(200_000)
     assert run("cp", "-", f"s3://{bucket}/piped", stdin=data).code == 0

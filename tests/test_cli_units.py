@@ -218,8 +218,11 @@ def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path
     batch = Batch()
     batch.add(Pending(str(tmp_path / "t"), str(tmp_path / "taken"), 1))
     batch.flush()
-    assert [what for what, _ in batch.failures] == [f"download to {tmp_path / 'taken'}"]
+    assert [(what, str(e), lost) for what, e, lost in batch.failures] == [
+        (f"download to {tmp_path / 'taken'}", f"a directory is there: {tmp_path / 'taken'}", 1)
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+    assert (tmp_path / "taken" / "inside").read_bytes() == b"keep"
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="Linux's /proc/meminfo")

@@ -67,9 +67,10 @@ def run_jobs(
         # Files complete on disk take their names, durably, even when the run was
         # interrupted: their bytes were verified.
         runner.batch.flush()
-        for what, e in runner.batch.failures:
+        for what, e, lost in runner.batch.failures:
             outcome.failed += 1
             outcome.done -= 1
+            outcome.bytes -= lost
             out.error(f"{what} failed: {message_for(e)}", error_record(e))
     if any(j.kind == "stdout" for j in jobs):
         # Standard output carries the object itself: no summary after it.

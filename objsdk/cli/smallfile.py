@@ -58,6 +58,8 @@ BATCH_BYTES = 64 << 20
 # of each file costs less. 600 MB of another program's dirty data added 0.4 s to a
 # syncfs of 200 x 1 MiB on the EPYC VM's disk (docs/perf.md).
 SYNCFS_MAX_FOREIGN = 64 << 20
+# A file's date is set through its open descriptor where the system can (no path lookup).
+_UTIME_FD = os.utime in os.supports_fd
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,14 @@ class Pending:
     dest: str
     size: int
     after: Callable[[], None] | None = None  # run once the file has its name, durably
+    source: str | None = None  # the object's s3:// URL, for messages
+
+    @property
+    def what(self) -> str:
+        """The transfer, as a failure names it."""
+        if self.source is None:
+            return f"download to {self.dest}"
+        return f"download: {self.source} to {self.dest}"
 
 
 def _syncfs() -> Any:
@@ -100,9 +110,10 @@ class Batch:
     """Temporary files that take their final names together, once flushed to disk.
 
     Thread-safe: workers :meth:`add` their finished files; whoever fills the batch
-    flushes it. A rename that fails (a directory appeared at the name) is kept in
-    :attr:`failures` for the caller to report, as ``(what failed, error)``; its
-    temporary file is removed. So is an error of an item's ``after``.
+    flushes it. A rename that fails (a directory is at the name) is kept in
+    :attr:`failures` for the caller to report, as ``(what failed, error, bytes not
+    delivered)``; its temporary file is removed. So is an error of an item's ``after``
+    (its bytes were delivered).
     """
 
     def __init__(self) -> None:
@@ -111,7 +122,7 @@ class Batch:
         self._pending: list[Pending] = []
         self._bytes = 0
         self._syncfs = _syncfs()
-        self.failures: list[tuple[str, Exception]] = []
+        self.failures: list[tuple[str, Exception, int]] = []
 
     def add(self, item: Pending) -> None:
         with self._lock:
@@ -136,7 +147,10 @@ class Batch:
                 except OSError as e:
                     with contextlib.suppress(OSError):
                         os.unlink(item.tmp)
-                    self._failed(f"download to {item.dest}", e)
+                    failure: Exception = e
+                    if isinstance(e, IsADirectoryError):
+                        failure = errors.InvalidArgument(f"a directory is there: {item.dest}")
+                    self._failed(item.what, failure, item.size)
                     continue
                 dirs.add(os.path.dirname(item.tmp) or ".")
                 named.append(item)
@@ -147,11 +161,11 @@ class Batch:
                     try:
                         item.after()
                     except Exception as e:
-                        self._failed(f"removing the source of {item.dest}", e)
+                        self._failed(f"removing the source of {item.dest}", e, 0)
 
-    def _failed(self, what: str, e: Exception) -> None:
+    def _failed(self, what: str, e: Exception, lost: int) -> None:
         with self._lock:
-            self.failures.append((what, e))
+            self.failures.append((what, e, lost))
 
     def _sync(self, items: list[Pending]) -> None:
         """Put the bytes of ``items`` on disk: one ``syncfs`` per filesystem they are on,
@@ -212,8 +226,6 @@ def download_small(
     # sized from the listing (it may have changed since).
     data = memoryview(client.get_object(bucket, key))
     directory = os.path.dirname(dest)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     while True:
         # A random name no other job picks; O_EXCL refuses anything already there.
@@ -223,25 +235,25 @@ def download_small(
             break
         except FileExistsError:
             continue
+        except FileNotFoundError:
+            if not directory:
+                raise
+            os.makedirs(directory, exist_ok=True)
     try:
         try:
             view = data
             while view:
                 view = view[os.write(fd, view) :]
+            if mtime is not None:
+                ts = mtime.timestamp()
+                os.utime(fd if _UTIME_FD else tmp, (ts, ts))
         except OSError as e:  # a full disk or quota (ENOSPC, EDQUOT), EFBIG, EIO
             raise errors.LocalWriteError(e.errno, e.strerror, dest, bucket=bucket, key=key) from e
         finally:
             os.close(fd)
-        if mtime is not None:
-            ts = mtime.timestamp()
-            os.utime(tmp, (ts, ts))
-        if os.path.isdir(dest) and not os.path.islink(dest):
-            raise errors.InvalidArgument(
-                f"cannot write s3://{bucket}/{key} to {dest}: a directory is there"
-            )
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    batch.add(Pending(tmp, dest, len(data), after))
+    batch.add(Pending(tmp, dest, len(data), after, f"s3://{bucket}/{key}"))
     return len(data)
