@@ -27,6 +27,15 @@ def format_time(t: datetime | None) -> str:
     return t.astimezone().strftime("%Y-%m-%d %H:%M:%S") if t else " " * 19
 
 
+def _emit(text: str, *, err: bool = False) -> None:
+    """``text`` and its newline in one write, flushed. ``print`` writes them apart, and
+    with ``PYTHONUNBUFFERED`` (usual in containers) each is a system call of its own,
+    two per file in a transfer of many, each a hand-off of the GIL among its threads."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
@@ -74,15 +83,15 @@ class Output:
             bar = self._bar
             if bar is not None and bar.write(text):
                 return
-            print(text, flush=True)
+            _emit(text)
 
     def warn(self, text: str) -> None:
         """A warning on stderr (always printed; with --json as ``{"warning": text}``)."""
         with self._lock:
             if self.json_mode:
-                print(json.dumps({"warning": text}), file=sys.stderr, flush=True)
+                _emit(json.dumps({"warning": text}), err=True)
             else:
-                print(f"warning: {text}", file=sys.stderr, flush=True)
+                _emit(f"warning: {text}", err=True)
 
     def error(self, text: str, record: dict[str, Any] | None = None) -> None:
         """An error on stderr: one line, or with --json one JSON object (``code``,
@@ -90,21 +99,21 @@ class Output:
         with self._lock:
             if self.json_mode:
                 value = {"message": text, **(record or {})}
-                print(json.dumps(_jsonable(value), sort_keys=True), file=sys.stderr, flush=True)
+                _emit(json.dumps(_jsonable(value), sort_keys=True), err=True)
             else:
-                print(text, file=sys.stderr, flush=True)
+                _emit(text, err=True)
 
     def json(self, value: Any) -> None:
         """One JSON document on one line (only in JSON mode)."""
         if self.json_mode:
             with self._lock:
-                print(json.dumps(_jsonable(value), sort_keys=True), flush=True)
+                _emit(json.dumps(_jsonable(value), sort_keys=True))
 
     def summary(self, text: str) -> None:
         """The closing line of a run of transfers, on stderr (not with --quiet or --json)."""
         if not self.quiet and not self.json_mode:
             with self._lock:
-                print(text, file=sys.stderr, flush=True)
+                _emit(text, err=True)
 
     def progress(self, total: int, desc: str) -> Progress:
         """A byte counter shown as a tqdm bar when stdout is a terminal, unless --quiet,
