@@ -58,6 +58,9 @@ _CONTENT_METHODS = frozenset({"PUT", "POST", "PATCH"})
 # A request this small goes out with its head in one send (one segment on the wire).
 _JOIN_BODY = 64 * 1024
 _RECV = 256 * 1024
+# Read and write timeouts kept by the kernel on plain-HTTP sockets (see Wire._connect):
+# the same conditions as private_api's direct reads (Linux, a 64-bit struct timeval).
+_KERNEL_TIMEOUTS = private_api.DIRECT_READS
 
 
 @dataclass
@@ -284,7 +287,18 @@ class Wire:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if origin.scheme == "https":
                 sock = self._handshake(sock, origin.host)
-            sock.settimeout(read_timeout)
+                sock.settimeout(read_timeout)
+            elif _KERNEL_TIMEOUTS and read_timeout:
+                # A socket with a Python timeout polls before every send and recv: two
+                # system calls, and two hand-offs of the GIL among the threads, for each.
+                # Blocking, with the timeout kept by the kernel (socket(7): SO_RCVTIMEO,
+                # SO_SNDTIMEO), each is one call; a timeout then fails it with EAGAIN.
+                timeval = private_api._timeval(read_timeout)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+                sock.settimeout(None)
+            else:
+                sock.settimeout(read_timeout)
         except BaseException:
             sock.close()
             raise
@@ -338,7 +352,7 @@ class Wire:
                 conn.sock.sendall(head)
                 if body is not None and body.nbytes:
                     conn.sock.sendall(body)
-        except TimeoutError as e:
+        except (TimeoutError, BlockingIOError) as e:
             raise urllib3.exceptions.ReadTimeoutError(None, "", "write timed out") from e  # type: ignore[arg-type]
         except OSError as e:
             raise urllib3.exceptions.ProtocolError("Connection aborted.", e) from e
@@ -370,7 +384,7 @@ class Wire:
                     raise _ended(reader)
                 parser.feed_data(data)
             return Answer(status, fields, b"".join(reader.body)), keep and not reader.extra
-        except TimeoutError as e:
+        except (TimeoutError, BlockingIOError) as e:
             raise urllib3.exceptions.ReadTimeoutError(None, "", "read timed out") from e  # type: ignore[arg-type]
         except httptools.HttpParserError as e:
             raise urllib3.exceptions.ProtocolError("invalid HTTP answer", e) from e
@@ -429,7 +443,10 @@ class _Body(io.RawIOBase):
             view[:n] = self._first[:n]
             self._first = self._first[n:]
         else:
-            n = self._sock.recv_into(view) if view else 0
+            try:
+                n = self._sock.recv_into(view) if view else 0
+            except BlockingIOError as e:  # the kernel's timeout: a read timeout, not EOF
+                raise TimeoutError("read timed out") from e
         self._left -= n
         return n
 
