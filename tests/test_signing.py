@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import hashlib
+import hmac
 from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qsl, urlsplit
 
@@ -181,6 +182,35 @@ def test_signing_key_matches_aws_derivation_example() -> None:
 
 
 # --- sign_request -------------------------------------------------------------------------
+
+
+def test_a_signature_follows_the_secret_and_the_day_it_is_made_with() -> None:
+    # The signing key is derived once per secret, day, region and service: a new secret
+    # (rotated credentials) or a new day must each give the signature computed afresh.
+    url, headers = f"{AWS_BUCKET_URL}/test.txt", {"Range": "bytes=0-9"}
+    first = _sign("GET", url, headers)
+    rotated = Credentials(AWS_CREDS.access_key, AWS_CREDS.secret_key + "x")
+    for credentials, now in [
+        (rotated, AWS_NOW),
+        (AWS_CREDS, AWS_NOW + timedelta(days=1)),
+        (AWS_CREDS, AWS_NOW),
+    ]:
+        signed = _signature(
+            _sign("GET", url, headers, credentials=credentials, now=now)["Authorization"]
+        )
+        amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+        creq = canonical_request(
+            "GET",
+            url,
+            {**headers, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": amz_date},
+            ["host", "range", "x-amz-content-sha256", "x-amz-date"],
+            EMPTY_SHA256,
+        )
+        scope = f"{amz_date[:8]}/us-east-1/s3/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{_sha256(creq)}"
+        key = signing_key(credentials.secret_key, amz_date[:8], "us-east-1")
+        assert signed == hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    assert _sign("GET", url, headers) == first
 
 
 def test_sign_request_returns_only_the_new_headers_without_host() -> None:

@@ -16,6 +16,7 @@ Secrets never appear in exceptions raised here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -144,6 +145,12 @@ def signing_key(secret_key: str, date: str, region: str, service: str = "s3") ->
     key = _hmac(key, region)
     key = _hmac(key, service)
     return _hmac(key, "aws4_request")
+
+
+# The key changes once a day: four HMACs of every request's five are spent deriving it
+# again. A few keys are kept (several clients, a date rolling over); a pure function of
+# its arguments, so a cache cannot make a signature wrong.
+_cached_signing_key = functools.lru_cache(maxsize=8)(signing_key)
 
 
 def canonical_request(
@@ -314,7 +321,8 @@ def presign_url(
 
 
 def _hmac(key: bytes, message: str) -> bytes:
-    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).digest()
+    # hmac.digest: OpenSSL's one-shot HMAC, without building an HMAC object.
+    return hmac.digest(key, message.encode("utf-8"), "sha256")
 
 
 def _amz_date(now: datetime) -> str:
@@ -334,8 +342,8 @@ def _signature(
     string_to_sign = "\n".join(
         [_ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode("utf-8")).hexdigest()]
     )
-    key = signing_key(credentials.secret_key, amz_date[:8], region, service)
-    return hmac.new(key, string_to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
+    key = _cached_signing_key(credentials.secret_key, amz_date[:8], region, service)
+    return hmac.digest(key, string_to_sign.encode("utf-8"), "sha256").hex()
 
 
 def _split_url(url: str) -> SplitResult:
