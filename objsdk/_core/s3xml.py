@@ -71,9 +71,24 @@ def parse_iso_date(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
+def _fields(el: ET.Element) -> dict[str, str]:
+    """The text of each of ``el``'s children by tag without its namespace ("" if empty;
+    the first of a repeated tag), in one pass: ``find`` per field costs ElementPath's
+    machinery each time, felt over a listing's thousand entries."""
+    fields: dict[str, str] = {}
+    for child in el:
+        tag = child.tag
+        if isinstance(tag, str):  # not a comment or processing instruction
+            fields.setdefault(tag.rpartition("}")[2], child.text or "")
+    return fields
+
+
 def _date(el: ET.Element, tag: str) -> datetime | None:
     """The ISO 8601 date in child ``tag`` (None if absent); XMLParseError if malformed."""
-    text = xml_text(el, tag)
+    return _date_of(tag, xml_text(el, tag))
+
+
+def _date_of(tag: str, text: str | None) -> datetime | None:
     try:
         return parse_iso_date(text)
     except (ValueError, OverflowError):
@@ -82,7 +97,11 @@ def _date(el: ET.Element, tag: str) -> datetime | None:
 
 def _size(el: ET.Element, tag: str) -> int:
     """The byte count in child ``tag`` (0 if absent); XMLParseError if not one."""
-    text = (xml_text(el, tag) or "0").strip()
+    return _size_of(tag, xml_text(el, tag))
+
+
+def _size_of(tag: str, text: str | None) -> int:
+    text = (text or "0").strip()
     if not text.isascii() or not text.isdigit():
         raise XMLParseError(f"{tag} {text[:40]!r} is not a byte count")
     return int(text)
@@ -234,13 +253,13 @@ def parse_list_objects_v2(body: bytes) -> ListPage:
 
     objects = [
         ObjectSummary(
-            key=decode(xml_text(c, "Key")),
-            size=_size(c, "Size"),
-            etag=xml_text(c, "ETag"),
-            last_modified=_date(c, "LastModified"),
-            storage_class=xml_text(c, "StorageClass"),
+            key=decode(f.get("Key")),
+            size=_size_of("Size", f.get("Size")),
+            etag=f.get("ETag"),
+            last_modified=_date_of("LastModified", f.get("LastModified")),
+            storage_class=f.get("StorageClass"),
         )
-        for c in root.iterfind("{*}Contents")
+        for f in map(_fields, root.iterfind("{*}Contents"))
     ]
     prefixes = [Prefix(decode(xml_text(p, "Prefix"))) for p in root.iterfind("{*}CommonPrefixes")]
     return ListPage(
