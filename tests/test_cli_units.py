@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import types
 from typing import Any
 
@@ -354,3 +355,38 @@ def test_terminating_signals_raise_terminated_and_are_restored_after() -> None:
     assert caught.value.exit_code == 143
     assert isinstance(caught.value, KeyboardInterrupt)  # cleaned up as Ctrl-C is
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_pool_of_jobs_raises_the_first_failure_and_starts_nothing_after_it() -> None:
+    # One job fails in a way that ends the run (stdout closed); the others in flight see
+    # the cancellation and stop. The run raises that failure, not a later Cancelled, and
+    # no job starts once it has happened.
+    import time
+
+    from objsdk.cli import run
+    from objsdk.cli.jobs import Job, Outcome, TransferOptions
+    from objsdk.cli.output import Output
+    from objsdk.cli.paths import LocalPath
+    from objsdk.cli.transfer import Runner
+
+    started: list[int] = []
+    failed = threading.Event()
+
+    class Stub(Runner):
+        def run_one(self, job: Job) -> int:
+            n = int(job.dst.path)
+            started.append(n)
+            if n == 3:
+                failed.set()
+                raise BrokenPipeError("stdout closed")
+            while not self.cancel.is_set() and not (n > 3 and failed.is_set()):
+                time.sleep(0.001)
+            self.check()
+            return 0
+
+    jobs = [Job("upload", LocalPath(str(i)), LocalPath(str(i))) for i in range(100)]
+    runner = Stub(None, TransferOptions(jobs=4), Output(json_mode=False, quiet=True), Outcome())  # type: ignore[arg-type]
+    with pytest.raises(BrokenPipeError):
+        run._run_pool(runner, jobs)
+    assert runner.cancel.is_set()
+    assert sorted(started) == [0, 1, 2, 3]  # each worker's first job, none after

@@ -7,8 +7,9 @@ on stderr, and a run of many ends with a summary line (files, bytes, rate).
 
 from __future__ import annotations
 
+import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
@@ -141,29 +142,40 @@ def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
 
 
 def _run_pool(runner: Runner, jobs: list[Job]) -> None:
+    """``--jobs`` workers, each taking the next job when it is done with one. The calling
+    thread only waits for them: it does not wake for each job, which in a run of many
+    small files was a hand-off of the GIL per file and a scan of every job in flight."""
     workers = min(runner.opts.jobs, len(jobs))
+    queue = iter(jobs)
+    lock = threading.Lock()
+    failures: list[BaseException] = []  # the first is what stopped the run
+
+    def work() -> None:
+        while not runner.cancel.is_set():
+            with lock:
+                job = next(queue, None)
+            if job is None:
+                return
+            try:
+                _run_reported(runner, job, propagate=False)
+            except BaseException as e:
+                with lock:
+                    failures.append(e)  # before the others see the cancellation it causes
+                runner.cancel.set()  # the others stop after their current job
+                return
+
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="objsdk-cp")
-    pending: set[Future[None]] = set()
     try:
-        for job in jobs:
-            pending.add(pool.submit(_run_reported, runner, job, propagate=False))
-            if len(pending) >= workers * 2:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    f.result()
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                f.result()
+        wait([pool.submit(work) for _ in range(workers)])
     except BaseException:
         runner.cancel.set()
-        for f in pending:
-            f.cancel()
         # Transfers in flight see the cancellation at their next progress report and
         # clean up (abort the multipart upload, keep the download's resumable file).
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+    if failures:
+        raise failures[0]
 
 
 def check_dest_bucket(client: Client, jobs: list[Job]) -> None:
