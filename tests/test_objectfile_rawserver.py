@@ -605,9 +605,9 @@ def test_close_does_not_wait_out_the_backoff_of_parts_that_keep_breaking(serve):
     f = client.open(BUCKET, KEY, readahead=2, part_size=part)
     assert f.read(part) == DATA[:part]
     deadline = time.monotonic() + 10
-    while sum(r.range_start == part for r in server.requests) < 4:  # backoff now >= 0.8 s
+    while sum(r.range_start == part for r in server.requests) < 5:  # backoff now ~1.6 s
         assert time.monotonic() < deadline, "the part never resumed"
         time.sleep(0.01)
     started = time.monotonic()
     f.close()
-    assert time.monotonic() - started < 0.3
+    assert time.monotonic() - started < 1.0

@@ -339,11 +339,11 @@ def test_an_interrupt_ends_the_wait_before_a_retry(tmp_path):
 
         result = worker.submit(watched)
         deadline = time.monotonic() + 10
-        while len(server.requests) < 4:  # the backoff before the next is >= 0.8 s
+        while len(server.requests) < 5:  # the backoff before the next is ~1.7 s
             assert time.monotonic() < deadline, "the request was never retried"
             time.sleep(0.01)
         started = time.monotonic()
         watches[0].interrupt()
         with pytest.raises(objsdk.Cancelled, match=r"'b'.*'k'"):
             result.result(timeout=20)
-        assert time.monotonic() - started < 0.3
+        assert time.monotonic() - started < 1.0
