@@ -9,8 +9,9 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from queue import Queue
 
 import pytest
 import urllib3.connection
@@ -249,6 +250,23 @@ def _request(client: Client, how: str, tmp: str) -> object:
 HOW = ["streamed GET", "whole GET", "file PUT"]
 
 
+def run_watched(
+    worker: ThreadPoolExecutor, client: Client, call: Callable[[], object]
+) -> tuple[Future[object], private_api.Watch]:
+    """``call()`` on ``worker`` under the transport's watch; the watch once it exists."""
+    ready: Queue[private_api.Watch] = Queue()
+
+    def watched() -> object:
+        with client.transport.watch():
+            w = private_api.current_watch()
+            assert w is not None
+            ready.put(w)
+            return call()
+
+    result = worker.submit(watched)
+    return result, ready.get(timeout=10)
+
+
 @pytest.mark.parametrize("how", HOW)
 def test_an_interrupt_while_the_connection_is_made_ends_the_request_once_it_is(
     silent_endpoint, tmp_path, monkeypatch, how
@@ -266,17 +284,10 @@ def test_an_interrupt_while_the_connection_is_made_ends_the_request_once_it_is(
         Client(silent_endpoint, "AK", "SK", timeout=(2, 30), retries=0) as client,
         ThreadPoolExecutor(1) as worker,
     ):
-
-        def watched() -> object:
-            with client.transport.watch():
-                watches.append(private_api.current_watch())
-                return _request(client, how, str(tmp))
-
-        watches: list[object] = []
         started = time.monotonic()
-        result = worker.submit(watched)
+        result, watch = run_watched(worker, client, lambda: _request(client, how, str(tmp)))
         assert connecting.wait(10)
-        watches[0].interrupt()  # type: ignore[attr-defined]
+        watch.interrupt()
         go.set()
         with pytest.raises(objsdk.Cancelled):
             result.result(timeout=20)
@@ -291,19 +302,11 @@ def test_an_interrupt_cuts_a_stalled_file_put_short(silent_endpoint, tmp_path):
         Client(silent_endpoint, "AK", "SK", timeout=(2, 30), retries=0) as client,
         ThreadPoolExecutor(1) as worker,
     ):
-        watches: list[private_api.Watch] = []
-
-        def watched() -> object:
-            with client.transport.watch():
-                w = private_api.current_watch()
-                assert w is not None
-                watches.append(w)
-                return _request(client, "file PUT", str(tmp))
-
-        result = worker.submit(watched)
+        put = lambda: _request(client, "file PUT", str(tmp))  # noqa: E731
+        result, watch = run_watched(worker, client, put)
         time.sleep(1)  # connected, head sent, body stalled
         started = time.monotonic()
-        watches[0].interrupt()
+        watch.interrupt()
         with pytest.raises((objsdk.Cancelled, objsdk.TransportError)):
             result.result(timeout=40)
         assert time.monotonic() - started < 10
@@ -326,24 +329,16 @@ def test_an_interrupt_ends_the_wait_before_a_retry(tmp_path):
         Client(server.url, "AK", "SK", timeout=(2, 5), retries=8) as client,
         ThreadPoolExecutor(1) as worker,
     ):
-        watches: list[private_api.Watch] = []
-
-        def watched() -> object:
-            with client.transport.watch():
-                w = private_api.current_watch()
-                assert w is not None
-                watches.append(w)
-                return client.transport.request(
-                    "GET", operation="get", bucket="b", key="k", idempotent=True
-                )
-
-        result = worker.submit(watched)
+        get = lambda: client.transport.request(  # noqa: E731
+            "GET", operation="get", bucket="b", key="k", idempotent=True
+        )
+        result, watch = run_watched(worker, client, get)
         deadline = time.monotonic() + 10
         while len(server.requests) < 5:  # the backoff before the next is ~1.7 s
             assert time.monotonic() < deadline, "the request was never retried"
             time.sleep(0.01)
         started = time.monotonic()
-        watches[0].interrupt()
+        watch.interrupt()
         with pytest.raises(objsdk.Cancelled, match=r"'b'.*'k'"):
             result.result(timeout=20)
         assert time.monotonic() - started < 1.0

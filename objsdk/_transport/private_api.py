@@ -174,21 +174,23 @@ def current_watch() -> Watch | None:
     return w
 
 
-class _WatchedConnection(HTTPConnection):
+def _connected() -> None:
     # urllib3 connects inside the request, after the watch has learnt the connection.
+    w = current_watch()
+    if w is not None:
+        w.connected()
+
+
+class _WatchedConnection(HTTPConnection):
     def connect(self) -> None:
         super().connect()
-        w = current_watch()
-        if w is not None:
-            w.connected()
+        _connected()
 
 
 class _WatchedHTTPSConnection(HTTPSConnection):
     def connect(self) -> None:
         super().connect()
-        w = current_watch()
-        if w is not None:
-            w.connected()
+        _connected()
 
 
 class _WatchedPool(HTTPConnectionPool):
