@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
+from urllib3.util.retry import Retry
 
 import objsdk
 from objsdk import Client
@@ -31,7 +32,7 @@ from objsdk._transfer.multipart import (
     upload_part_from_file,
 )
 from objsdk._transfer.upload import upload
-from objsdk._transport.retry import S3Retry
+from objsdk._transport import pipeline as pipeline_module
 from objsdk.testing import S3Features
 
 pytestmark = pytest.mark.integration
@@ -300,21 +301,22 @@ def proxied(local_minio, minio_proxy) -> Iterator[Client]:
 @pytest.fixture
 def on_first_retry(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], list[int]]:
     """``on_first_retry(action)``: run ``action`` when a client first backs off to retry
-    (the urllib3 policy sleeps before every re-send); returns a list counting retries."""
+    (the pipeline asks ``pause`` how long to wait before every re-send); returns a list
+    counting retries."""
 
     def install(action: Callable[[], None]) -> list[int]:
         retries: list[int] = []
-        real = S3Retry.sleep
+        real = pipeline_module.pause
         lock = threading.Lock()  # parts retry from several threads: act once, first
 
-        def sleep(self: S3Retry, response: Any = None) -> None:
+        def pause(policy: Retry, retry_after: str | None = None) -> float:
             with lock:
                 if not retries:
                     action()
                 retries.append(1)
-            real(self, response)
+            return real(policy, retry_after)
 
-        monkeypatch.setattr(S3Retry, "sleep", sleep)
+        monkeypatch.setattr(pipeline_module, "pause", pause)
         return retries
 
     return install
