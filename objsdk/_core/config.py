@@ -416,14 +416,21 @@ def checksum_setting(name: str, value: str | None) -> str | None:
     return None if value is None else str(check_setting(name, value, "the argument"))
 
 
+# The longest wait a socket takes: CPython keeps timeouts as int64 nanoseconds
+# (socket.settimeout raises OverflowError from about 9.2e9 s).
+MAX_TIMEOUT = 1e9
+
+
 def check_timeout(timeout: tuple[float, float]) -> tuple[float, float]:
-    """``(connect_seconds, read_seconds)``, both > 0, as floats; else InvalidArgument."""
+    """``(connect_seconds, read_seconds)``, both > 0 and at most :data:`MAX_TIMEOUT`, as
+    floats; else InvalidArgument."""
     try:
         connect, read = timeout
-        if connect > 0 and read > 0:
+        if 0 < connect <= MAX_TIMEOUT and 0 < read <= MAX_TIMEOUT:
             return (float(connect), float(read))
     except (TypeError, ValueError):
         pass
     raise InvalidArgument(
-        f"timeout must be (connect_seconds, read_seconds), both > 0; got {timeout!r}"
+        "timeout must be (connect_seconds, read_seconds), both > 0 and at most "
+        f"{MAX_TIMEOUT:g}; got {timeout!r}"
     )
