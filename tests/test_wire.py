@@ -8,6 +8,7 @@ connection is reused only when nothing about it is in doubt.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ import urllib3.exceptions
 
 from objsdk import Client, errors
 from objsdk._transport import private_api
+from objsdk._transport import wire as wire_module
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.wire import Fields, Wire
 from tests.rawserver import RawServer, Request, chunked_body, hang, http_response
@@ -302,6 +304,47 @@ def test_a_server_that_never_reads_the_body_is_a_write_timeout() -> None:
             w.exchange("PUT", f"http://127.0.0.1:{server.getsockname()[1]}/b/k", {}, body)
         assert time.monotonic() - started < 5
     w.close()
+
+
+@pytest.mark.parametrize("kernel_timeouts", [True, False], ids=["kernel", "python"])
+def test_a_body_that_keeps_moving_is_sent_however_long_it_takes(
+    kernel_timeouts: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The read timeout bounds a wait without progress, not the whole send: a large PUT
+    # over a slow link takes longer than it and must not fail.
+    monkeypatch.setattr(wire_module, "_KERNEL_TIMEOUTS", kernel_timeouts)
+    body = memoryview(os.urandom(24 << 20))
+    got = bytearray()
+
+    def slow_reader(listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(1)
+            while len(got) < len(body):
+                got.extend(conn.recv(64 * 1024))
+                time.sleep(0.0075)  # about 8 MiB/s: 3 s for the body
+            conn.sendall(http_response(200, {}))
+
+    with socket.socket() as listener:
+        # A small receive buffer, so the send cannot finish into the kernel's buffers.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        server = threading.Thread(target=slow_reader, args=(listener,))
+        server.start()
+        w = wire(timeout=(2.0, 1.0))
+        try:
+            started = time.monotonic()
+            url = f"http://127.0.0.1:{listener.getsockname()[1]}/b/k"
+            answer = w.exchange("PUT", url, {}, body)
+            assert time.monotonic() - started > 1.5  # longer than the read timeout
+        finally:
+            w.close()
+            server.join(30)
+    assert answer.status == 200
+    assert got == body
 
 
 def test_a_refused_connection_is_a_new_connection_error(w: Wire) -> None:

@@ -57,6 +57,7 @@ _IDENTITY = "Accept-Encoding: identity\r\n"
 _CONTENT_METHODS = frozenset({"PUT", "POST", "PATCH"})
 # A request this small goes out with its head in one send (one segment on the wire).
 _JOIN_BODY = 64 * 1024
+_SEND_SLICE = 1 << 20
 _RECV = 256 * 1024
 # Read and write timeouts kept by the kernel on plain-HTTP sockets (see Wire._connect):
 # the same conditions as private_api's direct reads (Linux, a 64-bit struct timeval).
@@ -350,8 +351,13 @@ class Wire:
                 conn.sock.sendall(head + body)
             else:
                 conn.sock.sendall(head)
-                if body is not None and body.nbytes:
-                    conn.sock.sendall(body)
+                if body is not None:
+                    # The read timeout bounds a wait without progress. A socket with a
+                    # Python timeout holds it over a whole sendall (since Python 3.5), so
+                    # a body that takes longer to go out over a slow link would fail:
+                    # each slice gets the whole timeout.
+                    for start in range(0, body.nbytes, _SEND_SLICE):
+                        conn.sock.sendall(body[start : start + _SEND_SLICE])
         except (TimeoutError, BlockingIOError) as e:
             raise urllib3.exceptions.ReadTimeoutError(None, "", "write timed out") from e  # type: ignore[arg-type]
         except OSError as e:
