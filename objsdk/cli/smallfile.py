@@ -227,6 +227,7 @@ def download_small(
     data = memoryview(client.get_object(bucket, key))
     directory = os.path.dirname(dest)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    made = False  # the folder is made only when the file cannot be opened in it
     while True:
         # A random name no other job picks; O_EXCL refuses anything already there.
         tmp = os.path.join(directory, f".objsdk-{secrets.token_hex(8)}.tmp")
@@ -236,9 +237,10 @@ def download_small(
         except FileExistsError:
             continue
         except FileNotFoundError:
-            if not directory:
-                raise
+            if not directory or made:
+                raise  # the folder went again as soon as it was made: not ours to fight
             os.makedirs(directory, exist_ok=True)
+            made = True
     try:
         try:
             view = data
