@@ -210,10 +210,11 @@ class Pipeline:
                     self.dialect.confirm_head_refusal()
                 return result
             policy = nxt
+            seconds = pause(policy, retry_after)
             watch = private_api.current_watch()
             if watch is None:
-                time.sleep(pause(policy, retry_after))
-            elif watch.sleep(pause(policy, retry_after)):
+                time.sleep(seconds)
+            elif watch.sleep(seconds):
                 # Interrupted while waiting to retry (a reader closed, another part failed).
                 raise errors.Cancelled(
                     f"{operation} cancelled before its retry (bucket {bucket!r}, key {key!r})"
