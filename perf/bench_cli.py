@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import MiB, ensure_bucket, parser, server, write_json
+from common import MiB, parser, server, write_json
 
 BUCKET = "objsdk-perf-cli"
 S5CMD_MODULE = "github.com/peak/s5cmd/v2"
@@ -151,13 +151,14 @@ def report(title: str, timings: dict[str, Timing], nbytes: int) -> dict[str, obj
     for t in timings.values():
         wall, cpu = statistics.median(t.wall), statistics.median(t.cpu)
         ratio = base / wall if base else float("nan")
-        print(f"{t.name:<10} {wall:>9.3f} {nbytes / wall / 1e6:>8.1f} {cpu:>12.3f} {ratio:>8.2f}x")
+        shown = f"{ratio:>8.2f}x" if base else f"{'-':>9}"
+        print(f"{t.name:<10} {wall:>9.3f} {nbytes / wall / 1e6:>8.1f} {cpu:>12.3f} {shown}")
         rows.append(
             {
                 "tool": t.name,
                 "median_s": round(wall, 4),
                 "cpu_s": round(cpu, 4),
-                "vs_s5cmd": round(ratio, 3),
+                "vs_s5cmd": round(ratio, 3) if base else None,
                 "runs_s": [round(w, 4) for w in t.wall],
             }
         )
@@ -190,10 +191,13 @@ def main() -> None:
     s5 = None if args.no_peers else s5cmd_binary()
     aws = None if args.no_peers else shutil.which("aws")
     print(f"objsdk: {' '.join(objsdk_command())}")
-    print(f"s5cmd: {s5 or 'not available (no Go toolchain)'}; aws: {aws or 'not installed'}")
+    if args.no_peers:
+        print("peers: not run (--no-peers)")
+    else:
+        print(f"s5cmd: {s5 or 'not available (no Go toolchain)'}; aws: {aws or 'not installed'}")
     sections = []
     with server() as srv, tempfile.TemporaryDirectory(prefix="objsdk-bench-cli-") as tmp:
-        ensure_bucket(srv.client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         env = {**os.environ, **srv.env(), "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "3"}
         url = srv.endpoint
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []

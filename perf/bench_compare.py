@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import MiB, ensure_bucket, server
+from common import MiB, server
 
 BUCKET = "bench-compare"
 
@@ -123,7 +123,7 @@ def main() -> int:
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     with server() as srv, tempfile.TemporaryDirectory(dir="/dev/shm") as scratch:
         client = srv.client
-        ensure_bucket(client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         client.upload(BUCKET, "data", os.urandom(size))
         client.upload(BUCKET, "data.tar", make_tar(size))
         Path(scratch, "src.bin").write_bytes(os.urandom(size))

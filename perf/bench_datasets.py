@@ -46,7 +46,6 @@ from typing import Any
 
 from common import (
     Result,
-    ensure_bucket,
     interleave,
     parser,
     report,
@@ -317,7 +316,7 @@ def main() -> None:
         expected = args.shards * args.samples
         with server() as srv:
             client = srv.client
-            ensure_bucket(client, BUCKET)
+            srv.scratch_bucket(BUCKET)
             for path, key in zip(paths, keys, strict=True):
                 client.upload(BUCKET, key, path)
             specs = [f"{BUCKET}/{k}" for k in keys]

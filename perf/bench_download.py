@@ -32,7 +32,6 @@ from pathlib import Path
 
 from common import (
     MiB,
-    ensure_bucket,
     interleave,
     parser,
     report,
@@ -55,7 +54,7 @@ def main() -> None:
     try:
         with server() as srv:
             client = srv.client
-            ensure_bucket(client, BUCKET)
+            srv.scratch_bucket(BUCKET)
             upload_random(client, BUCKET, key, size)
             s3 = srv.boto3()
             dest = workdir / "out.bin"

@@ -15,7 +15,7 @@ import hashlib
 import logging
 from urllib.parse import urlsplit
 
-from common import MiB, ensure_bucket, interleave, parser, report, server, upload_random, write_json
+from common import MiB, interleave, parser, report, server, upload_random, write_json
 
 from objsdk import Client
 from objsdk.testing.toxiproxy import Toxiproxy
@@ -32,7 +32,7 @@ def main() -> None:
     key = f"seq-{args.size_mib}m"
     logging.getLogger("objsdk").setLevel(logging.ERROR)  # resumes are expected here
     with server() as srv, Toxiproxy() as toxiproxy:
-        ensure_bucket(srv.client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         upload_random(srv.client, BUCKET, key, size)
         upstream = urlsplit(srv.endpoint).netloc
         clean = toxiproxy.create_proxy("clean", upstream)

@@ -14,7 +14,7 @@ Target: objsdk's open().read at least 2x s3fs's (issue 28), median of --runs.
 
 from __future__ import annotations
 
-from common import MiB, ensure_bucket, interleave, parser, report, server, upload_random, write_json
+from common import MiB, interleave, parser, report, server, upload_random, write_json
 
 BUCKET = "objsdk-perf"
 
@@ -33,7 +33,7 @@ def main() -> None:
     from objsdk.filesystem import ObjsdkFileSystem
 
     with server() as srv:
-        ensure_bucket(srv.client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         upload_random(srv.client, BUCKET, key, size_mib * MiB)
         options = {"key": srv.access_key, "secret": srv.secret_key, "skip_instance_cache": True}
         theirs = s3fs.S3FileSystem(

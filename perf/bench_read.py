@@ -19,7 +19,7 @@ import sys
 import textwrap
 
 import requests
-from common import MiB, ensure_bucket, interleave, parser, report, server, upload_random, write_json
+from common import MiB, interleave, parser, report, server, upload_random, write_json
 
 BUCKET = "objsdk-perf"
 
@@ -32,7 +32,7 @@ def main() -> None:
     key = f"seq-{args.size_mib}m"
     with server() as srv:
         client = srv.client
-        ensure_bucket(client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         upload_random(client, BUCKET, key, size)
         checked = f"{key}-crc32c"
         if checked not in {e.key for e in client.list_objects(BUCKET, prefix=checked)}:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from common import MiB, ensure_bucket, interleave, parser, report, server, upload_random
+from common import MiB, interleave, parser, report, server, upload_random
 
 from objsdk import Client
 
@@ -44,7 +44,7 @@ def main() -> None:
     key = f"read-levels-{args.size_mib}m"
     with server() as srv:
         client = srv.client
-        ensure_bucket(client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         upload_random(client, BUCKET, key, size)
         variants = {name: reader(client, key, size, n) for name, n in LEVELS.items()}
         results = interleave(variants, args.runs)

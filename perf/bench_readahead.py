@@ -17,7 +17,7 @@ import sys
 import textwrap
 
 from bench_tar import build_tar, extract
-from common import MiB, ensure_bucket, interleave, parser, report, server, upload_random, write_json
+from common import MiB, interleave, parser, report, server, upload_random, write_json
 
 BUCKET = "objsdk-perf"
 
@@ -34,7 +34,7 @@ def main() -> None:
     sections = []
     with server() as srv:
         client = srv.client
-        ensure_bucket(client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         upload_random(client, BUCKET, key, size)
         buf = bytearray(MiB)
 

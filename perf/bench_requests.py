@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
-from common import Server, ensure_bucket, server
+from common import Server, server
 
 BUCKET = "bench-requests"
 BODY = os.urandom(4096)
@@ -130,7 +130,7 @@ def main() -> None:
     args = ap.parse_args()
     keys = [f"small/{i:05d}" for i in range(args.objects)]
     with server() as srv:
-        ensure_bucket(srv.client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         for key in keys:
             srv.client.put_object(BUCKET, key, BODY)
         clients: dict[str, Ops] = {}

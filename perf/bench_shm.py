@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import MiB, ensure_bucket, interleave, parser, report, server, write_json
+from common import MiB, interleave, parser, report, server, write_json
 
 from objsdk.shm import SharedArray, load_shared
 
@@ -160,7 +160,7 @@ def main() -> None:
     try:
         with server() as srv:
             client = srv.client
-            ensure_bucket(client, BUCKET)
+            srv.scratch_bucket(BUCKET)
             client.upload(BUCKET, key, npy_path)
             npy_path.unlink()
             with load_shared(client, BUCKET, key) as shared:

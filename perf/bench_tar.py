@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import requests
-from common import MiB, ensure_bucket, interleave, parser, report, server, write_json
+from common import MiB, interleave, parser, report, server, write_json
 
 BUCKET = "objsdk-perf"
 SHM = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -57,7 +57,7 @@ def main() -> None:
     try:
         with server() as srv:
             client = srv.client
-            ensure_bucket(client, BUCKET)
+            srv.scratch_bucket(BUCKET)
             with local.open("rb") as f:
                 client.put_object(BUCKET, key, f)
             session = requests.Session()

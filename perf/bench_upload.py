@@ -27,7 +27,6 @@ from common import (
     GiB,
     MiB,
     Result,
-    ensure_bucket,
     interleave,
     parser,
     random_file,
@@ -94,7 +93,7 @@ def main() -> None:
     try:
         with server() as srv:
             client = srv.client
-            ensure_bucket(client, BUCKET)
+            srv.scratch_bucket(BUCKET)
             session = requests.Session()
             s3 = srv.boto3()
 

@@ -21,7 +21,6 @@ from common import (
     GiB,
     MiB,
     Result,
-    ensure_bucket,
     interleave,
     parser,
     random_file,
@@ -54,7 +53,7 @@ def main() -> None:
     try:
         with server() as srv:
             client = srv.client
-            ensure_bucket(client, BUCKET)
+            srv.scratch_bucket(BUCKET)
             written: list[str] = []
 
             def variant(parallel: int | None, buffered: bool) -> Callable[[], int]:

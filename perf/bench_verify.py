@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 
 import requests
-from common import MiB, ensure_bucket, parser, server, write_json
+from common import MiB, parser, server, write_json
 
 from objsdk._core.checksums import StreamChecksum
 
@@ -50,7 +50,7 @@ def main() -> None:
     size = args.size_mib * MiB
     with server() as srv:
         client, s3 = srv.client, srv.boto3()
-        ensure_bucket(client, BUCKET)
+        srv.scratch_bucket(BUCKET)
         data = _random(size)
         keys = {
             "crc32": f"verify-{args.size_mib}m-boto3-default",

@@ -6,6 +6,9 @@ throughput of each and its ratio to the baseline measured in the same run.
 
 Server: the local MinIO objsdk builds and starts (default), or your own S3 endpoint
 when ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` are set.
+On your endpoint a benchmark writes only into buckets it creates itself
+(:meth:`Server.scratch_bucket`), and removes them with everything in them when it ends,
+also when it fails or is interrupted.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from objsdk import Client, LocalMinio
+from objsdk import Client, LocalMinio, ObjectSummary
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -38,6 +41,7 @@ class Server:
     secret_key: str
     minio: LocalMinio | None = None
     client: Client = field(init=False)
+    made: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.client = Client(self.endpoint, self.access_key, self.secret_key)
@@ -56,6 +60,38 @@ class Server:
             config=botocore.config.Config(s3={"addressing_style": "path"}),
         )
 
+    def scratch_bucket(self, bucket: str) -> None:
+        """Make ``bucket`` the benchmark's own. On the local MinIO (started for this run)
+        it is created if missing. On your endpoint it must not exist yet: the benchmark
+        creates it, and removes it with its contents at the end, so it never writes into,
+        or deletes from, a bucket it did not make."""
+        if self.minio is not None:
+            if not self.client.bucket_exists(bucket):
+                self.client.create_bucket(bucket)
+            return
+        if self.client.bucket_exists(bucket):
+            raise SystemExit(
+                f"bucket {bucket!r} already exists at {self.endpoint}: the benchmark writes "
+                "into a bucket of its own and removes it when it ends, so it does not use "
+                f"one that is there. Remove it (objsdk rm --recursive s3://{bucket}/ && "
+                f"objsdk rb s3://{bucket}) if an earlier run left it, or unset "
+                "AWS_ENDPOINT_URL to measure a local MinIO."
+            )
+        self.client.create_bucket(bucket)
+        self.made.append(bucket)
+
+    def remove_scratch(self) -> None:
+        """Remove the buckets :meth:`scratch_bucket` made, with everything in them."""
+        while self.made:
+            bucket = self.made.pop()
+            # Without a delimiter a listing holds objects only.
+            keys = [o.key for o in self.client.list_objects(bucket) if isinstance(o, ObjectSummary)]
+            failed = self.client.delete_objects(bucket, keys)
+            if failed:
+                print(f"{bucket}: {len(failed)} objects not removed: {failed[:3]}", file=sys.stderr)
+                continue
+            self.client.delete_bucket(bucket)
+
     def env(self) -> dict[str, str]:
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
@@ -69,15 +105,15 @@ def server() -> Iterator[Server]:
     """Your endpoint from AWS_* variables, else a local MinIO for the duration."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
-        yield Server(endpoint, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
+        env = os.environ
+        yours = Server(endpoint, env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
+        try:
+            yield yours
+        finally:
+            yours.remove_scratch()
         return
     with LocalMinio() as minio:
         yield Server(minio.endpoint, minio.access_key, minio.secret_key, minio)
-
-
-def ensure_bucket(client: Client, bucket: str) -> None:
-    if not client.bucket_exists(bucket):
-        client.create_bucket(bucket)
 
 
 def random_file(size: int, directory: str | None = None) -> Path:

@@ -1,0 +1,62 @@
+"""The per-feature benchmarks in ``perf/`` on an operator's own endpoint: they write only
+into a bucket they create, and leave the server as they found it, also when they fail."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from objsdk import Client
+from objsdk.testing import LocalMinio
+
+pytestmark = pytest.mark.integration
+
+PERF = Path(__file__).resolve().parent.parent / "perf"
+BUCKET = "bench-requests"  # perf/bench_requests.py's
+
+
+def run_bench_requests(minio: LocalMinio) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=minio.endpoint,
+        AWS_ACCESS_KEY_ID=minio.access_key,
+        AWS_SECRET_ACCESS_KEY=minio.secret_key,
+    )
+    return subprocess.run(
+        [sys.executable, "bench_requests.py", "--runs", "1", "--objects", "3"]
+        + ["--clients", "objsdk"],
+        cwd=PERF,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_benchmark_on_your_endpoint_removes_the_bucket_it_made(
+    local_minio: LocalMinio, client: Client
+) -> None:
+    proc = run_bench_requests(local_minio)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| objsdk |" in proc.stdout  # it did send its requests
+    assert not client.bucket_exists(BUCKET)
+
+
+def test_a_benchmark_refuses_a_bucket_that_is_already_there(
+    local_minio: LocalMinio, client: Client
+) -> None:
+    client.create_bucket(BUCKET)
+    try:
+        client.put_object(BUCKET, "theirs", b"not the benchmark's")
+        proc = run_bench_requests(local_minio)
+        assert proc.returncode != 0
+        assert f"bucket {BUCKET!r} already exists at {local_minio.endpoint}" in proc.stderr
+        assert [o.key for o in client.list_objects(BUCKET)] == ["theirs"]
+    finally:
+        client.delete_objects(BUCKET, [o.key for o in client.list_objects(BUCKET)])
+        client.delete_bucket(BUCKET)
