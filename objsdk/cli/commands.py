@@ -12,7 +12,7 @@ from objsdk import ObjectSummary, Prefix, errors
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
 from .extract import cmd_extract
 from .filters import Filters, has_wildcard
-from .jobs import Job, Outcome, PlanOptions, TransferOptions
+from .jobs import PARALLEL_PER_FILE, Job, Outcome, PlanOptions, TransferOptions
 from .listing import list_objects
 from .output import Output, format_time, human_size
 from .paths import RemotePath, parse_remote
@@ -61,7 +61,8 @@ class Context:
 
         # One pool for every transfer of the run: a connection for each file in
         # flight and each of its parts, so none is opened and dropped per request.
-        jobs, parallel = getattr(self.args, "jobs", 1), getattr(self.args, "parallel", 1)
+        jobs = getattr(self.args, "jobs", 1)
+        parallel = getattr(self.args, "parallel", None) or PARALLEL_PER_FILE
         return resolve_client_config(
             os.environ,
             endpoint=self.args.endpoint_url,
@@ -82,9 +83,17 @@ class Context:
             self._client.close()
 
 
-def _transfer_options(args: argparse.Namespace, *, move: bool = False) -> TransferOptions:
+def _transfer_options(
+    args: argparse.Namespace, files: int, *, move: bool = False
+) -> TransferOptions:
+    """The options of a run of ``files`` transfers. Without ``--parallel``, a run of one
+    file adapts its parts to the network as the library does by default; a run of
+    several gives each ``PARALLEL_PER_FILE``."""
+    parallel = args.parallel
+    if parallel is None and files != 1:
+        parallel = PARALLEL_PER_FILE
     return TransferOptions(
-        parallel=args.parallel,
+        parallel=parallel,
         jobs=args.jobs,
         part_size=args.part_size,
         multipart_threshold=getattr(args, "multipart_threshold", None),
@@ -244,7 +253,7 @@ def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int
     return run_jobs(
         client,
         jobs,
-        _transfer_options(args, move=move),
+        _transfer_options(args, len(jobs), move=move),
         ctx.out,
         outcome,
         dry_run=args.dry_run,
@@ -292,7 +301,8 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
     )
     if not args.dry_run:
         check_dest_bucket(client, jobs)
-    return run_jobs(client, jobs, _transfer_options(args), ctx.out, outcome, dry_run=args.dry_run)
+    options = _transfer_options(args, len(jobs))
+    return run_jobs(client, jobs, options, ctx.out, outcome, dry_run=args.dry_run)
 
 
 def cmd_cat(ctx: Context, args: argparse.Namespace) -> int:

@@ -50,9 +50,15 @@ class Job:
         return f"{self.action}: {self.src} to {self.dst}"
 
 
+# Parts in flight per large file when several files are in flight at once and no
+# --parallel is given: each file's own adaptive climb would gain by taking bandwidth from
+# the others, and the run would end with jobs x ADAPTIVE_CAP connections.
+PARALLEL_PER_FILE = 4
+
+
 @dataclass(frozen=True)
 class TransferOptions:
-    parallel: int = 4
+    parallel: int | None = PARALLEL_PER_FILE  # None: the library's adaptive default
     jobs: int = 16
     part_size: int | None = None
     multipart_threshold: int | None = None

@@ -115,7 +115,12 @@ def _global_options() -> _Parser:
 
 
 def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> None:
-    p.add_argument("--parallel", type=_positive, default=4, help="parts in flight per file (4)")
+    p.add_argument(
+        "--parallel",
+        type=_positive,
+        default=None,
+        help="parts in flight per large file (one file: adapts to the network; several: 4)",
+    )
     p.add_argument("--jobs", type=_positive, default=16, help="files in flight at once (16)")
     p.add_argument("--part-size", type=parse_size, default=None, help="multipart part size")
     if threshold:

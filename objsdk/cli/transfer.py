@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from objsdk import errors
 
 from .errors import EXIT_FAILED, CliError
-from .jobs import STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
+from .jobs import PARALLEL_PER_FILE, STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
 from .listing import inside
 from .output import Output, Progress
 from .paths import LocalPath, RemotePath
@@ -53,9 +53,16 @@ class Runner:
         assert self.progress is not None
         return self.progress.callback(self.check)
 
-    def write_options(self) -> dict[str, Any]:
-        """The keyword arguments an upload or a writer takes from the options."""
-        kwargs: dict[str, Any] = {"parallel": self.opts.parallel, "progress": self.callback()}
+    def writer_parallel(self) -> int:
+        """The parts in flight of a writer (``open_write``), which does not adapt."""
+        return self.opts.parallel or PARALLEL_PER_FILE
+
+    def write_options(self, *, writer: bool = False) -> dict[str, Any]:
+        """The keyword arguments an upload (``writer``: a writer) takes from the
+        options; without a ``parallel``, an upload adapts its parts."""
+        kwargs: dict[str, Any] = {"progress": self.callback()}
+        if writer or self.opts.parallel is not None:
+            kwargs["parallel"] = self.writer_parallel() if writer else self.opts.parallel
         if self.opts.part_size is not None:
             kwargs["part_size"] = self.opts.part_size
         if self.opts.content_type:
@@ -157,7 +164,7 @@ class Runner:
             stdin = cast(io.BufferedReader, sys.stdin.buffer)
             buf = bytearray(STREAM_CHUNK)
             view = memoryview(buf)
-            with c.open_write(dst.bucket, dst.key, **self.write_options()) as w:
+            with c.open_write(dst.bucket, dst.key, **self.write_options(writer=True)) as w:
                 while n := stdin.readinto(view):
                     self.check()
                     w.write(view[:n])
@@ -186,7 +193,7 @@ class Runner:
         # multipart writer) rather than fail.
         with (
             c.open(src.bucket, src.key) as r,
-            c.open_write(dst.bucket, dst.key, parallel=self.opts.parallel) as w,
+            c.open_write(dst.bucket, dst.key, parallel=self.writer_parallel()) as w,
         ):
             buf = bytearray(8 * STREAM_CHUNK)
             while n := r.readinto(buf):

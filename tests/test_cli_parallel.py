@@ -1,0 +1,80 @@
+"""How many parts a large file moves in on the command line: a run of one file adapts to
+the network as ``Client.download`` and ``Client.upload`` do at their defaults; a run of
+several gives each 4 (one adaptive climb per file would gain by taking bandwidth from
+the others); ``--parallel N`` sets it for both."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from objsdk import Client
+from objsdk.cli import main
+
+pytestmark = pytest.mark.integration
+
+SIZE = 9 << 20  # above the size that comes down in one GET
+
+
+@pytest.fixture
+def cli_env(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
+
+
+@pytest.fixture
+def parallel_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
+    """The ``parallel`` each download and upload was called with ("default": none given)."""
+    seen: dict[str, list[Any]] = {"download": [], "upload": []}
+    for name in seen:
+        real = getattr(Client, name)
+
+        def spy(self: Client, *args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            seen[_name].append(kw.get("parallel", "default"))
+            return _real(self, *args, **kw)
+
+        monkeypatch.setattr(Client, name, spy)
+    return seen
+
+
+def files(folder: Path, count: int) -> Path:
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"f{i}.bin").write_bytes(os.urandom(SIZE))
+    return folder
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_one_file_adapts_as_the_library_does(
+    bucket: str, tmp_path: Path, parallel_seen: dict[str, list[Any]]
+) -> None:
+    src = files(tmp_path / "src", 1)
+    assert main(["cp", "-q", str(src / "f0.bin"), f"s3://{bucket}/one.bin"]) == 0
+    assert main(["cp", "-q", f"s3://{bucket}/one.bin", str(tmp_path / "back.bin")]) == 0
+    assert (tmp_path / "back.bin").read_bytes() == (src / "f0.bin").read_bytes()
+    assert parallel_seen == {"upload": ["default"], "download": [None]}
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_several_files_take_four_parts_each(
+    bucket: str, tmp_path: Path, parallel_seen: dict[str, list[Any]]
+) -> None:
+    src = files(tmp_path / "src", 2)
+    assert main(["cp", "-q", "-r", str(src), f"s3://{bucket}/many/"]) == 0
+    assert main(["cp", "-q", "-r", f"s3://{bucket}/many/", str(tmp_path / "back")]) == 0
+    assert parallel_seen == {"upload": [4, 4], "download": [4, 4]}
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_parallel_sets_the_parts_of_one_file_and_of_many(
+    bucket: str, tmp_path: Path, parallel_seen: dict[str, list[Any]]
+) -> None:
+    src = files(tmp_path / "src", 2)
+    assert main(["cp", "-q", "--parallel", "3", str(src / "f0.bin"), f"s3://{bucket}/x"]) == 0
+    assert main(["cp", "-q", "-r", "--parallel", "5", str(src), f"s3://{bucket}/m/"]) == 0
+    assert main(["cp", "-q", "--parallel", "2", f"s3://{bucket}/x", str(tmp_path / "x")]) == 0
+    assert parallel_seen == {"upload": [3, 5, 5], "download": [2]}
