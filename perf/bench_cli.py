@@ -13,7 +13,9 @@ process per run, run ``--runs`` times in rotating order; the table shows the med
 time, the median CPU of the child process (user + sys) and the speed relative to s5cmd.
 Downloads go to a fresh directory on the same filesystem, removed between runs; before
 each run, untimed, ``sync`` puts what earlier runs and the server wrote on disk, so no
-tool's flush pays for another's writes.
+tool's flush pays for another's writes, and only then the last run's files are removed,
+so every tool starts the same time after their memory was freed (see
+``bench_disk.py`` for why that matters on a VM).
 
     python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--only small|medium|large]
                              [--json out.json]
@@ -211,12 +213,18 @@ def main() -> None:
             out = Path(tmp) / "out"
 
             def clear(out: Path = out) -> None:
-                shutil.rmtree(out, ignore_errors=True)
                 # Every run starts with nothing waiting for the disk: the data the
                 # tools (and MinIO) wrote before is flushed here, untimed, not by the
                 # next run's own flush (objsdk's is durable when cp returns; a syncfs
                 # or fsync would otherwise pay for the previous tool's writes).
                 os.sync()
+                # Then the last run's files go, just before the next run: every tool
+                # starts as soon after freeing the same memory. A VM that hands free
+                # memory back to its host makes new page-cache pages cost up to ten
+                # times more a few seconds after (perf/bench_disk.py); removed before
+                # the sync, the files of a tool that leaves its writes to the kernel
+                # (s5cmd, aws) freed their pages seconds before the next tool ran.
+                shutil.rmtree(out, ignore_errors=True)
 
             up: dict[str, Callable[[], list[str]]] = {}
             down: dict[str, Callable[[], list[str]]] = {}
