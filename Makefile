@@ -104,6 +104,7 @@ perf: $(STAMP)
 	cd perf && ../$(BIN)/python bench_shm.py
 	cd perf && ../$(BIN)/python bench_verify.py --runs 9
 	cd perf && ../$(BIN)/python bench_requests.py --runs 5
+	cd perf && ../$(BIN)/python bench_disk.py --runs 5
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) $(DEMO_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
