@@ -9,7 +9,8 @@ bytes as they land; combining their CRCs gives the object's without a second pas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 __all__ = ["CRC32", "CRC32C", "CRC64NVME", "CrcPoly", "crc_combine"]
 
@@ -51,10 +52,12 @@ class CrcPoly:
     name: str
     width: int
     poly: int  # bit-reflected, as the CRC is computed
-    _x2n: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_x2n", _x2n_table(self.width, self.poly, 128))
+    @cached_property
+    def _x2n(self) -> tuple[int, ...]:
+        # Built on first use, not at import: 128 products for each of the three
+        # polynomials cost every process that imports objsdk about 4 ms.
+        return _x2n_table(self.width, self.poly, 128)
 
     def multmodp(self, a: int, b: int) -> int:
         return _multmodp(self.width, self.poly, a, b)
