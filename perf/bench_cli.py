@@ -11,6 +11,9 @@ Peers: ``s5cmd`` (built from its Go module on first use, like MinIO; skipped whe
 toolchain is found) and ``aws s3`` (when ``aws`` is on PATH). Each tool is a fresh
 process per run, run ``--runs`` times in rotating order; the table shows the median wall
 time, the median CPU of the child process (user + sys) and the speed relative to s5cmd.
+``--profile`` puts the tools behind a Toxiproxy network profile (objsdk.bench.profiles:
+``wan`` is ~25 MB/s per connection and 20 ms), where parts in flight decide the speed.
+
 Downloads go to a fresh directory on the same filesystem, removed between runs; before
 each run, untimed, ``sync`` puts what earlier runs and the server wrote on disk, so no
 tool's flush pays for another's writes, and only then the last run's files are removed,
@@ -18,11 +21,12 @@ so every tool starts the same time after their memory was freed (see
 ``bench_disk.py`` for why that matters on a VM).
 
     python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--only small|medium|large]
-                             [--json out.json]
+                             [--profile loopback|lan|wan|flaky-wan] [--json out.json]
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -36,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import MiB, parser, server, write_json
+
+from objsdk.bench.profiles import PROFILES, proxied_endpoint
+from objsdk.testing import Toxiproxy
 
 BUCKET = "objsdk-perf-cli"
 S5CMD_MODULE = "github.com/peak/s5cmd/v2"
@@ -174,6 +181,12 @@ def main() -> None:
     p.add_argument("--big-mib", type=int, default=None, help="the large file's size")
     p.add_argument("--no-peers", action="store_true", help="objsdk alone")
     p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="loopback",
+        help="the network between the tools and the server (Toxiproxy; default loopback)",
+    )
+    p.add_argument(
         "--only",
         choices=("small", "medium", "large"),
         action="append",
@@ -197,11 +210,22 @@ def main() -> None:
         print("peers: not run (--no-peers)")
     else:
         print(f"s5cmd: {s5 or 'not available (no Go toolchain)'}; aws: {aws or 'not installed'}")
+    profile = PROFILES[args.profile]
+    print(f"profile: {profile.name} ({profile.description})")
     sections = []
-    with server() as srv, tempfile.TemporaryDirectory(prefix="objsdk-bench-cli-") as tmp:
+    with contextlib.ExitStack() as stack:
+        srv = stack.enter_context(server())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="objsdk-bench-cli-"))
+        toxiproxy = stack.enter_context(Toxiproxy()) if profile.proxied else None
+        url = stack.enter_context(proxied_endpoint(srv.endpoint, profile, toxiproxy))
         srv.scratch_bucket(BUCKET)
-        env = {**os.environ, **srv.env(), "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "3"}
-        url = srv.endpoint
+        env = {
+            **os.environ,
+            **srv.env(),
+            "AWS_ENDPOINT_URL": url,  # the tools go through the profile's proxy
+            "AWS_REGION": "us-east-1",
+            "AWS_MAX_ATTEMPTS": "3",
+        }
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
         for title, count, size in workloads:
             src = Path(tmp) / f"src-{count}-{size}"
