@@ -20,7 +20,8 @@ tool's flush pays for another's writes, and only then the last run's files are r
 so every tool starts the same time after their memory was freed (see
 ``bench_disk.py`` for why that matters on a VM).
 
-    python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--only small|medium|large]
+    python perf/bench_cli.py [--runs 5] [--quick] [--jobs N] [--parallel N]
+                             [--only small|medium|large]
                              [--profile loopback|lan|wan|flaky-wan] [--json out.json]
 """
 
@@ -178,6 +179,9 @@ def main() -> None:
     p = parser(__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small workloads, to check it runs")
     p.add_argument("--jobs", type=int, default=None, help="objsdk --jobs (default: its own)")
+    p.add_argument(
+        "--parallel", type=int, default=None, help="objsdk --parallel (default: its own)"
+    )
     p.add_argument("--big-mib", type=int, default=None, help="the large file's size")
     p.add_argument("--no-peers", action="store_true", help="objsdk alone")
     p.add_argument(
@@ -227,6 +231,8 @@ def main() -> None:
             "AWS_MAX_ATTEMPTS": "3",
         }
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+        if args.parallel:
+            jobs += ["--parallel", str(args.parallel)]
         for title, count, size in workloads:
             src = Path(tmp) / f"src-{count}-{size}"
             make_files(src, count, size)
