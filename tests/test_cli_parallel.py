@@ -1,11 +1,14 @@
 """How many parts a large file moves in on the command line: a run of one file adapts to
 the network as ``Client.download`` and ``Client.upload`` do at their defaults; a run of
 several gives each 4 (one adaptive climb per file would gain by taking bandwidth from
-the others); ``--parallel N`` sets it for both."""
+the others); ``--parallel N`` sets it for both. ``extract`` reads ahead as ``Client.open``
+does at its default unless ``--readahead N`` is given."""
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +81,30 @@ def test_parallel_sets_the_parts_of_one_file_and_of_many(
     assert main(["cp", "-q", "-r", "--parallel", "5", str(src), f"s3://{bucket}/m/"]) == 0
     assert main(["cp", "-q", "--parallel", "2", f"s3://{bucket}/x", str(tmp_path / "x")]) == 0
     assert parallel_seen == {"upload": [3, 5, 5], "download": [2]}
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_extract_reads_ahead_as_client_open_does_unless_told(
+    client: Client, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        member = tarfile.TarInfo("a.txt")
+        member.size = 5
+        tar.addfile(member, io.BytesIO(b"hello"))
+    client.put_object(bucket, "a.tar", archive.getvalue())
+    readahead_seen: list[Any] = []
+    real_open = Client.open
+
+    def spy(self: Client, *args: Any, **kw: Any) -> Any:
+        readahead_seen.append(kw.get("readahead", "default"))
+        return real_open(self, *args, **kw)
+
+    monkeypatch.setattr(Client, "open", spy)
+    assert main(["extract", "-q", f"s3://{bucket}/a.tar", str(tmp_path / "one")]) == 0
+    assert (
+        main(["extract", "-q", "--readahead", "3", f"s3://{bucket}/a.tar", str(tmp_path / "two")])
+        == 0
+    )
+    assert (tmp_path / "one" / "a.txt").read_bytes() == b"hello"
+    assert readahead_seen == [None, 3]

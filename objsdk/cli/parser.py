@@ -324,7 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("extract", "extract a remote tar archive into a local directory, as it streams")
     p.add_argument("source", help="s3://bucket/archive.tar[.gz|.bz2|.xz]")
     p.add_argument("dest", help="local directory")
-    p.add_argument("--readahead", type=_non_negative, default=2, help="parts fetched ahead")
+    p.add_argument(
+        "--readahead",
+        type=_non_negative,
+        default=None,
+        help="parts fetched ahead (default: adapts to the network, as Client.open does)",
+    )
 
     p = add("index", "index tar shards by sample for ShardDataset (see docs/datasets.md)")
     p.add_argument("path", help="s3://bucket/prefix/ or a shard pattern")
