@@ -6,6 +6,8 @@ Workloads (full mode; ``--quick`` shrinks them to check the script runs):
   2,000 x 4 KiB up / down         many small files: per-file cost dominates
   200 x 1 MiB up / down           medium files: per-file cost and bandwidth
   1 x 1 GiB up / down             one large file: bandwidth and parallel parts
+  a 256 MiB tar extracted         ``objsdk extract`` against ``s5cmd cat | tar -x`` and
+                                  ``aws s3 cp - | tar -x`` (64 members of 4 MiB)
 
 Peers: ``s5cmd`` (built from its Go module on first use, like MinIO; skipped when no Go
 toolchain is found) and ``aws s3`` (when ``aws`` is on PATH). Each tool is a fresh
@@ -28,12 +30,15 @@ so every tool starts the same time after their memory was freed (see
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -192,9 +197,9 @@ def main() -> None:
     )
     p.add_argument(
         "--only",
-        choices=("small", "medium", "large"),
+        choices=("small", "medium", "large", "archive"),
         action="append",
-        help="run only these workloads (repeatable; default: all three)",
+        help="run only these workloads (repeatable; default: all four)",
     )
     args = p.parse_args()
     runs = 1 if args.quick and args.runs == 5 else args.runs
@@ -205,7 +210,8 @@ def main() -> None:
         "medium": (f"{medium_n} x 1 MiB", medium_n, MiB),
         "large": (f"1 x {big // MiB} MiB", 1, big),
     }
-    workloads = [everything[w] for w in (args.only or everything)]
+    chosen = args.only or [*everything, "archive"]
+    workloads = [everything[w] for w in chosen if w in everything]
     byte_compile_objsdk()
     s5 = None if args.no_peers else s5cmd_binary()
     aws = None if args.no_peers else shutil.which("aws")
@@ -285,7 +291,58 @@ def main() -> None:
             sections.append(report(f"{title} up", interleaved(up, env, runs, clear), nbytes))
             sections.append(report(f"{title} down", interleaved(down, env, runs, clear), nbytes))
             shutil.rmtree(src)
+        if "archive" in chosen:
+            members, member_size = (8, 4 * MiB) if args.quick else (64, 4 * MiB)
+            sections.append(
+                archive_section(Path(tmp), env, url, s5, aws, members, member_size, runs)
+            )
     write_json(args.json, sections)
+
+
+def archive_section(
+    tmp: Path,
+    env: dict[str, str],
+    url: str,
+    s5: str | None,
+    aws: str | None,
+    members: int,
+    member_size: int,
+    runs: int,
+) -> dict[str, object]:
+    """A tar of ``members`` random files extracted as it streams: ``objsdk extract``
+    against the peers' stream piped into ``tar -x`` (their CPU includes tar's)."""
+    archive = tmp / "archive.tar"
+    with tarfile.open(archive, "w") as tar:
+        for i in range(members):
+            info = tarfile.TarInfo(f"m{i:04d}.bin")
+            info.size = member_size
+            tar.addfile(info, io.BytesIO(os.urandom(member_size)))
+    nbytes = archive.stat().st_size
+    key = f"s3://{BUCKET}/archive/{archive.name}"
+    subprocess.run([*objsdk_command(), "cp", "-q", str(archive), key], env=env, check=True)
+    archive.unlink()
+    out = tmp / "extracted"
+
+    def clear() -> None:
+        os.sync()  # as in the other workloads: flushed first, then removed
+        shutil.rmtree(out, ignore_errors=True)
+
+    def piped(stream: str) -> list[str]:
+        # pipefail: a failed download fails the run, not only a failed tar
+        line = f"mkdir -p {shlex.quote(str(out))} && {stream} | tar -x -C {shlex.quote(str(out))}"
+        return ["bash", "-o", "pipefail", "-c", line]
+
+    commands: dict[str, Callable[[], list[str]]] = {
+        "objsdk": lambda: [*objsdk_command(), "extract", "-q", key, str(out)]
+    }
+    if s5:
+        stream = shlex.join([s5, "--endpoint-url", url, "cat", key])
+        commands["s5cmd"] = lambda: piped(stream)
+    if aws:
+        stream_aws = shlex.join([aws, "s3", "cp", "--endpoint-url", url, key, "-"])
+        commands["aws"] = lambda: piped(stream_aws)
+    title = f"tar of {nbytes // MiB} MiB ({members} members) extracted"
+    return report(title, interleaved(commands, env, runs, clear), nbytes)
 
 
 if __name__ == "__main__":
