@@ -3,6 +3,7 @@ into a bucket they create, and leave the server as they found it, also when they
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,8 +28,7 @@ def run_bench_requests(minio: LocalMinio) -> subprocess.CompletedProcess[str]:
         AWS_SECRET_ACCESS_KEY=minio.secret_key,
     )
     return subprocess.run(
-        [sys.executable, "bench_requests.py", "--runs", "1", "--objects", "3"]
-        + ["--clients", "objsdk"],
+        [sys.executable, "bench_requests.py", "--runs=1", "--objects=3", "--clients=objsdk"],
         cwd=PERF,
         env=env,
         capture_output=True,
@@ -60,3 +60,28 @@ def test_a_benchmark_refuses_a_bucket_that_is_already_there(
     finally:
         client.delete_objects(BUCKET, [o.key for o in client.list_objects(BUCKET)])
         client.delete_bucket(BUCKET)
+
+
+def test_bench_cli_quick_mode_runs_every_workload(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # its own MinIO
+    out = tmp_path / "cli.json"
+    proc = subprocess.run(
+        [sys.executable, "bench_cli.py", "--quick", "--no-peers", "--json", str(out)],
+        cwd=PERF,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    titles = [section["title"] for section in json.loads(out.read_text())["sections"]]
+    assert titles == [
+        "100 x 4 KiB up",
+        "100 x 4 KiB down",
+        "10 x 1 MiB up",
+        "10 x 1 MiB down",
+        "1 x 32 MiB up",
+        "1 x 32 MiB down",
+        "tar of 32 MiB (8 members) extracted",
+    ]
