@@ -216,6 +216,7 @@ def make_tar(n: int = 40) -> bytes:
 
 
 @pytest.mark.parametrize("mode", ["r|*", "r:"])
+@pytest.mark.usefixtures("source")  # its bucket
 def test_tarfile_extracts_identically_under_repeated_cuts(
     client, proxied, minio_proxy, tmp_path, mode
 ):
