@@ -68,7 +68,7 @@ test-moto: $(STAMP)
 # changes the plans, not the requests the dependencies send.
 MIN_SKIP := --ignore=tests/test_cli.py --ignore=tests/test_filesystem_abstract.py \
 	--ignore=tests/test_filesystem_dataframes.py --ignore=tests/test_bench_quick.py \
-	--ignore=tests/test_filesystem_s3fs_suite.py --ignore=tests/test_filesystem_perf_script.py \
+	--ignore=tests/test_filesystem_s3fs_suite.py --ignore=tests/test_perf_scripts.py \
 	--ignore=tests/test_docs_snippets.py --ignore=tests/test_examples.py \
 	--ignore=tests/test_download_large.py --ignore=tests/test_transfers_large.py
 test-min: $(MIN_STAMP)

@@ -1,5 +1,7 @@
-"""The per-feature benchmarks in ``perf/`` on an operator's own endpoint: they write only
-into a bucket they create, and leave the server as they found it, also when they fail."""
+"""The per-feature benchmarks in ``perf/``: on an operator's own endpoint they write only
+into a bucket they create, and leave the server as they found it, also when they fail;
+and the ones issue targets are measured with run end to end in their quick modes, so
+they never rot."""
 
 from __future__ import annotations
 
@@ -20,21 +22,32 @@ PERF = Path(__file__).resolve().parent.parent / "perf"
 BUCKET = "bench-requests"  # perf/bench_requests.py's
 
 
-def run_bench_requests(minio: LocalMinio) -> subprocess.CompletedProcess[str]:
+def run_perf_script(
+    *argv: str, endpoint: LocalMinio | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python perf/<argv>`` against ``endpoint`` as your own server, else the local
+    MinIO the script starts for itself."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=minio.endpoint,
-        AWS_ACCESS_KEY_ID=minio.access_key,
-        AWS_SECRET_ACCESS_KEY=minio.secret_key,
-    )
+    if endpoint is not None:
+        env.update(
+            AWS_ENDPOINT_URL=endpoint.endpoint,
+            AWS_ACCESS_KEY_ID=endpoint.access_key,
+            AWS_SECRET_ACCESS_KEY=endpoint.secret_key,
+        )
     return subprocess.run(
-        [sys.executable, "bench_requests.py", "--runs=1", "--objects=3", "--clients=objsdk"],
+        [sys.executable, *argv],
         cwd=PERF,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
+    )
+
+
+def run_bench_requests(minio: LocalMinio) -> subprocess.CompletedProcess[str]:
+    return run_perf_script(
+        "bench_requests.py", "--runs=1", "--objects=3", "--clients=objsdk", endpoint=minio
     )
 
 
@@ -63,17 +76,8 @@ def test_a_benchmark_refuses_a_bucket_that_is_already_there(
 
 
 def test_bench_cli_quick_mode_runs_every_workload(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # its own MinIO
     out = tmp_path / "cli.json"
-    proc = subprocess.run(
-        [sys.executable, "bench_cli.py", "--quick", "--no-peers", "--json", str(out)],
-        cwd=PERF,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_perf_script("bench_cli.py", "--quick", "--no-peers", "--json", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     titles = [section["title"] for section in json.loads(out.read_text())["sections"]]
     assert titles == [
@@ -85,3 +89,11 @@ def test_bench_cli_quick_mode_runs_every_workload(tmp_path: Path) -> None:
         "1 x 32 MiB down",
         "tar of 32 MiB (8 members) extracted",
     ]
+
+
+def test_bench_fsspec_quick_mode_runs_and_checks_the_target(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    proc = run_perf_script("bench_fsspec.py", "--quick", "--json", str(out), timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "target: objsdk open().read(1 MiB) >= 2.0x s3fs open().read(1 MiB)" in proc.stdout
+    assert out.exists()
