@@ -30,6 +30,7 @@ so every tool starts the same time after their memory was freed (see
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import resource
@@ -137,6 +138,21 @@ def make_files(root: Path, count: int, size: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
     for i in range(count):
         (root / f"f{i:05d}.bin").write_bytes(os.urandom(size))
+
+
+def clear_before_run(out: Path) -> None:
+    """Before each run, untimed: the disk caught up, then the last run's files removed."""
+    # Every run starts with nothing waiting for the disk: the data the tools (and MinIO)
+    # wrote before is flushed here, not by the next run's own flush (objsdk's is durable
+    # when cp returns; a syncfs or fsync would otherwise pay for the previous tool's
+    # writes).
+    os.sync()
+    # Then the last run's files go, just before the next run: every tool starts as soon
+    # after freeing the same memory. A VM that hands free memory back to its host makes
+    # new page-cache pages cost up to ten times more a few seconds after
+    # (perf/bench_disk.py); removed before the sync, the files of a tool that leaves its
+    # writes to the kernel (s5cmd, aws) freed their pages seconds before the next tool ran.
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def interleaved(
@@ -248,19 +264,7 @@ def main() -> None:
             )
             out = Path(tmp) / "out"
 
-            def clear(out: Path = out) -> None:
-                # Every run starts with nothing waiting for the disk: the data the
-                # tools (and MinIO) wrote before is flushed here, untimed, not by the
-                # next run's own flush (objsdk's is durable when cp returns; a syncfs
-                # or fsync would otherwise pay for the previous tool's writes).
-                os.sync()
-                # Then the last run's files go, just before the next run: every tool
-                # starts as soon after freeing the same memory. A VM that hands free
-                # memory back to its host makes new page-cache pages cost up to ten
-                # times more a few seconds after (perf/bench_disk.py); removed before
-                # the sync, the files of a tool that leaves its writes to the kernel
-                # (s5cmd, aws) freed their pages seconds before the next tool ran.
-                shutil.rmtree(out, ignore_errors=True)
+            clear = functools.partial(clear_before_run, out)
 
             up: dict[str, Callable[[], list[str]]] = {}
             down: dict[str, Callable[[], list[str]]] = {}
@@ -323,9 +327,7 @@ def archive_section(
     archive.unlink()
     out = tmp / "extracted"
 
-    def clear() -> None:
-        os.sync()  # as in the other workloads: flushed first, then removed
-        shutil.rmtree(out, ignore_errors=True)
+    clear = functools.partial(clear_before_run, out)
 
     def piped(stream: str) -> list[str]:
         # pipefail: a failed download fails the run, not only a failed tar

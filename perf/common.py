@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from objsdk import Client, LocalMinio, ObjectSummary
+from objsdk import Client, LocalMinio
+from objsdk.bench.target import remove_bucket
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -84,13 +85,10 @@ class Server:
         """Remove the buckets :meth:`scratch_bucket` made, with everything in them."""
         while self.made:
             bucket = self.made.pop()
-            # Without a delimiter a listing holds objects only.
-            keys = [o.key for o in self.client.list_objects(bucket) if isinstance(o, ObjectSummary)]
-            failed = self.client.delete_objects(bucket, keys)
-            if failed:
-                print(f"{bucket}: {len(failed)} objects not removed: {failed[:3]}", file=sys.stderr)
-                continue
-            self.client.delete_bucket(bucket)
+            try:
+                remove_bucket(self.client, bucket)
+            except Exception as exc:  # reported; the next bucket is still removed
+                print(f"could not remove bucket {bucket}: {exc}", file=sys.stderr)
 
     def env(self) -> dict[str, str]:
         return {

@@ -21,7 +21,7 @@ from objsdk._core.client_config import ClientConfig
 from objsdk.bench.machine import minio_version_of_pid
 from objsdk.testing import LocalMinio
 
-__all__ = ["Target", "open_target"]
+__all__ = ["Target", "open_target", "remove_bucket"]
 
 
 @dataclass
@@ -71,7 +71,8 @@ def random_file(path: Path, size: int) -> Path:
     return path
 
 
-def _remove_bucket(client: Client, bucket: str) -> None:
+def remove_bucket(client: Client, bucket: str) -> None:
+    """Delete every object in ``bucket``, then the bucket."""
     # Without a delimiter the listing has objects only.
     client.delete_objects(
         bucket, [o.key for o in client.list_objects(bucket) if isinstance(o, ObjectSummary)]
@@ -137,6 +138,6 @@ def open_target(
             yield target
         finally:
             try:
-                _remove_bucket(client, bucket)
+                remove_bucket(client, bucket)
             except Exception as exc:
                 print(f"could not remove bucket {bucket}: {exc}", file=sys.stderr)

@@ -61,8 +61,9 @@ class Runner:
         """The keyword arguments an upload (``writer``: a writer) takes from the
         options; without a ``parallel``, an upload adapts its parts."""
         kwargs: dict[str, Any] = {"progress": self.callback()}
-        if writer or self.opts.parallel is not None:
-            kwargs["parallel"] = self.writer_parallel() if writer else self.opts.parallel
+        parallel = self.writer_parallel() if writer else self.opts.parallel
+        if parallel is not None:
+            kwargs["parallel"] = parallel
         if self.opts.part_size is not None:
             kwargs["part_size"] = self.opts.part_size
         if self.opts.content_type:
