@@ -140,7 +140,7 @@ def test_cp_recursive_down_onto_a_directory_of_the_same_name_fails_that_file_onl
         f"a directory is there: {os.path.join('dst', 'a')}",
         res.err.splitlines()[-1],
     ]
-    assert res.err.splitlines()[-1].startswith("transferred 1 files, 1 Bytes in ")
+    assert res.err.splitlines()[-1].startswith("transferred 1 file, 1 Byte in ")
     assert (tmp_path / "dst" / "b").read_bytes() == b"b"
     assert (tmp_path / "dst" / "a" / "mine").read_bytes() == b"keep"
     assert sorted(p.name for p in (tmp_path / "dst").iterdir()) == ["a", "b"]  # no temporaries

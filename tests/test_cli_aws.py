@@ -288,6 +288,7 @@ def test_wildcards_in_s3_sources_for_cp_ls_and_rm(
     assert [line.split()[-1] for line in ls.out.splitlines()] == ["logs/2024/c.gz", "logs/a.gz"]
     rm = run("rm", f"s3://{bucket}/logs/?.gz")
     assert rm.code == 0, rm.err
+    assert rm.err.splitlines()[-1] == "deleted 1 object, 0 failed"
     assert keys(client, bucket) == ["logs/2024/c.gz", "logs/b.txt", "other/d.gz"]
 
 

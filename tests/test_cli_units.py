@@ -80,7 +80,11 @@ def test_sizes_parse(text: str, n: int) -> None:
 
 
 def test_human_sizes() -> None:
+    # As the aws CLI's --human-readable prints them (awscli.customizations.s3.utils).
+    assert human_size(0) == "0 Bytes"
+    assert human_size(1) == "1 Byte"
     assert human_size(5) == "5 Bytes"
+    assert human_size(1023) == "1023 Bytes"
     assert human_size(1536) == "1.5 KiB"
     assert human_size(3 << 30) == "3.0 GiB"
 

@@ -14,7 +14,7 @@ from .extract import cmd_extract
 from .filters import Filters, has_wildcard
 from .jobs import PARALLEL_PER_FILE, Job, Outcome, PlanOptions, TransferOptions
 from .listing import list_objects
-from .output import Output, format_time, human_size
+from .output import Output, counted, format_time, human_size
 from .paths import RemotePath, parse_remote
 from .plan import plan_cp
 from .run import check_dest_bucket, run_jobs
@@ -348,7 +348,7 @@ def cmd_rm(ctx: Context, args: argparse.Namespace) -> int:
             f"delete failed: s3://{where.bucket}/{f.key}: {f.code}",
             {"code": f.code, "bucket": where.bucket, "key": f.key},
         )
-    out.summary(f"deleted {len(keys) - len(failed)} objects, {len(failed)} failed")
+    out.summary(f"deleted {counted(len(keys) - len(failed), 'object')}, {len(failed)} failed")
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -13,12 +13,18 @@ from typing import Any
 __all__ = ["Output", "Progress", "human_size"]
 
 
+def counted(n: int, noun: str) -> str:
+    """``counted(1, "file")`` -> ``"1 file"``, ``counted(2, "file")`` -> ``"2 files"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def human_size(n: int) -> str:
-    """``1536`` -> ``"1.5 KiB"`` (binary units, as the aws CLI's --human-readable)."""
+    """``1536`` -> ``"1.5 KiB"``, ``1`` -> ``"1 Byte"`` (binary units, as the aws CLI's
+    --human-readable)."""
     size = float(n)
     for unit in ("Bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if size < 1024 or unit == "PiB":
-            return f"{n} Bytes" if unit == "Bytes" else f"{size:.1f} {unit}"
+            return counted(n, "Byte") if unit == "Bytes" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
 

@@ -16,7 +16,7 @@ from objsdk import errors
 
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, error_record, message_for
 from .jobs import Cancelled, Job, Outcome, TransferOptions
-from .output import Output, human_size
+from .output import Output, counted, human_size
 from .paths import RemotePath
 from .transfer import Runner
 
@@ -90,7 +90,7 @@ def run_jobs(
     if not single and (outcome.done or outcome.failed):
         rate = human_size(int(outcome.bytes / seconds)) if seconds > 0 else "-"
         out.summary(
-            f"{'moved' if opts.move else 'transferred'} {outcome.done} files, "
+            f"{'moved' if opts.move else 'transferred'} {counted(outcome.done, 'file')}, "
             f"{human_size(outcome.bytes)} in {seconds:.1f} s ({rate}/s)"
             + (f", {outcome.failed} failed" if outcome.failed else "")
             + (f", {outcome.skipped} skipped" if outcome.skipped else "")
