@@ -187,6 +187,24 @@ def test_on_retry_is_told_of_each_retried_failure() -> None:
     assert [type(e) for e in told] == [errors.SlowDown, errors.ConnectError]
 
 
+def test_each_retry_is_logged_once_with_its_error_and_its_pause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    failures = [errors.ConnectError("cannot reach the server", operation="op", bucket="b")]
+
+    def attempt(request: SignedRequest, body: object) -> str:
+        if failures:
+            raise failures.pop(0)
+        return "ok"
+
+    with caplog.at_level("WARNING", logger="objsdk"):
+        _pipeline().run("GET", attempt, operation="op", bucket="b", key=None)
+    # The error's own message names the operation, bucket and key; nothing is repeated.
+    assert [r.getMessage() for r in caplog.records] == [
+        "op: cannot reach the server (bucket 'b'); retrying in 0.00 s (retry 1)"
+    ]
+
+
 def test_a_file_body_is_rewound_before_it_is_sent_again() -> None:
     answers = [MockResponse(503, {}, SLOW_DOWN), MockResponse(200, {"ETag": '"e"'})]
     transport = MockTransport(lambda request: answers.pop(0), retry=default_retry(2))

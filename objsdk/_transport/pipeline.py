@@ -196,21 +196,21 @@ class Pipeline:
                 nxt = next_policy(policy, kind, status=e.status, code=e.code)
                 if nxt is None:
                     raise
+                failed: errors.ObjsdkError = e
                 retry_after = _retry_after(e)
-                self._note(e, operation, bucket, key, on_retry)
             except errors.TransportError as e:
                 failure = network_failure(e)
                 nxt = None if failure is None else next_policy(policy, kind, failure=failure)
                 if nxt is None:
                     raise
-                retry_after = None
-                self._note(e, operation, bucket, key, on_retry)
+                failed, retry_after = e, None
             else:
                 if refused and method == "HEAD":
                     self.dialect.confirm_head_refusal()
                 return result
             policy = nxt
             seconds = pause(policy, retry_after)
+            self._note(failed, len(policy.history), seconds, on_retry)
             watch = private_api.current_watch()
             if watch is None:
                 time.sleep(seconds)
@@ -225,15 +225,14 @@ class Pipeline:
     @staticmethod
     def _note(
         e: errors.ObjsdkError,
-        operation: str,
-        bucket: str | None,
-        key: str | None,
+        retry: int,
+        seconds: float,
         on_retry: Callable[[errors.ObjsdkError], None] | None,
     ) -> None:
         # The message, not the error: a handler that keeps records (pytest's, a
         # MemoryHandler) would otherwise keep the error's frames, and with them the
-        # caller's body buffer.
-        log.warning("%s: retrying after %s (bucket %r, key %r)", operation, str(e), bucket, key)
+        # caller's body buffer. The message names the operation, bucket and key.
+        log.warning("%s; retrying in %.2f s (retry %d)", str(e), seconds, retry)
         # The failed attempt's frames hold the body; cleared now, they are freed at once
         # instead of by a later garbage collection (a BytesIO whose getbuffer() was sent
         # cannot be closed while they live).
