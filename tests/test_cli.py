@@ -360,6 +360,20 @@ def test_unreachable_endpoint_exits_255(run: Run, unused_port: int) -> None:
     assert "cannot reach the endpoint" in res.err
 
 
+def test_a_retry_is_told_as_a_warning_line_or_a_json_warning(run: Run, unused_port: int) -> None:
+    unreachable = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{unused_port}", "AWS_MAX_ATTEMPTS": "2"}
+    res = run("ls", extra_env=unreachable)
+    assert res.code == 255
+    first, last = res.err.splitlines()
+    assert first.startswith("warning: list_buckets: cannot reach the server")
+    assert first.endswith("; retrying in 0.00 s (retry 1)")
+    assert last.startswith("objsdk: error: cannot reach the endpoint")
+    res = run("--json", "ls", extra_env=unreachable)
+    warning, error = (json.loads(line) for line in res.err.splitlines())
+    assert warning["warning"].startswith("list_buckets: cannot reach the server")
+    assert error["exit_code"] == 255
+
+
 @pytest.mark.needs_feature("checks_signatures")
 def test_bad_credentials_exit_254_without_showing_the_secret(run: Run) -> None:
     res = run("ls", extra_env={"AWS_SECRET_ACCESS_KEY": "wrong-secret-value"})

@@ -32,12 +32,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (never raises, except SystemExit from --help)."""
     from .commands import COMMANDS, Context
     from .errors import EXIT_INTERRUPTED, error_record, exit_code_for, message_for
+    from .output import LibraryWarnings
     from .parser import GLOBAL_DEFAULTS, build_parser
     from .signals import Terminated, terminating_signals
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     ctx: Context | None = None
+    library_log = logging.getLogger("objsdk")
+    warnings: LibraryWarnings | None = None
     try:
         own, passed = _split_bench(argv)
         args = build_parser().parse_args(own)
@@ -52,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s"
             )
         ctx = Context(args)
+        if not args.debug:
+            library_log.addHandler(warnings := LibraryWarnings(ctx.out))
         with terminating_signals():
             return COMMANDS[args.command](ctx, args)
     except Terminated as e:
@@ -79,3 +84,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if ctx is not None:
             ctx.close()
+        if warnings is not None:
+            library_log.removeHandler(warnings)

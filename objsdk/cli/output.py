@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-__all__ = ["Output", "Progress", "human_size"]
+__all__ = ["LibraryWarnings", "Output", "Progress", "counted", "human_size"]
 
 
 def counted(n: int, noun: str) -> str:
@@ -84,30 +85,30 @@ class Output:
         if not self.quiet and not self.json_mode:
             self._print(text)
 
-    def _print(self, text: str) -> None:
+    def _print(self, text: str, *, err: bool = False) -> None:
         with self._lock:
             bar = self._bar
-            if bar is not None and bar.write(text):
+            if bar is not None and bar.write(text, err=err):
                 return
-            _emit(text)
+            _emit(text, err=err)
 
     def warn(self, text: str) -> None:
         """A warning on stderr (always printed; with --json as ``{"warning": text}``)."""
-        with self._lock:
-            if self.json_mode:
+        if self.json_mode:
+            with self._lock:
                 _emit(json.dumps({"warning": text}), err=True)
-            else:
-                _emit(f"warning: {text}", err=True)
+        else:
+            self._print(f"warning: {text}", err=True)
 
     def error(self, text: str, record: dict[str, Any] | None = None) -> None:
         """An error on stderr: one line, or with --json one JSON object (``code``,
         ``message``, ``bucket``, ``key``...)."""
-        with self._lock:
-            if self.json_mode:
-                value = {"message": text, **(record or {})}
+        if self.json_mode:
+            value = {"message": text, **(record or {})}
+            with self._lock:
                 _emit(json.dumps(_jsonable(value), sort_keys=True), err=True)
-            else:
-                _emit(text, err=True)
+        else:
+            self._print(text, err=True)
 
     def json(self, value: Any) -> None:
         """One JSON document on one line (only in JSON mode)."""
@@ -208,13 +209,13 @@ class Progress:
 
         return report
 
-    def write(self, text: str) -> bool:
-        """Print ``text`` on stdout above the bar (cleared and redrawn around it);
-        False when no bar is shown, for the caller to print it itself."""
+    def write(self, text: str, *, err: bool = False) -> bool:
+        """Print ``text`` on stdout (``err``: stderr) above the bar (cleared and redrawn
+        around it); False when no bar is shown, for the caller to print it itself."""
         with self._lock:
             if self._bar is None:
                 return False
-            self._bar.write(text, file=sys.stdout)
+            self._bar.write(text, file=sys.stderr if err else sys.stdout)
             return True
 
     def close(self) -> None:
@@ -232,3 +233,20 @@ class Progress:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class LibraryWarnings(logging.Handler):
+    """The library's warnings (a retry, a refused checksum header) as the command's own
+    ``warning:`` lines through :class:`Output`: above the progress bar, or as
+    ``{"warning": ...}`` objects with --json, instead of Python's bare last-resort
+    lines on stderr."""
+
+    def __init__(self, out: Output) -> None:
+        super().__init__(logging.WARNING)
+        self._out = out
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._out.warn(record.getMessage())
+        except Exception:
+            self.handleError(record)
