@@ -63,6 +63,9 @@ __all__ = ["Client"]
 
 # Presigned URLs live at most 7 days with SigV4 ("Sharing objects with presigned URLs").
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
+# The requests on one object a URL can carry without a body or query of its own (S3 API,
+# "Sharing objects with presigned URLs"): a POST on a key needs a query (?uploads...).
+PRESIGN_METHODS = ("GET", "PUT", "HEAD", "DELETE")
 
 
 class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
@@ -539,15 +542,27 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         """
         check_bucket(bucket)
         check_key(key)
+        where = f"(bucket {bucket!r}, key {key!r})"
         if self.credentials is None:
             raise errors.InvalidArgument("presign needs credentials")
-        seconds = int(expires.total_seconds()) if isinstance(expires, timedelta) else expires
-        if not 1 <= seconds <= MAX_PRESIGN_SECONDS:
+        verb = method.upper() if isinstance(method, str) else method
+        if verb not in PRESIGN_METHODS:
             raise errors.InvalidArgument(
-                f"expires must be 1 s to 7 days, got {seconds} s (bucket {bucket!r}, key {key!r})"
+                f"method must be one of {', '.join(PRESIGN_METHODS)} (any case), "
+                f"got {method!r} {where}"
             )
+        if isinstance(expires, timedelta):
+            seconds = int(expires.total_seconds())
+        elif isinstance(expires, int) and not isinstance(expires, bool):
+            seconds = expires
+        else:
+            raise errors.InvalidArgument(
+                f"expires must be seconds (an int) or a timedelta, got {expires!r} {where}"
+            )
+        if not 1 <= seconds <= MAX_PRESIGN_SECONDS:
+            raise errors.InvalidArgument(f"expires must be 1 s to 7 days, got {seconds} s {where}")
         return presign_url(
-            method.upper(),
+            verb,
             self.endpoint.build_url(bucket, key),
             credentials=self.credentials,
             region=self.region,

@@ -347,6 +347,24 @@ def test_presign_refuses_more_than_seven_days(client):
         client.presign("GET", "b", "k", expires=8 * 24 * 3600)
 
 
+@pytest.mark.parametrize("expires", ["60", 60.5, True, None])
+def test_presign_refuses_an_expiry_that_is_not_seconds_or_a_timedelta(client, expires):
+    with pytest.raises(objsdk.InvalidArgument, match=r"expires .*bucket 'b', key 'k'"):
+        client.presign("GET", "b", "k", expires=expires)
+
+
+@pytest.mark.parametrize("method", ["FETCH", "", "GET ", "POST"])
+def test_presign_refuses_a_method_no_presigned_object_request_has(client, method):
+    with pytest.raises(objsdk.InvalidArgument, match=r"method .*bucket 'b', key 'k'"):
+        client.presign(method, "b", "k")
+
+
+@pytest.mark.parametrize("method", ["GET", "put", "Head", "DELETE"])
+def test_presign_takes_the_object_methods_in_any_case(client, method):
+    url = client.presign(method, "b", "k")
+    assert parse_qs(urlsplit(url).query)["X-Amz-Expires"] == ["3600"]
+
+
 def test_from_env_reads_aws_variables():
     env = {
         "AWS_ENDPOINT_URL": EP,
