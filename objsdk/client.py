@@ -56,6 +56,7 @@ from objsdk._transport.retry import Policy, make_retry
 from objsdk.models import DeleteError, ObjectInfo, UploadInfo
 
 if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
     from _typeshed import WriteableBuffer as WritableBuffer
     from typing_extensions import Unpack
 
@@ -246,17 +247,18 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
         self,
         bucket: str,
         key: str,
-        data: bytes | bytearray | memoryview | IO[bytes],
+        data: ReadableBuffer | IO[bytes],
         *,
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> ObjectInfo:
         """Store ``data`` under ``key`` in one PUT.
 
-        Bytes-like data is sent from its own buffer, without a copy, with its SHA-256
-        signed and a CRC32C the server stores. A binary file object is streamed from its
-        current position to its end (it must be seekable, so a retry can rewind it); it is
-        never read whole.
+        Bytes-like data (bytes, bytearray, memoryview, array.array, a C-contiguous numpy
+        array: its bytes in memory order) is sent from its own buffer, without a copy,
+        with its SHA-256 signed and a CRC32C the server stores. A binary file object is
+        streamed from its current position to its end (it must be seekable, so a retry
+        can rewind it); it is never read whole.
         """
         check_bucket(bucket)
         check_key(key)

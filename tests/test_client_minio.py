@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import hashlib
 import json
 import os
@@ -143,6 +144,22 @@ def test_put_from_bytearray_and_memoryview(client, bucket):
     client.put_object(bucket, "mv", memoryview(buf)[100:200])
     assert client.get_object(bucket, "ba") == bytes(buf)
     assert client.get_object(bucket, "mv") == bytes(buf[100:200])
+
+
+def test_put_takes_any_contiguous_buffer_as_its_bytes(client, bucket):
+    numbers = array.array("d", range(100))
+    grid = memoryview(bytes(range(96))).cast("i", (4, 6))
+    client.put_object(bucket, "array", numbers)
+    client.put_object(bucket, "grid", grid)
+    assert client.get_object(bucket, "array") == numbers.tobytes()
+    assert client.get_object(bucket, "grid") == bytes(range(96))
+
+
+@pytest.mark.parametrize("data", [memoryview(b"0123456789")[::2], "text", None, 5])
+def test_put_refuses_what_is_neither_contiguous_bytes_nor_a_file(client, bucket, data):
+    with pytest.raises(objsdk.InvalidArgument, match=f"bucket '{bucket}', key 'k'"):
+        client.put_object(bucket, "k", data)
+    assert list(client.list_objects(bucket)) == []
 
 
 def test_copy_object(client, bucket):

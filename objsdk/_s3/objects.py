@@ -6,14 +6,18 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Mapping
-from typing import IO
+from typing import IO, TYPE_CHECKING, cast
 
 from objsdk import errors
+from objsdk._core.bytes_like import flat_view, is_bytes_like
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.object_headers import object_headers, stored_checksums
 from objsdk._core.signing import UNSIGNED_PAYLOAD, payload_sha256
 from objsdk._transport.base import Body, Transport
 from objsdk.models import ObjectInfo
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = ["put_bytes", "put_object"]
 
@@ -48,7 +52,7 @@ def put_object(
     transport: Transport,
     bucket: str,
     key: str,
-    data: bytes | bytearray | memoryview | IO[bytes],
+    data: ReadableBuffer | IO[bytes],
     *,
     content_type: str | None,
     metadata: Mapping[str, str] | None,
@@ -57,12 +61,21 @@ def put_object(
     from its position to its end (never read whole; a retry rewinds it)."""
     headers = object_headers(bucket, key, content_type, metadata)
     meta = dict(metadata or {})
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return put_bytes(
-            transport, bucket, key, data, headers=headers, content_type=content_type, metadata=meta
-        )
-    length = _remaining_length(data, bucket, key)
-    return _put(transport, bucket, key, data, length, UNSIGNED_PAYLOAD, headers, content_type, meta)
+    if is_bytes_like(data):
+        with flat_view(data, "put_object", bucket, key) as view:
+            return put_bytes(
+                transport,
+                bucket,
+                key,
+                view,
+                headers=headers,
+                content_type=content_type,
+                metadata=meta,
+            )
+    # Not bytes-like: a file, or what _remaining_length refuses.
+    f = cast("IO[bytes]", data)
+    length = _remaining_length(f, bucket, key)
+    return _put(transport, bucket, key, f, length, UNSIGNED_PAYLOAD, headers, content_type, meta)
 
 
 def _put(
@@ -108,7 +121,8 @@ def _remaining_length(f: IO[bytes], bucket: str, key: str) -> int:
         f.seek(pos)
     except (AttributeError, OSError, io.UnsupportedOperation):
         raise errors.InvalidArgument(
-            "put_object needs bytes or a seekable binary file (so a retry can rewind it); "
+            "put_object needs bytes-like data or a seekable binary file (so a retry can rewind "
+            "it); "
             f"got {type(f).__name__} for bucket {bucket!r}, key {key!r}"
         ) from None
     return max(0, end - pos)

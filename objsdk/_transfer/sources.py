@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, BinaryIO, ClassVar, Protocol
 
 from objsdk import errors
+from objsdk._core.bytes_like import flat_view, is_bytes_like
 from objsdk._core.checksums import crc32c
 from objsdk._core.parts import Part
 from objsdk._core.sizes import MAX_PARTS, MAX_SINGLE_PUT, MiB
@@ -128,7 +129,7 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
     """The strategy for ``source``; a file object is left at the end of what was read,
     a path's file is closed."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        with _flat(source, bucket, key) as view:
+        with flat_view(source, "upload", bucket, key) as view:
             yield MemorySource(view)
     elif isinstance(source, (str, os.PathLike)):
         try:
@@ -147,15 +148,13 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
             yield MemorySource(view)
         source.seek(start + size)
     elif not callable(getattr(source, "read", None)):
-        # Any other object with the buffer protocol (array.array, numpy, mmap) is memory.
-        try:
-            memoryview(source).release()  # type: ignore[arg-type]
-        except TypeError:
+        # Any other object with the buffer protocol (array.array, numpy) is memory.
+        if not is_bytes_like(source):
             raise errors.InvalidArgument(
                 "upload source must be bytes-like, a path or a binary file object, got "
                 f"{type(source).__name__} (bucket {bucket!r}, key {key!r})"
-            ) from None
-        with _flat(source, bucket, key) as view:  # type: ignore[arg-type]
+            )
+        with flat_view(source, "upload", bucket, key) as view:
             yield MemorySource(view)
     else:
         src = _file_source(source)
@@ -163,19 +162,6 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
         # One that cannot seek is left where reading it stopped.
         if not isinstance(src, UnsizedStreamSource):
             source.seek(src.start + src.size)
-
-
-@contextlib.contextmanager
-def _flat(data: bytes | bytearray | memoryview, bucket: str, key: str) -> Iterator[memoryview]:
-    """A flat byte view of any C-contiguous buffer (array('I'), 2-D views...)."""
-    view = memoryview(data)
-    with view:
-        if not view.c_contiguous:
-            raise errors.InvalidArgument(
-                f"upload needs a contiguous buffer (bucket {bucket!r}, key {key!r})"
-            )
-        with view.cast("B") as flat:
-            yield flat
 
 
 def _file_source(f: IO[bytes]) -> FileSource | StreamSource | UnsizedStreamSource:
