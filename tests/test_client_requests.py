@@ -163,6 +163,16 @@ def test_get_object_rejects_negative_offset_naming_key(client):
         client.get_object("b", "k", offset=-1)
 
 
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("offset", True), ("offset", 2.0), ("offset", "2"), ("length", False), ("length", -1)],
+)
+def test_get_object_refuses_an_offset_or_length_that_is_not_a_count(client, argument, value):
+    # A bool is an int to Python, but offset=True is a mistake, never byte 1.
+    with pytest.raises(objsdk.InvalidArgument, match=rf"{argument}.*bucket 'b', key 'k'"):
+        client.get_object("b", "k", **{argument: value})
+
+
 def test_no_such_key_names_bucket_and_key(client, rsps):
     rsps.get(f"{EP}/b/k", body=NO_SUCH_KEY, status=404)
     with pytest.raises(objsdk.NoSuchKey) as info:

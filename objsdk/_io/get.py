@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from objsdk import errors
+from objsdk._core.addressing import check_count
 from objsdk._core.ranges import format_range, parse_content_range
 from objsdk._io.range_reader import ranged_content
 from objsdk._io.verify import check_body
@@ -27,15 +28,9 @@ def get_object(
     """The object's bytes from ``offset``, ``length`` of them (to the end if None), of
     ``version_id`` if given; the whole object is checked against its full-object
     checksum unless ``verify=False``."""
-    if not isinstance(offset, int) or offset < 0:
-        raise errors.InvalidArgument(
-            f"offset must be a non-negative int, got {offset!r} (bucket {bucket!r}, key {key!r})"
-        )
-    if length is not None and (not isinstance(length, int) or length < 0):
-        raise errors.InvalidArgument(
-            f"length must be a non-negative int or None, got {length!r} "
-            f"(bucket {bucket!r}, key {key!r})"
-        )
+    check_count("offset", offset, 0, bucket, key)
+    if length is not None:
+        check_count("length", length, 0, bucket, key)
     if length == 0:
         head_object(transport, bucket, key, version_id=version_id)  # still report a missing one
         return b""
