@@ -7,7 +7,7 @@ The public API is re-exported here; the modules behind it each own one idea
 from objsdk._core.client_config import ClientConfig
 from objsdk._core.sse import SSE, SSEC, SSEKMS, SSES3
 from objsdk._io.objectfile import ObjectFile, ReadStats
-from objsdk._transfer.download import DownloadResult
+from objsdk._transfer.download_result import DownloadResult
 from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.retry import default_retry
 from objsdk._version import __version__

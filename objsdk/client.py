@@ -39,10 +39,10 @@ from objsdk._s3.listing import ListingAPI
 from objsdk._s3.objects import put_object
 from objsdk._s3.tagging import TaggingAPI
 from objsdk._s3.versions import VersionsAPI
-from objsdk._transfer.download import DownloadResult
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
 from objsdk._transfer.download_engine import drop_frame_locals
+from objsdk._transfer.download_result import DownloadResult
 from objsdk._transfer.progress import Progress
 from objsdk._transfer.upload import UploadSource
 from objsdk._transfer.upload import upload as _upload

@@ -23,11 +23,12 @@ over the bytes in place. Composite checksums are never taken for full-object one
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from objsdk import errors
@@ -39,6 +40,7 @@ from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._s3.head import head_object
 from objsdk._transfer.download_check import Check, Feed
 from objsdk._transfer.download_engine import drop_frame_locals, fetch_parts, into_buffer, into_file
+from objsdk._transfer.download_result import DownloadResult
 from objsdk._transfer.download_state import (
     O_NOFOLLOW,
     DownloadState,
@@ -47,6 +49,7 @@ from objsdk._transfer.download_state import (
     reusable_parts,
     save_state,
 )
+from objsdk._transfer.download_stream import download_stream, is_stream_file
 from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transfer.writeback import Writeback
 from objsdk._transport.base import Transport
@@ -61,29 +64,6 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
 
 __all__ = ["DownloadResult", "download", "download_paths", "get_into"]
-
-
-@dataclass(frozen=True)
-class DownloadResult:
-    """What :func:`download` did.
-
-    ``info`` describes the version downloaded (size, ETag, version, checksums).
-    ``parts_reused`` parts were already on disk from an interrupted earlier call;
-    ``parts_fetched`` parts (``bytes_fetched`` bytes) were fetched by this one, with
-    ``parallel`` parts in flight at the end (what ``parallel=None`` settled on).
-    ``verified`` is the checksum algorithm the bytes were checked with, or None, and
-    then ``unverified_reason`` says why (``verify=False``, no checksum stored, a
-    composite one...).
-    """
-
-    info: ObjectInfo
-    parts_total: int
-    parts_fetched: int
-    parts_reused: int
-    bytes_fetched: int
-    parallel: int = 1
-    verified: str | None = None
-    unverified_reason: str | None = None
 
 
 # -- the public functions ----------------------------------------------------------------
@@ -126,13 +106,20 @@ def download(
     part_size = _checked(bucket, key, parallel, part_size)
     check_count("max_resume", max_resume, 0, bucket, key)
     if isinstance(dest, (str, os.PathLike)):
-        path = os.fspath(dest)
-        if not isinstance(path, str):
-            raise errors.InvalidArgument(
-                f"dest path must be str, got {type(path).__name__} (bucket {bucket!r}, key {key!r})"
-            )
+        path = _checked_path(dest, bucket, key)
         info = _head(transport, bucket, key, version_id)
         part_size = part_size or adaptive_part_size(_size(info))
+        if is_stream_file(path):
+            return download_stream(
+                transport,
+                info,
+                path,
+                parallel=parallel,
+                part_size=part_size,
+                progress=progress,
+                max_resume=max_resume,
+                verify=verify,
+            )
         check = Check(info, verify, transport)
         return _download_to_path(
             transport, info, path, parallel, part_size, progress, max_resume, check
@@ -228,6 +215,20 @@ def _checked(bucket: str, key: str, parallel: int | None, part_size: int | None)
         return None if parallel is None else DEFAULT_PART_SIZE
     check_count("part_size", part_size, 1, bucket, key)
     return part_size
+
+
+def _checked_path(dest: str | os.PathLike[str], bucket: str, key: str) -> str:
+    """``dest`` as a str naming a file: refused empty, or where a directory stands
+    (before anything is fetched; the rename at the end would find it too late)."""
+    path = os.fspath(dest)
+    where = f"(bucket {bucket!r}, key {key!r})"
+    if not isinstance(path, str):
+        raise errors.InvalidArgument(f"dest path must be str, got {type(path).__name__} {where}")
+    if not path:
+        raise errors.InvalidArgument(f"dest must name a file, got an empty path {where}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"a directory is there, not a file {where}", path)
+    return path
 
 
 def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
