@@ -113,7 +113,8 @@ class Runner:
             part_size=self.opts.part_size or None,
         )
         mtime = job.mtime or result.info.last_modified
-        if mtime is not None:
+        # A file takes the object's date; a device or FIFO written into keeps its own.
+        if mtime is not None and os.path.isfile(dst.path):
             ts = mtime.timestamp()
             os.utime(dst.path, (ts, ts))
         size = result.info.size or 0
