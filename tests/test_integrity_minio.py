@@ -13,6 +13,7 @@ import http.client
 import io
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -127,6 +128,26 @@ def download_to_path(c: Client, key: str, tmp_path: Any) -> tuple[bytes, str | N
     return dest.read_bytes(), result.verified
 
 
+def download_to_fifo(c: Client, key: str) -> tuple[bytes, str | None]:
+    """Into a named pipe: written in order, verified as the bytes pass."""
+    fifo = _tmp() / "pipe"
+    os.mkfifo(fifo)
+    got = bytearray()
+
+    def drain() -> None:
+        with open(fifo, "rb") as f:
+            while chunk := f.read(MiB):
+                got.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        verified = c.download(BUCKET, key, fifo, parallel=3, part_size=MiB).verified
+    finally:
+        reader.join(10)
+    return bytes(got), verified
+
+
 def download_to_buffer(c: Client, key: str) -> tuple[bytes, str | None]:
     buf = bytearray(SIZE)
     verified = c.download(BUCKET, key, buf, parallel=3, part_size=MiB).verified
@@ -151,6 +172,7 @@ def test_every_full_pass_is_verified_with_the_stored_algorithm(client, stored, a
     assert read_whole(client, algorithm) == (DATA, want)
     assert readinto_whole(client, algorithm) == (DATA, want)
     assert download_to_path(client, algorithm, tmp_path) == (DATA, want)
+    assert download_to_fifo(client, algorithm) == (DATA, want)
     assert download_to_buffer(client, algorithm) == (DATA, want)
     assert get_into_parts(client, algorithm) == DATA
     assert get_into_one_get(client, algorithm) == DATA
@@ -164,6 +186,7 @@ def test_every_full_pass_is_verified_with_the_stored_algorithm(client, stored, a
         pytest.param(readinto_whole, id="open-readinto"),
         pytest.param(lambda c, k: download_to_path(c, k, _tmp()), id="download-path"),
         pytest.param(download_to_buffer, id="download-buffer"),
+        pytest.param(download_to_fifo, id="download-fifo"),
         pytest.param(get_into_parts, id="get_into-parts"),
         pytest.param(get_into_one_get, id="get_into-one-get"),
         pytest.param(lambda c, k: c.get_object(BUCKET, k), id="get_object"),
