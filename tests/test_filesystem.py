@@ -186,6 +186,18 @@ def test_put_and_get_a_tree(fs: ObjsdkFileSystem, bucket: str, tmp_path: Path) -
         assert (tmp_path / "back" / rel).read_bytes() == (src / rel).read_bytes()
 
 
+def test_get_file_into_a_file_object_writes_from_its_position_and_leaves_it_open(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "k", b"payload")
+    out = io.BytesIO(b"head:")
+    out.seek(0, io.SEEK_END)
+    fs.get_file(f"{bucket}/k", out)
+    fs.get_file(f"{bucket}/k", "ignored-name", outfile=out)
+    assert not out.closed
+    assert out.getvalue() == b"head:payloadpayload"
+
+
 def test_without_options_it_follows_the_environment(
     monkeypatch: pytest.MonkeyPatch, s3_server: Any, bucket: str, tmp_path: Path
 ) -> None:

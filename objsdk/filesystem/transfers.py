@@ -146,17 +146,12 @@ class Transfers:
             os.makedirs(lpath, exist_ok=True)
             return
         if outfile is not None:
+            # The caller's file object: written from its position, left open.
             with self._open(rpath, "rb") as f:
                 callback.set_size(f.size)
-                own = outfile is None
-                out = open(lpath, "wb") if own else outfile  # noqa: SIM115
-                try:
-                    while chunk := f.read(1 << 20):
-                        out.write(chunk)
-                        callback.relative_update(len(chunk))
-                finally:
-                    if own:
-                        out.close()
+                while chunk := f.read(1 << 20):
+                    outfile.write(chunk)
+                    callback.relative_update(len(chunk))
             return
         parent = os.path.dirname(os.fspath(lpath))
         if parent:
