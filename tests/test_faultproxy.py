@@ -539,7 +539,8 @@ def test_slow_down_on_posts_answers_503_that_many_times(
 ) -> None:
     client.put_object(bucket, "k", b"x")
     rule = proxy.add_rule(Action.SLOW_DOWN, method="POST", times=times)
-    url = via.presign("POST", bucket, "k", expires=60) + "&uploads="
+    # The rule answers before the service would look at a signature: none is needed.
+    url = via.endpoint.build_url(bucket, "k") + "?uploads="
     statuses = [requests.post(url, timeout=10).status_code for _ in range(times)]
     assert statuses == [503] * times
     assert rule.hits == times
