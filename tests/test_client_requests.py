@@ -112,6 +112,31 @@ def test_put_object_refuses_unseekable_streams_naming_the_key(client):
         client.put_object("b", "k", Pipe())  # type: ignore[arg-type]
 
 
+def test_a_canned_acl_goes_with_an_upload_a_writer_and_a_copy(client, rsps):
+    rsps.put(f"{EP}/b/up", headers={"ETag": '"e1"'})
+    rsps.put(f"{EP}/b/w", headers={"ETag": '"e2"'})
+    rsps.put(
+        f"{EP}/b/copy",
+        body=b"<CopyObjectResult><ETag>&quot;e3&quot;</ETag></CopyObjectResult>",
+    )
+    client.upload("b", "up", b"data", acl="bucket-owner-full-control")
+    with client.open_write("b", "w", acl="public-read") as w:
+        w.write(b"data")
+    client.copy_object("b", "up", "b", "copy", acl="bucket-owner-read")
+    sent = {urlsplit(c.request.url).path: c.request.headers for c in rsps.calls}
+    assert sent["/b/up"]["x-amz-acl"] == "bucket-owner-full-control"
+    assert sent["/b/w"]["x-amz-acl"] == "public-read"
+    assert sent["/b/copy"]["x-amz-acl"] == "bucket-owner-read"
+    # An ACL is not a stored header: the copy keeps its source's metadata.
+    assert "x-amz-metadata-directive" not in sent["/b/copy"]
+
+
+@pytest.mark.parametrize("acl", ["public", "Private", "log-delivery-write", 1])
+def test_an_acl_that_is_not_an_object_canned_acl_is_refused_by_name(client, acl):
+    with pytest.raises(objsdk.InvalidArgument, match=r"acl must be .*'b', key 'k'"):
+        client.upload("b", "k", b"x", acl=acl)
+
+
 def test_metadata_and_content_type_become_headers(client, rsps):
     rsps.put(
         f"{EP}/b/k",

@@ -2,9 +2,11 @@
 
 ``upload``, ``open_write`` and ``copy_object`` take them as keyword arguments (with
 ``content_type`` and ``metadata``, which :func:`objsdk._core.object_headers.object_headers`
-handles): ``cache_control``, ``content_encoding``, ``content_disposition`` and
-``storage_class``. S3 stores the first three and returns them on GET and HEAD
-(PutObject, "System-defined object metadata" in the S3 user guide).
+handles): ``cache_control``, ``content_encoding``, ``content_disposition``,
+``storage_class`` and ``acl``. S3 stores the first three and returns them on GET and HEAD
+(PutObject, "System-defined object metadata" in the S3 user guide); ``acl`` is a canned
+ACL (``x-amz-acl``, "Canned ACL" in the S3 user guide), such as
+``bucket-owner-full-control`` for a write into another account's bucket.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TypedDict
 
 from objsdk import errors
 
-__all__ = ["HEADER_NAMES", "ObjectHeaders", "standard_headers"]
+__all__ = ["CANNED_ACLS", "HEADER_NAMES", "ObjectHeaders", "standard_headers"]
 
 
 class ObjectHeaders(TypedDict, total=False):
@@ -24,6 +26,7 @@ class ObjectHeaders(TypedDict, total=False):
     content_encoding: str
     content_disposition: str
     storage_class: str
+    acl: str
 
 
 #: Keyword -> the HTTP header that carries it.
@@ -32,7 +35,20 @@ HEADER_NAMES: dict[str, str] = {
     "content_encoding": "Content-Encoding",
     "content_disposition": "Content-Disposition",
     "storage_class": "x-amz-storage-class",
+    "acl": "x-amz-acl",
 }
+
+#: The canned ACLs an object takes (S3 user guide, "Canned ACL"; ``log-delivery-write``
+#: is a bucket's only). Checked here: MinIO accepts any value and applies none.
+CANNED_ACLS = (
+    "private",
+    "public-read",
+    "public-read-write",
+    "aws-exec-read",
+    "authenticated-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+)
 
 # A header value is sent as it is: printable ASCII only, so no value can end the header
 # early or add another (RFC 9110 §5.5 field values; S3 refuses the rest anyway).
@@ -48,15 +64,18 @@ def standard_headers(
     content_encoding: str | None = None,
     content_disposition: str | None = None,
     storage_class: str | None = None,
+    acl: str | None = None,
 ) -> dict[str, str]:
     """The headers for the given keywords (None: not sent). Refuses, naming the keyword,
     a value S3 would mangle: non-ASCII or control characters, a malformed storage class
-    (``STANDARD``, ``REDUCED_REDUNDANCY``, ``GLACIER_IR``...)."""
+    (``STANDARD``, ``REDUCED_REDUNDANCY``, ``GLACIER_IR``...), an ACL that is not one of
+    :data:`CANNED_ACLS`."""
     given = {
         "cache_control": cache_control,
         "content_encoding": content_encoding,
         "content_disposition": content_disposition,
         "storage_class": storage_class,
+        "acl": acl,
     }
     headers = {}
     for name, value in given.items():
@@ -71,6 +90,11 @@ def standard_headers(
             raise errors.InvalidArgument(
                 f"storage_class must be an S3 storage class such as 'STANDARD', got "
                 f"{value!r} (bucket {bucket!r}, key {key!r})"
+            )
+        if name == "acl" and value not in CANNED_ACLS:
+            raise errors.InvalidArgument(
+                f"acl must be a canned ACL ({', '.join(CANNED_ACLS)}), got {value!r} "
+                f"(bucket {bucket!r}, key {key!r})"
             )
         headers[HEADER_NAMES[name]] = value
     return headers
