@@ -103,6 +103,7 @@ def _transfer_options(
         cache_control=getattr(args, "cache_control", None),
         content_encoding=getattr(args, "content_encoding", None),
         storage_class=getattr(args, "storage_class", None),
+        acl=getattr(args, "acl", None),
         move=move,
     )
 
@@ -262,14 +263,15 @@ def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int
 
 
 # What each kind of job can store with an object: a server-side copy keeps its source's
-# fields, and a stream from standard input goes through the writer, which takes a
-# Content-Type and metadata only.
+# fields (its ACL is the request's, as with aws s3 cp), and a stream from standard input
+# goes through the writer, which takes a Content-Type, metadata and an ACL only.
 _FIELDS = {
     "--content-type": ("content_type", ("upload", "stdin")),
     "--metadata": ("metadata", ("upload", "stdin")),
     "--cache-control": ("cache_control", ("upload",)),
     "--content-encoding": ("content_encoding", ("upload",)),
     "--storage-class": ("storage_class", ("upload",)),
+    "--acl": ("acl", ("upload", "stdin", "copy")),
 }
 
 

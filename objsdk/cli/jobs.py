@@ -68,6 +68,7 @@ class TransferOptions:
     cache_control: str | None = None
     content_encoding: str | None = None
     storage_class: str | None = None
+    acl: str | None = None  # a canned ACL (x-amz-acl) for uploads and copies
     move: bool = False  # mv: each source is removed once its copy is verified
 
 

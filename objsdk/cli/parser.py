@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from .._core.metadata import CANNED_ACLS
 from .._version import __version__
 from .errors import EXIT_BAD_ARGS, CliError
 from .filters import FilterAction
@@ -200,6 +201,12 @@ def _object_fields(p: argparse.ArgumentParser) -> None:
     p.add_argument("--content-encoding", default=None, help="Content-Encoding stored with objects")
     p.add_argument(
         "--storage-class", default=None, help="storage class (STANDARD, STANDARD_IA, GLACIER...)"
+    )
+    p.add_argument(
+        "--acl",
+        default=None,
+        choices=CANNED_ACLS,
+        help="canned ACL for uploads and copies (bucket-owner-full-control...)",
     )
 
 

@@ -27,6 +27,8 @@ from .smallfile import SMALL_OBJECT, Batch, download_small
 if TYPE_CHECKING:
     from objsdk import Client, ObjectInfo
 
+    from .._core.metadata import ObjectHeaders
+
 __all__ = ["Runner", "stream_to_stdout"]
 
 MAX_COPY = 5 << 30  # S3's limit for one CopyObject
@@ -70,6 +72,8 @@ class Runner:
             kwargs["content_type"] = self.opts.content_type
         if self.opts.metadata:
             kwargs["metadata"] = self.opts.metadata
+        if self.opts.acl:
+            kwargs["acl"] = self.opts.acl
         return kwargs
 
     def _upload(self, src: LocalPath, dst: RemotePath) -> int:
@@ -184,8 +188,9 @@ class Runner:
         assert isinstance(dst, RemotePath)
         before = c.head_object(src.bucket, src.key) if self.opts.move else None
         size = job.size or ((before or c.head_object(src.bucket, src.key)).size or 0)
+        acl: ObjectHeaders = {"acl": self.opts.acl} if self.opts.acl else {}
         if size <= MAX_COPY:
-            c.copy_object(src.bucket, src.key, dst.bucket, dst.key)
+            c.copy_object(src.bucket, src.key, dst.bucket, dst.key, **acl)
             if before is not None:
                 _check_copy(before, c.head_object(dst.bucket, dst.key))
             if self.progress is not None:
@@ -195,7 +200,7 @@ class Runner:
         # multipart writer) rather than fail.
         with (
             c.open(src.bucket, src.key) as r,
-            c.open_write(dst.bucket, dst.key, parallel=self.writer_parallel()) as w,
+            c.open_write(dst.bucket, dst.key, parallel=self.writer_parallel(), **acl) as w,
         ):
             buf = bytearray(8 * STREAM_CHUNK)
             while n := r.readinto(buf):
