@@ -312,8 +312,10 @@ def test_put_and_pipe_take_what_a_write_stores_in_boto3_names(
     fs.pipe_file(f"{bucket}/p.bin", b"x", Metadata={"k": "v"})
     assert client.head_object(bucket, "style.json").content_type == "text/css"
     assert client.head_object(bucket, "p.bin").metadata == {"k": "v"}
-    with pytest.raises(ValueError, match="ACL"):
-        fs.pipe_file(f"{bucket}/q", b"x", ACL="public-read")
+    fs.pipe_file(f"{bucket}/acl", b"x", ACL="bucket-owner-full-control")
+    assert fs.cat(f"{bucket}/acl") == b"x"
+    with pytest.raises(ValueError, match="RequestPayer"):
+        fs.pipe_file(f"{bucket}/q", b"x", RequestPayer="requester")
 
 
 def test_put_and_pipe_take_s3fs_part_size_and_concurrency(

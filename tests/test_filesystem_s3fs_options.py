@@ -33,6 +33,12 @@ def _fs(options: dict[str, Any], **more: Any) -> ObjsdkFileSystem:
     return ObjsdkFileSystem(**{**options, **more})
 
 
+def _acls(calls: list[dict[str, Any]]) -> list[str | None]:
+    """The ``x-amz-acl`` of each PUT or CreateMultipartUpload among a transport's calls."""
+    writes = ("put_object", "create_multipart_upload")
+    return [(c.get("headers") or {}).get("x-amz-acl") for c in calls if c["operation"] in writes]
+
+
 def _spy(obj: Any, name: str) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
     real = getattr(obj, name)
@@ -169,8 +175,14 @@ def check_s3_additional_kwargs(options: dict[str, Any], bucket: str, client: Cli
         s3_additional_kwargs={"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "k1"},
     )
     assert kms.client.config.sse == SSEKMS("k1")
-    with pytest.raises(ValueError, match="ACL"):
-        _fs(options, s3_additional_kwargs={"ACL": "public-read"})
+    owner = _fs(options, s3_additional_kwargs={"ACL": "bucket-owner-full-control"})
+    sent = _spy(owner.client.transport, "request")
+    owner.pipe_file(f"{bucket}/acl", b"x")
+    assert _acls(sent) == ["bucket-owner-full-control"]
+    with pytest.raises(ValueError, match="acl must be a canned ACL"):
+        _fs(options, s3_additional_kwargs={"ACL": "public"}).pipe_file(f"{bucket}/no", b"x")
+    with pytest.raises(ValueError, match="RequestPayer"):
+        _fs(options, s3_additional_kwargs={"RequestPayer": "requester"})
 
 
 def check_max_concurrency(options: dict[str, Any], bucket: str, client: Client) -> None:
@@ -315,6 +327,16 @@ def open_autocommit(fs: ObjsdkFileSystem, bucket: str, client: Client) -> None:
     assert fs.cat(f"{bucket}/later") == b"held"
 
 
+def open_acl(fs: ObjsdkFileSystem, bucket: str, client: Client) -> None:
+    client.put_object(bucket, "o", b"x")
+    sent = _spy(fs.client.transport, "request")
+    with fs.open(f"{bucket}/w", "wb", acl="public-read") as w:
+        w.write(b"1")
+    with fs.open(f"{bucket}/o", "rb", acl="public-read") as r:  # ignored, as s3fs does
+        assert r.read() == b"x"
+    assert _acls(sent) == ["public-read"]
+
+
 def open_size(fs: ObjsdkFileSystem, bucket: str, client: Client) -> None:
     client.put_object(bucket, "o", b"sized")
     heads = _spy(fs.client, "head_object")
@@ -331,9 +353,9 @@ OPEN_HONOURED: dict[str, Callable[[ObjsdkFileSystem, str, Client], None]] = {
     "cache_type": open_cache_type,
     "autocommit": open_autocommit,
     "size": open_size,
+    "acl": open_acl,
 }
 OPEN_REFUSED: dict[str, Any] = {
-    "acl": "public-read",
     "fill_cache": False,
     "requester_pays": True,
     "cache_options": {"blocksize": 1},
@@ -370,8 +392,8 @@ def test_unknown_open_arguments_are_type_errors_naming_them(
     fs = _fs(options)
     with pytest.raises(TypeError, match="versionid"):
         fs.open(f"{bucket}/o", versionid="x")
-    with pytest.raises(ValueError, match="ACL"):
-        fs.open(f"{bucket}/w", "wb", ACL="public-read")
+    with pytest.raises(ValueError, match="RequestPayer"):
+        fs.open(f"{bucket}/w", "wb", RequestPayer="requester")
     with pytest.raises(TypeError, match="content_type"):
         fs.open(f"{bucket}/o", "rb", content_type="text/plain")  # a write option
 
@@ -380,10 +402,14 @@ def test_open_takes_boto3_and_objsdk_names_for_what_a_write_stores(
     options: dict[str, Any], bucket: str, client: Client
 ) -> None:
     fs = _fs(options)
-    with fs.open(f"{bucket}/a", "wb", ContentType="text/csv", Metadata={"k": "v"}) as w:
+    sent = _spy(fs.client.transport, "request")
+    with fs.open(
+        f"{bucket}/a", "wb", ContentType="text/csv", Metadata={"k": "v"}, ACL="private"
+    ) as w:
         w.write(b"1")
     with fs.open(f"{bucket}/b", "wb", content_type="text/csv", cache_control="max-age=1") as w:
         w.write(b"2")
     assert client.head_object(bucket, "a").metadata == {"k": "v"}
     assert client.head_object(bucket, "b").cache_control == "max-age=1"
     assert {client.head_object(bucket, k).content_type for k in "ab"} == {"text/csv"}
+    assert _acls(sent) == ["private", None]

@@ -44,6 +44,7 @@ _WRITE_PARAMS = {
     "ContentDisposition": "content_disposition",
     "StorageClass": "storage_class",
     "Metadata": "metadata",
+    "ACL": "acl",
 }
 _SSE_PARAMS = (
     "ServerSideEncryption",

@@ -416,8 +416,9 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         (see docs/fsspec.md); reads also take ``readahead`` and ``part_size``, writes
         ``content_type``, ``metadata``, the standard headers (``cache_control``...) or
         their boto3 names (``ContentType``...), ``parallel`` and ``part_size``."""
-        if acl not in (False, None, ""):
-            raise ValueError(f"acl={acl!r} is not supported by ObjsdkFileSystem (no ACLs)")
+        if acl not in (False, None, "") and "r" not in mode:
+            # s3fs's canned ACL for a write (ignored on reads, as s3fs does).
+            kwargs["acl"] = acl
         if fill_cache not in (None, True):
             raise ValueError("fill_cache=False is not supported: objsdk files keep no cache")
         if requester_pays:
