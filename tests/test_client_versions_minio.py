@@ -4,10 +4,12 @@ client, against MinIO."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
 from objsdk import Client, InvalidArgument, NoSuchKey, ObjectVersion, S3Error
+from objsdk.testing import S3Features
 
 pytestmark = pytest.mark.integration
 
@@ -191,6 +193,35 @@ def test_copy_keeps_metadata_unless_new_metadata_or_headers_are_given(
     replaced = client.head_object(bucket, "new")
     assert replaced.metadata == {"b": "2"}
     assert replaced.cache_control == "no-cache"
+
+
+def test_a_canned_acl_is_applied_by_a_service_that_applies_acls(
+    client: Client, bucket: str, s3_server: Any, s3_features: S3Features
+) -> None:
+    if not s3_features.applies_acls:
+        # Accepted (MinIO ignores it; an ownership-enforcing AWS bucket takes only this one).
+        client.upload(bucket, "owner", b"x", acl="bucket-owner-full-control")
+        assert client.get_object(bucket, "owner") == b"x"
+        return
+    boto3 = pytest.importorskip("boto3")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint,
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key,
+        region_name="us-east-1",
+    )
+    client.put_object(bucket, "src", b"x")
+    client.upload(bucket, "up", b"x", acl="public-read")
+    with client.open_write(bucket, "w", acl="public-read") as w:
+        w.write(b"x")
+    client.copy_object(bucket, "src", bucket, "copy", acl="public-read")
+
+    def public(key: str) -> bool:
+        grants = s3.get_object_acl(Bucket=bucket, Key=key)["Grants"]
+        return any(g["Grantee"].get("URI", "").endswith("/AllUsers") for g in grants)
+
+    assert [public(k) for k in ("src", "up", "w", "copy")] == [False, True, True, True]
 
 
 def test_unknown_or_bad_header_arguments_are_refused_by_name(client: Client, bucket: str) -> None:

@@ -31,6 +31,9 @@ class S3Features:
     ``checks_signatures``: a request signed with wrong keys is refused.
     ``subsecond_last_modified``: ``LastModified`` keeps fractions of a second (a file's
     mtime can equal it).
+    ``applies_acls``: a canned ACL sent with a write (``x-amz-acl: public-read``) is
+    applied and read back by GetObjectAcl; MinIO accepts and ignores it, and a new AWS
+    bucket enforces object ownership (ACLs disabled).
     """
 
     stores_put_checksum: bool = True
@@ -40,6 +43,7 @@ class S3Features:
     keep_alive: bool = True
     checks_signatures: bool = True
     subsecond_last_modified: bool = False
+    applies_acls: bool = False
 
 
 #: MinIO (the local one, single drive).
@@ -53,6 +57,7 @@ MOTO = S3Features(
     refuses_own_bucket=False,
     keep_alive=False,
     checks_signatures=False,
+    applies_acls=True,
 )
 #: AWS S3 in us-east-1, the assumption for an endpoint that says nothing else.
 AWS = S3Features(refuses_own_bucket=False)
