@@ -9,7 +9,9 @@ import mmap
 import multiprocessing
 import os
 import pickle
+import random
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,7 @@ ops = st.one_of(
     st.tuples(st.just("readinto"), st.integers(0, 2 << 20)),
     st.tuples(st.just("readinto1"), st.integers(0, 70_000)),
     st.tuples(st.just("readline"), st.one_of(st.just(-1), st.integers(0, 5000))),
+    st.tuples(st.just("next"), st.integers(1, 50)),
     st.tuples(st.just("seek0"), st.integers(0, 4 << 20)),
     st.tuples(st.just("seek1"), st.integers(-(2 << 20), 2 << 20)),
     st.tuples(st.just("seek2"), st.integers(-(4 << 20), 1000)),
@@ -81,6 +84,9 @@ def test_any_sequence_of_operations_matches_bytesio(client, objects, size, chunk
         for op, arg in program:
             if op in ("read", "readline"):
                 assert getattr(f, op)(arg) == getattr(model, op)(arg), (op, arg)
+            elif op == "next":  # `arg` lines, as a for loop takes them
+                for _ in range(arg):
+                    assert next(f, None) == next(model, None)
             elif op == "readinto":
                 mine, theirs = bytearray(arg), bytearray(arg)
                 assert f.readinto(mine) == model.readinto(theirs)
@@ -252,6 +258,117 @@ def test_lines_iterate_like_a_file(client, bucket):
     client.put_object(bucket, "lines.txt", text)
     with client.open(bucket, "lines.txt", chunk_size=1000) as f:
         assert list(f) == io.BytesIO(text).readlines()
+
+
+LINES = b"".join(b"%d,row %d\n" % (i, i) for i in range(20_000))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"chunk_size": 1000}, {"chunk_size": 7}, {"readahead": 3, "part_size": 64 * 1024}],
+    ids=["default", "chunks", "tiny-chunks", "read-ahead-parts"],
+)
+def test_lines_iterate_like_a_file_however_the_bytes_arrive(client, bucket, options):
+    text = LINES + b"a\rb\r\n\rc\n\n" + LINES + b"last, no newline"
+    client.put_object(bucket, "lines.txt", text)
+    with client.open(bucket, "lines.txt", **options) as f:
+        got = list(f)
+        assert f.tell() == len(text)
+        assert f.stats.bytes_delivered == len(text)
+    # Only b"\n" ends a line of a binary file: a b"\r" stays inside its line.
+    assert got == io.BytesIO(text).readlines()
+    assert b"a\rb\r\n" in got
+
+
+def test_reads_between_lines_take_up_where_the_last_line_ended(client, bucket):
+    client.put_object(bucket, "lines.txt", LINES)
+    model = io.BytesIO(LINES)
+    with client.open(bucket, "lines.txt", chunk_size=4096) as f:
+        for i in range(3000):
+            assert next(f) == next(model)
+            assert f.tell() == model.tell()
+            if i % 97 == 0:
+                assert f.read(i % 13) == model.read(i % 13)
+            if i % 211 == 0:
+                back = max(0, model.tell() - 500)
+                assert f.seek(back) == model.seek(back)
+            if i % 389 == 0:
+                assert f.readline() == model.readline()
+        assert f.read() == model.read()
+
+
+def test_the_file_is_its_own_iterator_so_a_loop_resumes_after_a_seek(client, bucket):
+    client.put_object(bucket, "lines.txt", LINES)
+    with client.open(bucket, "lines.txt") as f:
+        lines = iter(f)
+        assert lines is f
+        assert len(list(lines)) == 20_000
+        f.seek(0)
+        assert next(lines) == b"0,row 0\n"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"chunk_size": 7}, {"chunk_size": 4096}, {"readahead": 3, "part_size": 64 * 1024}],
+    ids=["tiny-chunks", "chunks", "read-ahead-parts"],
+)
+def test_lines_reads_and_seeks_in_any_order_match_bytesio(client, bucket, options):
+    rnd = random.Random(7)
+    text = b"".join(
+        b"x" * rnd.randrange(200) + rnd.choice([b"\n", b"\r\n", b"\r", b""]) for _ in range(20_000)
+    )
+    client.put_object(bucket, "mixed.txt", text)
+    for _ in range(15):
+        model = io.BytesIO(text)
+        with client.open(bucket, "mixed.txt", **options) as f:
+            for _ in range(rnd.randrange(1, 40)):
+                op = rnd.randrange(5)
+                if op == 0:
+                    for _ in range(rnd.randrange(1, 300)):
+                        assert next(f, None) == next(model, None)
+                elif op == 1:
+                    k = rnd.randrange(50_000)
+                    assert f.read(k) == model.read(k)
+                elif op == 2:
+                    assert f.readline() == model.readline()
+                elif op == 3:
+                    where = rnd.randrange(len(text) + 10)
+                    assert f.seek(where) == model.seek(where)
+                else:
+                    mine = bytearray(rnd.randrange(5000))
+                    theirs = bytearray(len(mine))
+                    assert f.readinto(mine) == model.readinto(theirs)
+                    assert mine == theirs
+                assert f.tell() == model.tell()
+            assert f.read() == model.read()
+
+
+def test_iteration_after_close_raises_like_a_file(client, bucket):
+    client.put_object(bucket, "lines.txt", LINES)
+    f = client.open(bucket, "lines.txt")
+    assert next(f) == b"0,row 0\n"
+    f.close()
+    with pytest.raises(ValueError, match="closed file"):
+        next(f)
+
+
+def test_threads_iterating_one_file_share_its_lines_without_loss_or_repeat(client, bucket):
+    client.put_object(bucket, "lines.txt", LINES)
+    seen: list[list[bytes]] = [[], [], [], []]
+    with client.open(bucket, "lines.txt", chunk_size=8192) as f:
+
+        def take(out: list[bytes]) -> None:
+            out.extend(f)
+
+        threads = [threading.Thread(target=take, args=(out,)) for out in seen]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    every = [line for out in seen for line in out]
+    assert sorted(every) == sorted(io.BytesIO(LINES).readlines())
+    for out in seen:  # each thread's lines in file order
+        assert out == sorted(out, key=lambda line: int(line.split(b",")[0]))
 
 
 def test_peek_does_not_consume(client, objects):
