@@ -4,6 +4,7 @@ reads ``tarfile`` makes, against what a user would otherwise write.
 Lines (a JSON-lines object of ``--lines`` short lines, ~47 bytes each):
   boto3 Body.iter_lines()          ``get_object(...)["Body"].iter_lines()`` (the baseline)
   ObjectFile lines                 ``for line in client.open(...)``
+  ObjectFile.iter_lines()          ``client.open(...).iter_lines()`` (botocore's semantics)
   BufferedReader(ObjectFile) lines the same through ``io.BufferedReader(f, 1 MiB)``
 Small reads (the same object):
   ObjectFile.read(10 KiB)          ``f.read(10240)`` until the end, as tarfile reads a stream
@@ -45,6 +46,10 @@ def main() -> None:
             with client.open(BUCKET, key) as f:
                 return sum(len(line) for line in f)
 
+        def objectfile_iter_lines() -> int:
+            with client.open(BUCKET, key) as f:
+                return sum(len(line) + 1 for line in f.iter_lines())
+
         def buffered_lines() -> int:
             with io.BufferedReader(client.open(BUCKET, key), MiB) as f:
                 return sum(len(line) for line in f)
@@ -61,6 +66,7 @@ def main() -> None:
             {
                 "boto3 Body.iter_lines()": boto3_lines,
                 "ObjectFile lines": objectfile_lines,
+                "ObjectFile.iter_lines()": objectfile_iter_lines,
                 "BufferedReader(ObjectFile) lines": buffered_lines,
             },
             args.runs,
@@ -80,7 +86,10 @@ def main() -> None:
                 f"{args.lines} lines ({mib:.0f} MiB), one pass each",
                 lines,
                 "boto3 Body.iter_lines()",
-                targets={"ObjectFile lines": ("boto3 Body.iter_lines()", 1.0)},
+                targets={
+                    "ObjectFile lines": ("boto3 Body.iter_lines()", 1.0),
+                    "ObjectFile.iter_lines()": ("boto3 Body.iter_lines()", 1.0),
+                },
             ),
             report(
                 f"{mib:.0f} MiB in reads of {SMALL_READ} bytes",

@@ -343,6 +343,36 @@ def test_lines_reads_and_seeks_in_any_order_match_bytesio(client, bucket, option
             assert f.read() == model.read()
 
 
+@pytest.mark.parametrize("chunk_size", [1, 3, 1024, 1 << 20])
+@pytest.mark.parametrize("keepends", [False, True])
+def test_iter_lines_and_iter_chunks_yield_what_botocore_streaming_body_does(
+    client, bucket, chunk_size, keepends
+):
+    response = pytest.importorskip("botocore.response")
+    text = b"a\r\nb\rc\n\n\r\r\nd" + LINES[:5000] + b"\r" + b"e" * 3000 + b"\r\n" + b"tail\r"
+    client.put_object(bucket, "lines.txt", text)
+
+    def body() -> object:
+        return response.StreamingBody(io.BytesIO(text), len(text))
+
+    with client.open(bucket, "lines.txt") as f:
+        assert list(f.iter_lines(chunk_size, keepends)) == list(
+            body().iter_lines(chunk_size, keepends)
+        )
+    with client.open(bucket, "lines.txt") as f:
+        assert list(f.iter_chunks(chunk_size)) == list(body().iter_chunks(chunk_size))
+        assert f.tell() == len(text)
+
+
+def test_iter_lines_starts_at_the_position_and_refuses_a_chunk_size_below_one(client, bucket):
+    client.put_object(bucket, "lines.txt", LINES)
+    with client.open(bucket, "lines.txt") as f:
+        f.seek(LINES.index(b"5,row 5"))
+        assert next(f.iter_lines()) == b"5,row 5"
+        with pytest.raises(objsdk.InvalidArgument, match="chunk_size"):
+            next(f.iter_chunks(0))
+
+
 def test_iteration_after_close_raises_like_a_file(client, bucket):
     client.put_object(bucket, "lines.txt", LINES)
     f = client.open(bucket, "lines.txt")
