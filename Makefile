@@ -93,6 +93,7 @@ bench-datasets: $(STAMP)
 perf: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[perf]'
 	cd perf && ../$(BIN)/python bench_read.py --runs 9
+	cd perf && ../$(BIN)/python bench_lines.py --runs 5
 	cd perf && ../$(BIN)/python bench_fsspec.py --runs 7
 	cd perf && ../$(BIN)/python bench_tar.py --runs 9
 	cd perf && ../$(BIN)/python bench_faults.py --runs 7

@@ -97,3 +97,12 @@ def test_bench_fsspec_quick_mode_runs_and_checks_the_target(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "target: objsdk open().read(1 MiB) >= 2.0x s3fs open().read(1 MiB)" in proc.stdout
     assert out.exists()
+
+
+def test_bench_lines_runs_every_variant_on_a_small_object(local_minio: LocalMinio) -> None:
+    proc = run_perf_script(
+        "bench_lines.py", "--lines=2000", "--runs=1", endpoint=local_minio, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for variant in ("ObjectFile lines", "ObjectFile.iter_lines()", "ObjectFile.read(10 KiB)"):
+        assert variant in proc.stdout
