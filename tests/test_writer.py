@@ -17,6 +17,7 @@ import pickle
 import random
 import re
 import threading
+import time
 import tracemalloc
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -477,7 +478,9 @@ def test_the_writer_blocks_while_every_buffer_is_in_flight(client, s3):
         w.write(bytes(PART))
     for _ in range(2):
         assert s3.parts_started.acquire(timeout=5)
-    blocked = threading.Thread(target=w.write, args=(b"x",))
+    assert w.write(b"x") == 1  # a small write only gathers with others: no buffer yet
+    more = b"y" * (64 * 1024)  # with it, the gathered bytes need a part buffer
+    blocked = threading.Thread(target=w.write, args=(more,))
     blocked.start()
     blocked.join(0.3)
     assert blocked.is_alive()  # the fourth buffer would exceed parallel + 1
@@ -485,7 +488,7 @@ def test_the_writer_blocks_while_every_buffer_is_in_flight(client, s3):
     blocked.join(5)
     assert not blocked.is_alive()
     w.close()
-    assert s3.objects["k"] == bytes(3 * PART) + b"x"
+    assert s3.objects["k"] == bytes(3 * PART) + b"x" + more
 
 
 def test_a_write_is_copied_once_straight_into_the_part_buffer(client, s3):
@@ -529,6 +532,35 @@ def test_a_failed_part_is_raised_by_the_next_write_after_the_upload_is_aborted(c
     assert s3.ops()[-1] == "abort"
     assert "complete" not in s3.ops()
     w.abort()
+
+
+def write_until_it_raises(w: ObjectWriter, data: bytes, *, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        w.write(data)
+        time.sleep(0.001)
+
+
+def test_small_writes_gather_and_a_failed_part_still_stops_the_next_one(client, s3):
+    s3.fail_part = 1
+    w = writer(client)
+    rows = [b"%d,row\n" % i for i in range(200_000)]  # ~2 MiB in writes of ~10 bytes
+    assert sum(w.write(row) for row in rows) == w.tell() == sum(map(len, rows))
+    w.write(bytes(PART))  # the first part, which fails
+    assert s3.parts_started.acquire(timeout=5)
+    with pytest.raises(objsdk.AccessDenied):  # by a small write, once the part has failed
+        write_until_it_raises(w, b"x", seconds=5)
+    assert "complete" not in s3.ops()
+    w.abort()
+
+
+def test_small_writes_reach_the_object_in_order(client, s3):
+    rows = [b"%d,row\n" % i for i in range(300_000)]
+    with writer(client) as w:
+        for i, row in enumerate(rows):
+            # bytes gather; anything else (and every 1000th row) goes straight on
+            w.write(row if i % 1000 else bytearray(row))
+    assert s3.objects["k"] == b"".join(rows)
 
 
 def test_a_failed_part_is_raised_by_close_and_nothing_is_completed(client, s3):

@@ -23,6 +23,7 @@ bytes' deletes the object and raises IntegrityError (:mod:`objsdk._transfer.conf
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import warnings
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
 __all__ = ["ObjectWriter"]
 
 log = logging.getLogger("objsdk")
+
+# Writes of bytes smaller than this gather before they are checksummed and copied.
+_STAGE = 64 * 1024
 
 
 class ObjectWriter(io.BufferedIOBase):
@@ -111,8 +115,15 @@ class ObjectWriter(io.BufferedIOBase):
 
         self._progress = ProgressTracker(progress, None)
         self._error: BaseException | None = None  # the first failure, raised ever after
-        self._pos = 0  # bytes accepted by write()
+        # Failures as they happen: the parts' (recorded by their futures' callbacks,
+        # which hold this list, not the writer) and the writer's own.
+        self._failed: list[BaseException] = []
+        self._pos = 0  # bytes accepted by write() and moved into part buffers
         self._crc = 0  # running CRC32C of those bytes
+        # Small writes (a line, a CSV row) gather here and go on in one _write: per
+        # write, a bytearray append instead of a CRC call and a buffer copy each.
+        self._stage = bytearray()
+        self._room = MAX_PARTS * part_size  # S3's limit on the object's size
         self._buf: bytearray | None = None  # the part being filled
         self._view: memoryview | None = None  # ... and a view to copy into it
         self._fill = 0  # bytes of it filled
@@ -125,7 +136,8 @@ class ObjectWriter(io.BufferedIOBase):
         self._info: ObjectInfo | None = None
 
     def __repr__(self) -> str:
-        return f"<ObjectWriter bucket={self.bucket!r} key={self.key!r} pos={self._pos}>"
+        pos = self._pos + len(self._stage)
+        return f"<ObjectWriter bucket={self.bucket!r} key={self.key!r} pos={pos}>"
 
     def __reduce__(self) -> NoReturn:
         # Unlike ObjectFile, a writer cannot be re-created elsewhere: its buffered bytes
@@ -149,7 +161,7 @@ class ObjectWriter(io.BufferedIOBase):
     def tell(self) -> int:
         """Bytes written so far."""
         self._check_open()
-        return self._pos
+        return self._pos + len(self._stage)
 
     def flush(self) -> None:
         """Does nothing: S3 cannot append, so bytes leave as whole parts or at close()."""
@@ -171,6 +183,15 @@ class ObjectWriter(io.BufferedIOBase):
 
         Blocks while every part buffer is being uploaded.
         """
+        if type(b) is bytes:
+            # A part's failure is recorded as it happens (_failed), so checking it here
+            # is as prompt as the full check below.
+            stage, n = self._stage, len(b)
+            end = self._pos + len(stage) + n
+            fits = n + len(stage) <= _STAGE and end <= self._room
+            if fits and not self._failed and not self.closed:
+                stage += b
+                return n
         self._check_open()
         self._check_failed()
         with memoryview(b) as outer, outer.cast("B") as view:
@@ -179,14 +200,22 @@ class ObjectWriter(io.BufferedIOBase):
                 return 0
             self._check_limits(n)
             try:
+                self._unstage()
                 self._write(view)
             except BaseException as e:
                 self._fail(e)
         return n
 
+    def _unstage(self) -> None:
+        """Move the staged small writes into the part buffers, in order."""
+        if self._stage:
+            with memoryview(self._stage) as staged:
+                self._write(staged)
+            self._stage.clear()
+
     def _check_limits(self, n: int) -> None:
         # Refused before a byte is taken, so the writer stays usable for smaller writes.
-        end = self._pos + n
+        end = self._pos + len(self._stage) + n
         if -(-end // self.part_size) > MAX_PARTS:
             raise errors.InvalidArgument(
                 f"writing {n} more bytes would take the object to {end} bytes, more than "
@@ -266,7 +295,9 @@ class ObjectWriter(io.BufferedIOBase):
             self._session.start()
         start = self._next_index * self.part_size
         part = Part(self._next_index, start, start + n)
-        self._pending[self._session.submit(part, memoryview(buf)[:n])] = buf
+        uploading = self._session.submit(part, memoryview(buf)[:n])
+        uploading.add_done_callback(functools.partial(_record_failure, self._failed))
+        self._pending[uploading] = buf
         self._next_index += 1
         self._drop_current()
 
@@ -288,6 +319,7 @@ class ObjectWriter(io.BufferedIOBase):
         try:
             self._check_failed()
             try:
+                self._unstage()
                 self._finish()
             except BaseException as e:
                 self._fail(e)
@@ -358,6 +390,7 @@ class ObjectWriter(io.BufferedIOBase):
         """Abort (once), then raise the first failure; later calls raise it again."""
         if self._error is None:
             self._error = err
+            self._failed.append(err)
         if not self._aborted:
             self._abort_upload()
         raise self._error
@@ -370,6 +403,7 @@ class ObjectWriter(io.BufferedIOBase):
         self._pending.clear()
 
     def _release(self) -> None:
+        self._stage = bytearray()
         if self._session is not None and self._session.pool is not None:
             self._session.pool.close()
         self._pending.clear()
@@ -396,3 +430,9 @@ class ObjectWriter(io.BufferedIOBase):
             self._release()
             super().close()
         warnings.warn(f"unclosed {self!r}; its upload was aborted", ResourceWarning, stacklevel=1)
+
+
+def _record_failure(failed: list[BaseException], done: Future[tuple[CompletedPart, int]]) -> None:
+    """A part's future is done: record its failure (in the pool's thread, at once)."""
+    if not done.cancelled() and (exc := done.exception()) is not None:
+        failed.append(exc)
