@@ -6,6 +6,10 @@ Lines (a JSON-lines object of ``--lines`` short lines, ~47 bytes each):
   ObjectFile lines                 ``for line in client.open(...)``
   ObjectFile.iter_lines()          ``client.open(...).iter_lines()`` (botocore's semantics)
   BufferedReader(ObjectFile) lines the same through ``io.BufferedReader(f, 1 MiB)``
+Writing the same lines, one write each:
+  BytesIO, then put_object         gathered in memory and sent in one PUT (the baseline)
+  ObjectWriter lines               ``w.write(line)`` on ``client.open_write(...)``
+  BufferedWriter(ObjectWriter)     the same through ``io.BufferedWriter(w, 1 MiB)``
 Small reads (the same object):
   ObjectFile.read(10 KiB)          ``f.read(10240)`` until the end, as tarfile reads a stream
   BufferedReader.read(10 KiB)      the same through ``io.BufferedReader(f, 1 MiB)``
@@ -54,6 +58,21 @@ def main() -> None:
             with io.BufferedReader(client.open(BUCKET, key), MiB) as f:
                 return sum(len(line) for line in f)
 
+        rows = data.splitlines(keepends=True)
+
+        def bytesio_then_put() -> int:
+            buf = io.BytesIO()
+            for row in rows:
+                buf.write(row)
+            return client.put_object(BUCKET, "written", buf.getbuffer()).size or 0
+
+        def writer_lines(buffered: bool) -> int:
+            w = client.open_write(BUCKET, "written")
+            with io.BufferedWriter(w, MiB) if buffered else w as out:
+                for row in rows:
+                    out.write(row)
+            return w.info.size if w.info and w.info.size is not None else 0
+
         def small_reads(buffered: bool) -> int:
             n = 0
             with client.open(BUCKET, key) as raw:
@@ -71,6 +90,14 @@ def main() -> None:
             },
             args.runs,
         )
+        writes = interleave(
+            {
+                "BytesIO, then put_object": bytesio_then_put,
+                "ObjectWriter lines": lambda: writer_lines(False),
+                "BufferedWriter(ObjectWriter) lines": lambda: writer_lines(True),
+            },
+            args.runs,
+        )
         reads = interleave(
             {
                 "ObjectFile.read(10 KiB)": lambda: small_reads(False),
@@ -78,7 +105,7 @@ def main() -> None:
             },
             args.runs,
         )
-        for r in [*lines.values(), *reads.values()]:
+        for r in [*lines.values(), *writes.values(), *reads.values()]:
             assert r.nbytes == len(data), (r.name, r.nbytes)
         mib = len(data) / MiB
         sections = [
@@ -92,14 +119,20 @@ def main() -> None:
                 },
             ),
             report(
+                f"{args.lines} lines ({mib:.0f} MiB) written one at a time",
+                writes,
+                "BytesIO, then put_object",
+            ),
+            report(
                 f"{mib:.0f} MiB in reads of {SMALL_READ} bytes",
                 reads,
                 "BufferedReader.read(10 KiB)",
             ),
         ]
-        per_line = {r.name: round(r.cpu_median / args.lines * 1e6, 3) for r in lines.values()}
-        sections[0]["client_cpu_us_per_line"] = per_line
-        print("client CPU per line (us):", per_line)
+        for section, results in ((sections[0], lines), (sections[1], writes)):
+            per_line = {r.name: round(r.cpu_median / args.lines * 1e6, 3) for r in results.values()}
+            section["client_cpu_us_per_line"] = per_line
+            print(f"client CPU per line (us), {section['title']}:", per_line)
         write_json(args.json, sections)
 
 
