@@ -53,7 +53,10 @@ __all__ = ["ObjectWriter"]
 
 log = logging.getLogger("objsdk")
 
-# Writes of bytes smaller than this gather before they are checksummed and copied.
+# Writes of bytes under _SMALL gather, up to _STAGE, before they are checksummed and
+# copied on together. Larger ones go straight into the part buffer: for them the second
+# copy would cost more than the call it saves.
+_SMALL = 4 * 1024
 _STAGE = 64 * 1024
 
 
@@ -188,7 +191,7 @@ class ObjectWriter(io.BufferedIOBase):
             # is as prompt as the full check below.
             stage, n = self._stage, len(b)
             end = self._pos + len(stage) + n
-            fits = n + len(stage) <= _STAGE and end <= self._room
+            fits = n < _SMALL and n + len(stage) <= _STAGE and end <= self._room
             if fits and not self._failed and not self.closed:
                 stage += b
                 return n
