@@ -373,6 +373,22 @@ def test_iter_lines_starts_at_the_position_and_refuses_a_chunk_size_below_one(cl
             next(f.iter_chunks(0))
 
 
+def test_iterating_short_lines_holds_a_bounded_number_of_them(client, bucket):
+    import tracemalloc
+
+    client.put_object(bucket, "short.txt", b"a\n" * (1 << 18))
+    with client.open(bucket, "short.txt") as f:
+        tracemalloc.start()
+        try:
+            count = sum(1 for _ in f)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert count == 1 << 18
+    # Its 512 KiB of 2-byte lines as one list of bytes objects would take ~9 MiB.
+    assert peak < 4 << 20, f"iteration held {peak} bytes"
+
+
 def test_iteration_after_close_raises_like_a_file(client, bucket):
     client.put_object(bucket, "lines.txt", LINES)
     f = client.open(bucket, "lines.txt")

@@ -47,6 +47,8 @@ T = TypeVar("T")
 
 # A line of a binary file: up to and including b"\n" (io.IOBase.readline).
 _LINE = re.compile(rb"[^\n]*\n")
+# The bytes iteration splits into lines at a time.
+_SPLIT = 64 * 1024
 
 
 class HasTransport(Protocol):
@@ -432,7 +434,7 @@ class ObjectFile(io.BufferedIOBase):
     def iter_lines(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, keepends: bool = False
     ) -> Iterator[bytes]:
-        """The rest of the object's lines as botocore's ``StreamingBody.iter_lines``
+        r"""The rest of the object's lines as botocore's ``StreamingBody.iter_lines``
         yields them: split at ``b"\n"``, ``b"\r"`` and ``b"\r\n"``
         (``bytes.splitlines``), without their ends unless ``keepends``, the last one
         whether or not it ends. Read ``chunk_size`` bytes at a time (botocore reads
@@ -453,8 +455,11 @@ class ObjectFile(io.BufferedIOBase):
 
     def _line_and_split(self, _: None) -> bytes:
         line = self._readline()
+        # Split 64 KiB at a time: the list of a whole chunk of 2-byte lines would take
+        # 17 times the chunk's memory.
         tail, off = self._tail, self._tail_off
-        rest = tail[off:] if isinstance(tail, bytes) else bytes(tail[off:])
+        window = tail[off : off + _SPLIT]
+        rest = window if isinstance(window, bytes) else bytes(window)
         # bytes.splitlines also ends lines at b"\r"; a file's lines end at b"\n" only.
         if b"\r" in rest:
             lines = _LINE.findall(rest)
