@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from s3_helpers import boto3_client
 
 from objsdk import Client
 
@@ -55,6 +56,14 @@ def env(s3_server: Any, tmp_path: Path) -> dict[str, str]:
         "AWS_ACCESS_KEY_ID": s3_server.access_key,
         "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
     }
+
+
+@pytest.fixture
+def cli_env(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's service in this process's AWS_* variables, for main() in-process."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
 
 
 @pytest.fixture
@@ -100,15 +109,7 @@ def keys(client: Client, bucket: str, prefix: str = "") -> list[str]:
 
 
 def multipart_uploads(s3_server: Any, bucket: str) -> list[str]:
-    import boto3  # type: ignore[import-untyped,unused-ignore]
-
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_server.endpoint,
-        aws_access_key_id=s3_server.access_key,
-        aws_secret_access_key=s3_server.secret_key,
-        region_name="us-east-1",
-    )
+    s3 = boto3_client(s3_server)
     return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
 
 

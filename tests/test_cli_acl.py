@@ -12,18 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import cli_env  # noqa: F401 - a fixture
 
 from objsdk import Client
 from objsdk.cli import main
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cli_env(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import cli_env  # noqa: F401 - a fixture
 
 from objsdk import Client
 from objsdk.cli import main
@@ -20,13 +21,6 @@ from objsdk.cli import main
 pytestmark = pytest.mark.integration
 
 SIZE = 9 << 20  # above the size that comes down in one GET
-
-
-@pytest.fixture
-def cli_env(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import pytest
+from s3_helpers import boto3_client
 
 from objsdk import Client, InvalidArgument, NoSuchKey, ObjectVersion, S3Error
 from objsdk.testing import S3Features
@@ -203,14 +204,7 @@ def test_a_canned_acl_is_applied_by_a_service_that_applies_acls(
         client.upload(bucket, "owner", b"x", acl="bucket-owner-full-control")
         assert client.get_object(bucket, "owner") == b"x"
         return
-    boto3 = pytest.importorskip("boto3")
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_server.endpoint,
-        aws_access_key_id=s3_server.access_key,
-        aws_secret_access_key=s3_server.secret_key,
-        region_name="us-east-1",
-    )
+    s3 = boto3_client(s3_server)
     client.put_object(bucket, "src", b"x")
     client.upload(bucket, "up", b"x", acl="public-read")
     with client.open_write(bucket, "w", acl="public-read") as w:

@@ -14,10 +14,10 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from s3_helpers import drain
 
 import objsdk
 from objsdk import Client
@@ -27,20 +27,6 @@ pytestmark = pytest.mark.integration
 
 MiB = 1 << 20
 CLI = [sys.executable, "-m", "objsdk.cli"]
-
-
-def drain(fifo: Path) -> tuple[threading.Thread, bytearray]:
-    """A thread reading ``fifo`` to its end, into the returned bytearray."""
-    got = bytearray()
-
-    def read() -> None:
-        with open(fifo, "rb") as f:
-            while chunk := f.read(MiB):
-                got.extend(chunk)
-
-    thread = threading.Thread(target=read, daemon=True)
-    thread.start()
-    return thread, got
 
 
 def hidden_files(folder: Path) -> list[str]:

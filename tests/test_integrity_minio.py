@@ -13,12 +13,12 @@ import http.client
 import io
 import os
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from rawserver import RawServer, Request, http_response
+from s3_helpers import drain
 
 import objsdk
 from objsdk import Client, LocalMinio
@@ -132,15 +132,7 @@ def download_to_fifo(c: Client, key: str) -> tuple[bytes, str | None]:
     """Into a named pipe: written in order, verified as the bytes pass."""
     fifo = _tmp() / "pipe"
     os.mkfifo(fifo)
-    got = bytearray()
-
-    def drain() -> None:
-        with open(fifo, "rb") as f:
-            while chunk := f.read(MiB):
-                got.extend(chunk)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    reader, got = drain(fifo)
     try:
         verified = c.download(BUCKET, key, fifo, parallel=3, part_size=MiB).verified
     finally:

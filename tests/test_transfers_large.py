@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import COMMAND, env
+from s3_helpers import boto3_client
 
 from objsdk import Client
 from objsdk._core.checksums import crc_function
@@ -188,15 +189,7 @@ def written_by_boto3(
 ) -> tuple[str, str]:
     """The source put by boto3 in one PUT (its default CRC32, or CRC64NVME); the key
     and the algorithm S3 stores."""
-    import boto3  # type: ignore[import-untyped,unused-ignore]
-
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_server.endpoint,
-        aws_access_key_id=s3_server.access_key,
-        aws_secret_access_key=s3_server.secret_key,
-        region_name="us-east-1",
-    )
+    s3 = boto3_client(s3_server)
     path, _ = source
     key = f"boto3-{request.param.lower()}.bin"
     extra = {} if request.param == "CRC32" else {"ChecksumAlgorithm": request.param}

@@ -1,0 +1,39 @@
+"""Helpers the tests share that are not the CLI's: a boto3 client for the session's
+service (the other client whose objects objsdk must read), and a named pipe's reader."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+MiB = 1 << 20
+
+
+def boto3_client(server: Any) -> Any:
+    """A boto3 S3 client for ``server`` (anything with ``endpoint``, ``access_key`` and
+    ``secret_key``: ``s3_server``, ``local_minio``)."""
+    import boto3  # type: ignore[import-untyped,unused-ignore]
+
+    return boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        region_name="us-east-1",
+    )
+
+
+def drain(fifo: Path) -> tuple[threading.Thread, bytearray]:
+    """A thread reading the named pipe ``fifo`` to its end, into the returned
+    bytearray (join the thread before reading it)."""
+    got = bytearray()
+
+    def read() -> None:
+        with open(fifo, "rb") as f:
+            while chunk := f.read(MiB):
+                got.extend(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, got
