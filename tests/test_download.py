@@ -22,7 +22,7 @@ from objsdk._core.parts import Part, adaptive_part_size, part_count, plan_parts
 from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_PART_SIZE, DEFAULT_PART_SIZE, MiB
 from objsdk._io.shared_level import SharedLevel
 from objsdk._transfer.download import download, get_into
-from objsdk._transfer.download_engine import _runs, drop_frame_locals
+from objsdk._transfer.download_engine import MAX_RUN, _runs, drop_frame_locals
 from objsdk._transfer.download_state import DownloadState, load_state, reusable_parts, save_state
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
@@ -117,6 +117,12 @@ def test_a_fixed_parallelism_requests_one_part_at_a_time():
 
 def test_a_level_settled_at_one_reads_the_rest_in_one_request():
     assert run_lengths(plan_parts(0, 1000, 100), settled_at(1)) == [10]
+
+
+def test_a_run_ends_by_128_mib_so_an_interruption_loses_at_most_that_per_run():
+    parts = plan_parts(0, 1 << 30, 16 * MiB)
+    assert run_lengths(parts, settled_at(1)) == [8] * 8
+    assert all(len(run) * 16 * MiB <= MAX_RUN for run in _runs(parts, settled_at(1)))
 
 
 def test_a_settled_level_takes_a_share_of_what_is_left_so_requests_shrink_to_the_end():

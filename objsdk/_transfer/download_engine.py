@@ -46,6 +46,10 @@ STEP = 1 * MiB
 # CPU cache when pwrite copies it out: on a 2-vCPU VM (2 MiB L2 per core), 256 KiB took
 # 40 % less CPU than 1 MiB and a third of what 4 MiB took for the same 1 GiB download.
 FILE_STEP = 256 * 1024
+# The most one ranged GET of consecutive parts covers: its parts are recorded only once
+# it is all on disk, so this bounds what an interrupted download fetches again (a run
+# to the end of a 10 GiB object lost it all), at one request and one sync per 128 MiB.
+MAX_RUN = 128 * MiB
 
 
 # Writes one part: receives from ``r`` (a RangeReader window positioned at part.start)
@@ -254,6 +258,10 @@ def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence
       request in flight when the level rises is never more than what was read before.
     * Climbing, more in flight: one part per request, so new levels find parts to run.
 
+    A run ends by ``MAX_RUN`` bytes: its parts are recorded (for a later call to resume
+    from) only once the whole run is on disk, so an interrupted download fetches again
+    at most that much per run in flight.
+
     The level holds once the last run is handed out: ``parallel`` in the result is then
     the parts that were running, not a level judged on parts it did not start.
     """
@@ -265,7 +273,12 @@ def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence
         elif level is not None and level.current() == 1:
             take = max(1, i)
         j = i + 1
-        while j < len(parts) and j - i < take and parts[j].start == parts[j - 1].stop:
+        while (
+            j < len(parts)
+            and j - i < take
+            and parts[j].start == parts[j - 1].stop
+            and parts[j].stop - parts[i].start <= MAX_RUN
+        ):
             j += 1
         if level is not None and j == len(parts):
             level.hold()  # what is in flight now runs to the end, whatever the level
