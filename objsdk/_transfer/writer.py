@@ -117,9 +117,8 @@ class ObjectWriter(io.BufferedIOBase):
         self.metadata = dict(metadata or {})
 
         self._progress = ProgressTracker(progress, None)
-        self._error: BaseException | None = None  # the first failure, raised ever after
-        # Failures as they happen: the parts' (recorded by their futures' callbacks,
-        # which hold this list, not the writer) and the writer's own.
+        # Failures as they happen, the first raised ever after: the parts' (recorded by
+        # their futures' callbacks, which hold this list, not the writer) and its own.
         self._failed: list[BaseException] = []
         self._pos = 0  # bytes accepted by write() and moved into part buffers
         self._crc = 0  # running CRC32C of those bytes
@@ -255,13 +254,13 @@ class ObjectWriter(io.BufferedIOBase):
 
     def _check_failed(self) -> None:
         """Raise (after aborting) the first failure: recorded, or of a finished part."""
-        if self._error is None:
+        if not self._failed:
             for fut in self._pending:
                 if fut.done() and (exc := fut.exception()) is not None:
-                    self._error = exc
+                    self._failed.append(exc)
                     break
-        if self._error is not None:
-            self._fail(self._error)
+        if self._failed:
+            self._fail(self._failed[0])
 
     def _reap(self, *, block: bool) -> None:
         """Collect finished uploads and take back their buffers.
@@ -391,12 +390,11 @@ class ObjectWriter(io.BufferedIOBase):
 
     def _fail(self, err: BaseException) -> NoReturn:
         """Abort (once), then raise the first failure; later calls raise it again."""
-        if self._error is None:
-            self._error = err
+        if not self._failed:
             self._failed.append(err)
         if not self._aborted:
             self._abort_upload()
-        raise self._error
+        raise self._failed[0]
 
     def _abort_upload(self) -> None:
         """Wait for parts in flight, drop the ones not started, abort (logged on failure)."""
