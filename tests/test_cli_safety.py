@@ -10,8 +10,10 @@ import json
 import math
 import os
 import signal
+import stat
 import subprocess
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -394,6 +396,28 @@ def test_small_downloads_keep_the_object_dates_and_leave_no_temporary_files(
     assert isinstance(listed, ObjectSummary)
     assert listed.last_modified is not None
     assert abs((out / "123").stat().st_mtime - listed.last_modified.timestamp()) < 1e-3
+
+
+def test_a_recursive_download_writes_into_a_fifo_at_a_file_name_never_over_it(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # As cp and aws s3 cp write into a FIFO or a device: renaming over it would replace
+    # a named pipe another program reads (or, as root, a device) with a regular file.
+    client.put_object(bucket, "p/a.txt", b"a")
+    client.put_object(bucket, "p/pipe", b"through the pipe")
+    (tmp_path / "out").mkdir()
+    fifo = tmp_path / "out" / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    res = run("cp", "-r", f"s3://{bucket}/p", "out")
+    reader.join(timeout=10)
+    assert res.code == 0, res.err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert got == [b"through the pipe"]
+    assert (tmp_path / "out" / "a.txt").read_bytes() == b"a"
+    assert not list((tmp_path / "out").glob(".objsdk-*"))
 
 
 def test_mv_deletes_an_object_only_once_its_file_has_its_final_name(

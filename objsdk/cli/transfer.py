@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from objsdk import errors
+from objsdk._transfer.download_stream import is_stream_file
 
 from .errors import EXIT_FAILED, CliError
 from .jobs import PARALLEL_PER_FILE, STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
@@ -95,7 +96,9 @@ class Runner:
 
     def _download(self, job: Job, src: RemotePath, dst: LocalPath) -> int:
         move = self.opts.move
-        if job.listed and job.size <= SMALL_OBJECT:
+        # A device or FIFO at the name is written into by Client.download, never
+        # renamed over (a named pipe another program reads, /dev/null as root).
+        if job.listed and job.size <= SMALL_OBJECT and not is_stream_file(dst.path):
             self.check()
             # mv: the object goes only once its file is on disk under its final name.
             after = (lambda: self.remove_source(job)) if move else None
