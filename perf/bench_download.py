@@ -4,15 +4,15 @@ Variants (each writes the whole object to a new file in a temp dir under the sys
 directory, which is then deleted):
   ObjectFile, one stream          ``client.open().readinto(256 KiB buf)`` + ``write``: one GET
   ObjectFile, one stream + fsync  the same, then fsync, for durability like download()
-  download(parallel=1)            ``Client.download``, parts one at a time
-  download(parallel=4)            four parts in flight (the default)
+  download(parallel=1)            ``Client.download``, one connection
+  download(parallel=4)            four connections
   boto3 download_file             boto3's default TransferConfig (8 MiB parts, 10 threads)
   boto3 download_file + fsync     the same, then fsync, for durability like download()
   get_into(bytearray, parallel=4) the network alone: parts straight into memory, no file
 
-download() fsyncs every part before recording it as done (so a crash can resume) and
-the file before renaming it into place; the plain stream and boto3 leave the bytes in
-the page cache, where a crash of the machine can lose them.
+download() records parts as done once a flush put them on disk (so a crash can resume)
+and fsyncs the file before renaming it into place; the plain stream and boto3 leave the
+bytes in the page cache, where a crash of the machine can lose them.
 
 "client cpu s" is this process's CPU time. MinIO runs on the same machine and competes
 for the same cores, so the numbers measure the client and the server together.

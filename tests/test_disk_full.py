@@ -33,6 +33,7 @@ from cli_helpers import COMMAND, env
 
 import objsdk
 from objsdk import Client
+from objsdk._transfer.holes import punch_hole
 
 __all__ = ["env"]  # fixture, used by name
 
@@ -251,3 +252,17 @@ def test_a_destination_that_is_a_directory_stays_python_s_is_a_directory_error(
     with pytest.raises(IsADirectoryError):
         client.download(bucket, "k", tmp_path / "k")
     assert (tmp_path / "k").is_dir()
+
+
+def test_a_punched_hole_frees_the_blocks_and_keeps_the_size(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * (2 * MiB))
+    with open(path, "r+b") as f:
+        os.fsync(f.fileno())
+        before = os.fstat(f.fileno()).st_blocks
+        if not punch_hole(f.fileno(), 0, MiB):
+            pytest.skip("this filesystem cannot punch holes")
+        after = os.fstat(f.fileno())
+    assert after.st_size == 2 * MiB
+    assert after.st_blocks <= before - MiB // 512 + 8  # st_blocks counts 512-byte units
+    assert path.read_bytes() == bytes(MiB) + b"x" * MiB

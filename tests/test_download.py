@@ -103,26 +103,30 @@ def test_adaptive_parts_are_never_below_the_least_adaptive_size():
     ] * 3
 
 
-def run_lengths(parts: list[Part], level: SharedLevel | None) -> list[int]:
-    return [len(run) for run in _runs(parts, level)]
+def run_lengths(parts: list[Part], level: SharedLevel | None, workers: int = 16) -> list[int]:
+    return [len(run) for run in _runs(parts, level, workers)]
 
 
 def settled_at(n: int) -> SharedLevel:
     return SharedLevel(Adaptive(cap=n, start=n), cpu=None)
 
 
-def test_a_fixed_parallelism_requests_one_part_at_a_time():
-    assert run_lengths(plan_parts(0, 1000, 100), None) == [1] * 10
+def test_a_fixed_parallelism_takes_a_share_of_what_is_left_so_requests_shrink_to_the_end():
+    # A request per part paid a request (and, before parts were recorded in groups, a
+    # flush) per part: parallel=1 read 1 GiB in 128 requests.
+    assert run_lengths(plan_parts(0, 1000, 100), None, workers=1) == [10]
+    assert run_lengths(plan_parts(0, 1600, 100), None, workers=4) == [4, 3, 2, 1, 1, 1, 1, 1, 1, 1]
 
 
 def test_a_level_settled_at_one_reads_the_rest_in_one_request():
     assert run_lengths(plan_parts(0, 1000, 100), settled_at(1)) == [10]
 
 
-def test_a_run_ends_by_128_mib_so_an_interruption_loses_at_most_that_per_run():
+def test_a_run_ends_by_128_mib_so_what_is_left_is_shared_out_again_that_often():
     parts = plan_parts(0, 1 << 30, 16 * MiB)
     assert run_lengths(parts, settled_at(1)) == [8] * 8
-    assert all(len(run) * 16 * MiB <= MAX_RUN for run in _runs(parts, settled_at(1)))
+    assert run_lengths(parts, None, workers=1) == [8] * 8
+    assert all(len(run) * 16 * MiB <= MAX_RUN for run in _runs(parts, settled_at(1), 1))
 
 
 def test_a_settled_level_takes_a_share_of_what_is_left_so_requests_shrink_to_the_end():
@@ -136,7 +140,7 @@ def test_one_stream_still_climbing_doubles_its_requests():
 
 def test_the_level_holds_once_the_last_run_is_handed_out():
     climbing = SharedLevel(Adaptive(cap=16), cpu=None)
-    runs = _runs(plan_parts(0, 1600, 100), climbing)
+    runs = _runs(plan_parts(0, 1600, 100), climbing, 16)
     for _ in range(4):
         next(runs)
     assert not climbing.settled
@@ -151,7 +155,7 @@ def test_a_held_level_is_the_parts_that_were_running_not_a_later_judgement():
     level.observe(MiB)
     level.observe(MiB)  # level 1 judged: up to 16
     assert level.current() == 16
-    runs = _runs(plan_parts(0, 16 * MiB, MiB), level)
+    runs = _runs(plan_parts(0, 16 * MiB, MiB), level, 16)
     assert len(list(runs)) == 16
     for _ in range(64):
         level.observe(MiB)
@@ -160,7 +164,7 @@ def test_a_held_level_is_the_parts_that_were_running_not_a_later_judgement():
 
 def test_runs_never_join_parts_that_are_not_consecutive():
     parts = [Part(0, 0, 100), Part(1, 100, 200), Part(3, 300, 400), Part(4, 400, 500)]
-    runs = list(_runs(parts, settled_at(1)))
+    runs = list(_runs(parts, settled_at(1), 1))
     assert [[p.index for p in run] for run in runs] == [[0, 1], [3, 4]]
 
 

@@ -293,19 +293,28 @@ def test_a_rerun_after_the_object_changed_starts_over(client, interrupted):
     assert result.parts_fetched == result.parts_total
 
 
-def test_an_interrupted_adaptive_download_keeps_every_run_it_finished(
-    client, bucket, tmp_path, monkeypatch
-):
-    # At its defaults a download that settles on one stream reads the rest in runs of
-    # consecutive parts, each recorded once on disk: runs end by MAX_RUN (4 parts here).
-    monkeypatch.setattr("objsdk._transfer.download_engine.MAX_RUN", 4 * PART)
+def test_an_interrupted_adaptive_download_keeps_every_part_it_finished(client, bucket, tmp_path):
+    # At its defaults a download that settles on one stream reads the rest in one
+    # request; each part is recorded as the stream passes it, not when the request ends.
     data = put(client, bucket, "obj", 32 * PART - 5)
     dest = tmp_path / "out.bin"
     with pytest.raises(Stop):
         download(client.transport, bucket, "obj", dest, part_size=PART, progress=stop_at(0.75))
     result = download(client.transport, bucket, "obj", dest, part_size=PART)
     assert dest.read_bytes() == data
-    assert result.parts_reused >= 20  # all but the run in flight at 75 % (24 parts)
+    assert result.parts_reused >= 20  # all but the parts in flight at 75 % (24 parts)
+
+
+def test_a_fixed_parallelism_keeps_every_part_it_finished(client, bucket, tmp_path):
+    data = put(client, bucket, "obj", 32 * PART - 5)
+    dest = tmp_path / "out.bin"
+    with pytest.raises(Stop):
+        download(
+            client.transport, bucket, "obj", dest, part_size=PART, parallel=1, progress=stop_at(0.55)
+        )
+    result = download(client.transport, bucket, "obj", dest, part_size=PART)
+    assert dest.read_bytes() == data
+    assert result.parts_reused == 17  # one request for all: each part before the stop kept
 
 
 def test_a_rerun_with_another_part_size_starts_over(client, interrupted):

@@ -6,12 +6,15 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import objsdk
 from objsdk import Client
+from objsdk._core.parts import Part
 from objsdk._transfer import download as download_module
 from objsdk._transfer.writeback import Writeback
 
@@ -75,6 +78,92 @@ def test_close_stops_the_thread_and_can_be_called_twice() -> None:
     assert not [t for t in threading.enumerate() if t.name == "objsdk-writeback"]
 
 
+# -- parts recorded in groups --------------------------------------------------------------
+
+
+class Blocking:
+    """A flush that waits for ``release`` (so a test can act while it runs)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, fd: int) -> None:
+        self.started.set()
+        assert self.release.wait(5)
+
+
+def test_a_part_is_handed_on_only_by_a_flush_that_began_after_it_was_written() -> None:
+    handed: list[list[Part]] = []
+    flush = Blocking()
+    wb = Writeback(99, step=10, flush=flush, on_durable=lambda parts: handed.append(list(parts)))
+    wb.wrote(10)  # a background flush starts...
+    assert flush.started.wait(5)
+    wb.written(Part(0, 0, 10))  # ...before this part was written
+    flush.release.set()
+    wb.close()
+    assert handed == []  # that flush may have missed the part's pages
+    wb.sync()
+    assert handed == [[Part(0, 0, 10)]]
+
+
+def test_parts_are_handed_on_in_one_group_per_flush() -> None:
+    handed: list[list[Part]] = []
+    wb = Writeback(99, step=1 << 40, flush=lambda fd: None, on_durable=handed.append)
+    for i in range(3):
+        wb.written(Part(i, i * 10, i * 10 + 10))
+    wb.sync()
+    wb.sync()  # nothing new: nothing handed on
+    assert [list(group) for group in handed] == [[Part(0, 0, 10), Part(1, 10, 20), Part(2, 20, 30)]]
+
+
+def test_a_written_part_is_handed_on_within_commit_seconds_though_nothing_else_happens() -> None:
+    # On a slow link bytes take long to reach a step: time bounds what a crash loses.
+    handed: list[Part] = []
+    wb = Writeback(
+        99, step=1 << 40, flush=lambda fd: None, on_durable=handed.extend, commit_seconds=0.3
+    )
+    started = time.monotonic()
+    wb.written(Part(0, 0, 10))
+    time.sleep(0.1)
+    assert handed == []  # sooner than commit_seconds: no flush yet
+    while not handed and time.monotonic() - started < 5:
+        time.sleep(0.01)
+    waited = time.monotonic() - started
+    wb.close()
+    assert handed == [Part(0, 0, 10)]
+    assert 0.3 <= waited < 5
+
+
+def test_no_part_is_handed_on_after_a_flush_failed() -> None:
+    # After a write-back error the kernel marks the lost pages clean: a later flush
+    # succeeds over them, so success then proves nothing.
+    handed: list[Part] = []
+    flushes = Flushes(fail=OSError(errno.EIO, "Input/output error"))
+    wb = Writeback(99, step=10, flush=flushes, on_durable=handed.extend)
+    wb.written(Part(0, 0, 10))
+    wb.wrote(10)
+    assert flushes.called.wait(5)
+    wb.close()
+    with pytest.raises(OSError, match="Input/output error"):
+        wb.sync()
+    wb.written(Part(1, 10, 20))
+    wb.sync()
+    wb.keep()
+    assert handed == []
+
+
+def test_keep_hands_on_what_is_written_and_is_quiet_when_the_flush_fails() -> None:
+    handed: list[Part] = []
+    wb = Writeback(99, step=1 << 40, flush=lambda fd: None, on_durable=handed.extend)
+    wb.written(Part(0, 0, 10))
+    wb.keep()
+    assert handed == [Part(0, 0, 10)]
+    failing = Writeback(99, flush=Flushes(fail=OSError(errno.ENOSPC, "full")))
+    failing.written(Part(0, 0, 10))
+    failing.keep()  # the caller is raising its own error: this adds none
+
+
 @pytest.mark.integration
 def test_a_download_whose_background_flush_fails_raises_and_leaves_no_file(
     client: Client, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -90,8 +179,8 @@ def test_a_download_whose_background_flush_fails_raises_and_leaves_no_file(
             os.fsync(fd)
 
     class Small(Writeback):
-        def __init__(self, fd: int) -> None:
-            super().__init__(fd, step=64 * 1024, flush=failing)
+        def __init__(self, fd: int, **kwargs: Any) -> None:
+            super().__init__(fd, step=64 * 1024, flush=failing, **kwargs)
 
     monkeypatch.setattr(download_module, "Writeback", Small)
     dest = tmp_path / "out.bin"

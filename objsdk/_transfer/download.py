@@ -27,7 +27,8 @@ import errno
 import mmap
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -50,6 +51,7 @@ from objsdk._transfer.download_state import (
     save_state,
 )
 from objsdk._transfer.download_stream import download_stream, is_stream_file
+from objsdk._transfer.holes import punch_hole
 from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transfer.writeback import Writeback
 from objsdk._transport.base import Transport
@@ -378,7 +380,8 @@ def _download_to_path(
         todo = [p for p in parts if p.index not in reused]
         done = sum(p.length for p in parts if p.index in reused)
         tracker = ProgressTracker(progress, size, done=done, announce=True)
-        writeback = Writeback(fd)
+        # Parts are recorded in groups, once a flush has put them on disk (writeback.py).
+        writeback = Writeback(fd, on_durable=journal.mark_done)
         try:
             used = fetch_parts(
                 transport,
@@ -388,12 +391,19 @@ def _download_to_path(
                 parallel,
                 max_resume,
                 tracker,
-                journal.mark_done,
+                writeback.written,
                 on_start=check.on_start,
             )
-        finally:
-            writeback.close()
-        writeback.check()
+        except (errors.ObjectChangedError, errors.IntegrityError):
+            writeback.close()  # nothing on disk is worth resuming (removed below)
+            raise
+        except BaseException:
+            # What is written is recorded, so the next call resumes from it; if the
+            # disk is full, the blocks of parts not written are freed for the record.
+            writeback.keep(lambda waiting: _free_unwritten(fd, todo, journal.done, waiting))
+            raise
+        writeback.close()
+        writeback.sync()
         check.verify(lambda update, start, stop: _hash_file(fd, start, stop, update))
         os.fsync(fd)
     except (errors.ObjectChangedError, errors.IntegrityError):
@@ -482,17 +492,34 @@ def _same_file(fd: int, name: str) -> bool:
 
 
 class _Journal:
-    """The state record, rewritten each time a part is done."""
+    """The state record, rewritten each time parts are on disk."""
 
     def __init__(self, path: str, state: DownloadState) -> None:
         self._path = path
         self._state = state
         self._lock = threading.Lock()
 
-    def mark_done(self, part: Part) -> None:
+    @property
+    def done(self) -> frozenset[int]:
+        """The parts the record claims."""
+        return self._state.done
+
+    def mark_done(self, parts: Sequence[Part]) -> None:
         with self._lock:
-            self._state = replace(self._state, done=self._state.done | {part.index})
+            done = self._state.done | {part.index for part in parts}
+            self._state = replace(self._state, done=done)
             save_state(self._path, self._state)
+
+
+def _free_unwritten(
+    fd: int, parts: Sequence[Part], recorded: AbstractSet[int], written: Sequence[Part]
+) -> None:
+    """Give back the blocks of every part of ``parts`` neither recorded nor written
+    (partly received: worth nothing, fetched again by the next call)."""
+    done = recorded | {p.index for p in written}
+    for part in parts:
+        if part.index not in done:
+            punch_hole(fd, part.start, part.stop)
 
 
 def _lock(fd: int, path: str, info: ObjectInfo) -> None:

@@ -46,9 +46,8 @@ STEP = 1 * MiB
 # CPU cache when pwrite copies it out: on a 2-vCPU VM (2 MiB L2 per core), 256 KiB took
 # 40 % less CPU than 1 MiB and a third of what 4 MiB took for the same 1 GiB download.
 FILE_STEP = 256 * 1024
-# The most one ranged GET of consecutive parts covers: its parts are recorded only once
-# it is all on disk, so this bounds what an interrupted download fetches again (a run
-# to the end of a 10 GiB object lost it all), at one request and one sync per 128 MiB.
+# The most one ranged GET of consecutive parts covers: the parts left are shared out
+# again at least this often per connection, at one request per 128 MiB.
 MAX_RUN = 128 * MiB
 
 
@@ -110,9 +109,11 @@ class _PartCrc:
 
 
 def into_file(fd: int, crcs: RangeCrc | None = None, writeback: Writeback | None = None) -> Sink:
-    """Parts land in the open file ``fd`` at their offsets, durable before they return;
-    with ``crcs``, each part's CRC is added to it, hashed from the receive buffer; with
-    ``writeback``, the file is flushed in the background as parts are written.
+    """Parts land in the open file ``fd`` at their offsets; with ``crcs``, each part's
+    CRC is added to it, hashed from the receive buffer. Without ``writeback`` each part
+    is durable before it returns; with it, the file is flushed in the background as
+    parts are written, and a part is durable once ``writeback`` hands it on (the
+    caller reports it written: :meth:`Writeback.written`).
 
     Why pwrite from a small buffer and not readinto on an mmap of the file, which saves
     a copy: on a 2-vCPU VM, 1 GiB with 4 parts in flight and a flush per part took a
@@ -137,11 +138,8 @@ def into_file(fd: int, crcs: RangeCrc | None = None, writeback: Writeback | None
                 if writeback is not None:
                     writeback.wrote(k)
                 tick(k)
-        # The part is on disk before the state record may claim it.
-        if writeback is not None:
-            writeback.sync()
-        else:
-            sync_data(fd)
+        if writeback is None:
+            sync_data(fd)  # the part is on disk before the state record may claim it
         hasher.flush()
 
     return write
@@ -204,11 +202,10 @@ def fetch_parts(
         with PartPool(workers, name="download", watch=transport.watch) as pool:
 
             def fetch(run: Sequence[Part]) -> None:
-                # One ranged GET for a run of consecutive parts, each recorded once
-                # the run is in place.
-                whole = Part(run[0].index, run[0].start, run[-1].stop)
+                # One ranged GET for a run of consecutive parts.
+                end = run[-1].stop
                 reader = _window(
-                    transport, info, pin, whole.stop, max_resume, pool.cancelled, on_start=on_start
+                    transport, info, pin, end, max_resume, pool.cancelled, on_start=on_start
                 )
                 with InFlight(level) as flight:
 
@@ -219,20 +216,20 @@ def fetch_parts(
                             raise errors.Cancelled("download cancelled: another part failed")
 
                     try:
-                        reader.seek(whole.start)
-                        sink(reader, whole, tick)
+                        for part in run:  # each part done as the stream passes its end
+                            reader.seek(part.start)
+                            sink(reader, part, tick)
+                            finished.add(part.index)
+                            if on_done is not None:
+                                on_done(part)
                     except BaseException as e:
                         drop_frame_locals(e)
                         raise
                     finally:
                         reader.close()
-                for part in run:
-                    finished.add(part.index)
-                    if on_done is not None:
-                        on_done(part)
 
             pool.run(
-                _runs(parts, level),
+                _runs(parts, level, workers),
                 fetch,
                 level=level if level is not None else parallel,
                 prefer=(errors.ObjectChangedError,),
@@ -245,33 +242,39 @@ def fetch_parts(
     return level.current() if level is not None else workers
 
 
-def _runs(parts: Sequence[Part], level: SharedLevel | None) -> Iterator[Sequence[Part]]:
-    """The parts to request, as runs of consecutive parts (one ranged GET each).
+def _runs(
+    parts: Sequence[Part], level: SharedLevel | None, workers: int
+) -> Iterator[Sequence[Part]]:
+    """The parts to request, as runs of consecutive parts (one ranged GET each; each
+    part is done, and may be recorded, as the stream passes its end).
 
-    * Fixed parallelism: one part per request.
-    * Settled at level L: a 1/L share of the parts left (guided self-scheduling).
-      Requests shrink as the end nears, so the connections finish together instead of
-      the last few parts running alone, and a level of one reads the rest in one request
-      instead of paying a request per part.
+    * Fixed parallelism of ``workers``, or settled at level L: a 1/``workers`` (1/L)
+      share of the parts left (guided self-scheduling). Requests shrink as the end
+      nears, so the connections finish together instead of the last few parts running
+      alone, and one connection reads the rest in one request instead of paying a
+      request per part.
     * Climbing, one part in flight: as many parts as were taken before (at least one),
       so a fast stream does not pay a request per part while it is measured, and the
       request in flight when the level rises is never more than what was read before.
     * Climbing, more in flight: one part per request, so new levels find parts to run.
 
-    A run ends by ``MAX_RUN`` bytes: its parts are recorded (for a later call to resume
-    from) only once the whole run is on disk, so an interrupted download fetches again
-    at most that much per run in flight.
+    A run ends by ``MAX_RUN`` bytes, so the parts left are shared out again at least
+    that often: a connection that slows down holds no more than that while the others
+    run out of work.
 
     The level holds once the last run is handed out: ``parallel`` in the result is then
     the parts that were running, not a level judged on parts it did not start.
     """
     i = 0
     while i < len(parts):
-        take = 1
-        if level is not None and level.settled:
+        if level is None:
+            take = max(1, (len(parts) - i) // workers)
+        elif level.settled:
             take = max(1, (len(parts) - i) // level.current())
-        elif level is not None and level.current() == 1:
+        elif level.current() == 1:
             take = max(1, i)
+        else:
+            take = 1
         j = i + 1
         while (
             j < len(parts)
