@@ -122,11 +122,18 @@ def test_a_level_settled_at_one_reads_the_rest_in_one_request():
     assert run_lengths(plan_parts(0, 1000, 100), settled_at(1)) == [10]
 
 
-def test_a_run_ends_by_128_mib_so_what_is_left_is_shared_out_again_that_often():
-    parts = plan_parts(0, 1 << 30, 16 * MiB)
-    assert run_lengths(parts, settled_at(1)) == [8] * 8
-    assert run_lengths(parts, None, workers=1) == [8] * 8
-    assert all(len(run) * 16 * MiB <= MAX_RUN for run in _runs(parts, settled_at(1), 1))
+def test_where_connections_share_the_parts_a_run_ends_by_128_mib():
+    # ... so what is left is shared out again at least that often.
+    parts = plan_parts(0, 4 << 30, 16 * MiB)
+    assert run_lengths(parts, settled_at(2))[:4] == [8, 8, 8, 8]
+    assert run_lengths(parts, None, workers=2)[:4] == [8, 8, 8, 8]
+    assert all(len(run) * 16 * MiB <= MAX_RUN for run in _runs(parts, settled_at(2), 2))
+
+
+def test_one_connection_reads_the_rest_in_one_request_however_large():
+    parts = plan_parts(0, 4 << 30, 16 * MiB)
+    assert run_lengths(parts, settled_at(1)) == [256]
+    assert run_lengths(parts, None, workers=1) == [256]
 
 
 def test_a_settled_level_takes_a_share_of_what_is_left_so_requests_shrink_to_the_end():

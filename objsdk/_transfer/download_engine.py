@@ -46,8 +46,8 @@ STEP = 1 * MiB
 # CPU cache when pwrite copies it out: on a 2-vCPU VM (2 MiB L2 per core), 256 KiB took
 # 40 % less CPU than 1 MiB and a third of what 4 MiB took for the same 1 GiB download.
 FILE_STEP = 256 * 1024
-# The most one ranged GET of consecutive parts covers: the parts left are shared out
-# again at least this often per connection, at one request per 128 MiB.
+# The most one ranged GET of consecutive parts covers where connections share the parts:
+# the parts left are shared out again at least this often, at one request per 128 MiB.
 MAX_RUN = 128 * MiB
 
 
@@ -258,29 +258,32 @@ def _runs(
       request in flight when the level rises is never more than what was read before.
     * Climbing, more in flight: one part per request, so new levels find parts to run.
 
-    A run ends by ``MAX_RUN`` bytes, so the parts left are shared out again at least
-    that often: a connection that slows down holds no more than that while the others
-    run out of work.
+    Where connections share the parts, a run ends by ``MAX_RUN`` bytes, so the parts
+    left are shared out again at least that often: a connection that slows down holds
+    no more than that while the others run out of work. One connection reads the rest
+    in one request (a server may charge per request: moto's reads the whole object for
+    each range, 0.8 s a request for a 1 GiB object).
 
     The level holds once the last run is handed out: ``parallel`` in the result is then
     the parts that were running, not a level judged on parts it did not start.
     """
     i = 0
     while i < len(parts):
-        if level is None:
-            take = max(1, (len(parts) - i) // workers)
-        elif level.settled:
-            take = max(1, (len(parts) - i) // level.current())
-        elif level.current() == 1:
+        connections = workers if level is None else level.current()
+        if level is None or level.settled:
+            take = max(1, (len(parts) - i) // connections)
+        elif connections == 1:
             take = max(1, i)
         else:
             take = 1
+        # One connection has nobody to share with: its run goes on to the end.
+        most = MAX_RUN if connections > 1 else None
         j = i + 1
         while (
             j < len(parts)
             and j - i < take
             and parts[j].start == parts[j - 1].stop
-            and parts[j].stop - parts[i].start <= MAX_RUN
+            and (most is None or parts[j].stop - parts[i].start <= most)
         ):
             j += 1
         if level is not None and j == len(parts):
