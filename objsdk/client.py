@@ -355,8 +355,10 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
     ) -> DownloadResult:
         """Download the whole object to a path or a writable buffer, in parallel parts.
 
-        Paths are written atomically (temp file, fsync, rename) and a download that was
-        killed resumes where it stopped if the object is unchanged. Buffers are filled
+        Paths are written atomically (temp file, fsync, rename), and a download that
+        failed resumes from the parts it recorded if the object is unchanged (every part
+        it finished, after an exception; all but those of its last 32 MiB or half
+        second, after a kill). Buffers are filled
         straight from the socket. ``parallel=None`` adapts the parts in flight to the
         network (one at first, more while the rate keeps rising); a number pins it.
         ``version_id`` names a version (default: the current one).

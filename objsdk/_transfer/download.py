@@ -92,9 +92,12 @@ def download(
 
     A path is written to a hidden temp file beside it, verified against the object's
     full-object checksum if it has one (unless ``verify=False``), fsynced and renamed
-    over ``dest``: ``dest`` is either untouched or complete. If the call fails
-    (network, crash, kill), calling it again fetches only the missing parts, provided
-    the object's ETag is unchanged. If
+    over ``dest``: ``dest`` is either untouched or complete. Parts are recorded as
+    done in groups, once a flush has put them on disk (every 32 MiB, and within half
+    a second: :mod:`~objsdk._transfer.writeback`). If the call fails, calling it again
+    fetches only the parts not recorded, provided the object's ETag is unchanged: a
+    call that raises records every part it finished first; a killed process loses at
+    most its last 32 MiB or half second. If
     the object changes mid-download, :class:`~objsdk.ObjectChangedError` is raised and
     the temp file is removed.
 
