@@ -46,14 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import MiB, parser, server, write_json
+from common import MiB, parser, s5cmd_binary, server, write_json
 
 from objsdk.bench.profiles import PROFILES, proxied_endpoint
 from objsdk.testing import Toxiproxy
 
 BUCKET = "objsdk-perf-cli"
-S5CMD_MODULE = "github.com/peak/s5cmd/v2"
-S5CMD_VERSION = "v2.3.0"
 
 
 @dataclass
@@ -61,47 +59,6 @@ class Timing:
     name: str
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
-
-
-def s5cmd_binary() -> str | None:
-    """``$OBJSDK_S5CMD_BINARY``, one on PATH, or s5cmd built once from its Go module
-    into objsdk's cache beside MinIO; None without a Go toolchain.
-
-    Built from the downloaded module (``go mod download``, then ``go build`` there)
-    rather than by ``go install module@version``, which also asks the module proxy for
-    the module's version list, and some proxies refuse that list for this module.
-    """
-    explicit = os.environ.get("OBJSDK_S5CMD_BINARY") or shutil.which("s5cmd")
-    if explicit:
-        return explicit
-    import fcntl
-    import json
-
-    from objsdk.testing.gobuild import cache_dir, find_go
-
-    go = find_go()
-    target = cache_dir() / "bin" / f"s5cmd-{S5CMD_VERSION}" / "s5cmd"
-    if target.is_file():
-        return str(target)
-    if go is None:
-        return None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent.parent / f".s5cmd-{S5CMD_VERSION}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not target.is_file():
-            print(f"building s5cmd {S5CMD_VERSION} once (a minute or two)...", flush=True)
-            info = subprocess.run(
-                [go, "mod", "download", "-json", f"{S5CMD_MODULE}@{S5CMD_VERSION}"],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
-            source = json.loads(info.stdout)["Dir"]
-            staging = target.with_name("s5cmd.tmp")
-            subprocess.run(
-                [go, "build", "-mod=mod", "-buildvcs=false", "-o", str(staging), "."],
-                cwd=source, check=True,
-            )  # fmt: skip
-            staging.replace(target)
-    return str(target)
 
 
 def objsdk_command() -> list[str]:

@@ -9,25 +9,36 @@ directory, which is then deleted):
   boto3 download_file             boto3's default TransferConfig (8 MiB parts, 10 threads)
   boto3 download_file + fsync     the same, then fsync, for durability like download()
   get_into(bytearray, parallel=4) the network alone: parts straight into memory, no file
+  download() at its defaults      ``Client.download`` as users call it
+  obstore stream to a file        ``obstore.get().stream(1 MiB)`` written to a file (obstore
+                                  has no download to a path); skipped if not installed
+  s5cmd cp                        ``s5cmd cp s3://... FILE``, a child process (its CPU is
+                                  counted); skipped without s5cmd or a Go toolchain
 
 download() records parts as done once a flush put them on disk (so a crash can resume)
 and fsyncs the file before renaming it into place; the plain stream and boto3 leave the
 bytes in the page cache, where a crash of the machine can lose them.
 
-"client cpu s" is this process's CPU time. MinIO runs on the same machine and competes
+"client cpu s" is this process's CPU time, and s5cmd's. MinIO runs on the same machine and competes
 for the same cores, so the numbers measure the client and the server together.
 
 Between two timed runs, untimed: the file is deleted and ``sync`` waits for the disk to
 be idle, so no run pays for the writeback of the one before it.
 
     python perf/bench_download.py [--size-mib 1024] [--runs 5] [--json out.json]
+
+Targets: ``download(parallel=4)`` at least 1.4x one stream and 1.0x boto3's
+``download_file``; ``download()`` at its defaults at least 1.0x boto3's
+``download_file``, obstore and s5cmd.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from common import (
@@ -35,11 +46,14 @@ from common import (
     interleave,
     parser,
     report,
+    s5cmd_binary,
     server,
     upload_random,
     verdict,
     write_json,
 )
+
+from objsdk.bench.peers import PeerConfig, make_peer
 
 BUCKET = "objsdk-perf"
 
@@ -47,6 +61,11 @@ BUCKET = "objsdk-perf"
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--size-mib", type=int, default=1024)
+    p.add_argument(
+        "--peers",
+        default="obstore,s5cmd",
+        help="other tools measured besides boto3 (comma-separated; default obstore,s5cmd)",
+    )
     args = p.parse_args()
     size = args.size_mib * MiB
     key = f"seq-{args.size_mib}m"
@@ -78,7 +97,7 @@ def main() -> None:
                         os.fsync(out.fileno())
                 return done()
 
-            def objsdk_download(parallel: int) -> int:
+            def objsdk_download(parallel: int | None) -> int:
                 client.download(BUCKET, key, dest, parallel=parallel)
                 return done()
 
@@ -97,19 +116,45 @@ def main() -> None:
             def into_memory() -> int:
                 return client.get_into(BUCKET, key, memory, parallel=4, part_size=16 * MiB)
 
-            results = interleave(
-                {
-                    "ObjectFile, one stream": lambda: one_stream(False),
-                    "ObjectFile, one stream + fsync": lambda: one_stream(True),
-                    "download(parallel=1)": lambda: objsdk_download(1),
-                    "download(parallel=4)": lambda: objsdk_download(4),
-                    "boto3 download_file": lambda: boto3_download(False),
-                    "boto3 download_file + fsync": lambda: boto3_download(True),
-                    "get_into(bytearray, parallel=4)": into_memory,
-                },
-                args.runs,
-                settle=settle,
+            variants: dict[str, Callable[[], int]] = {
+                "ObjectFile, one stream": lambda: one_stream(False),
+                "ObjectFile, one stream + fsync": lambda: one_stream(True),
+                "download(parallel=1)": lambda: objsdk_download(1),
+                "download(parallel=4)": lambda: objsdk_download(4),
+                "download() at its defaults": lambda: objsdk_download(None),
+                "boto3 download_file": lambda: boto3_download(False),
+                "boto3 download_file + fsync": lambda: boto3_download(True),
+                "get_into(bytearray, parallel=4)": into_memory,
+            }
+            peers = {name.strip() for name in args.peers.split(",") if name.strip()}
+            if unknown := peers - {"obstore", "s5cmd"}:
+                p.error(f"--peers: unknown {', '.join(sorted(unknown))} (obstore, s5cmd)")
+            peer = (
+                make_peer(
+                    "obstore",
+                    PeerConfig(srv.endpoint, srv.access_key, srv.secret_key, "us-east-1", BUCKET),
+                )
+                if "obstore" in peers
+                else None
             )
+            if isinstance(peer, str):
+                print(peer)
+            elif peer is not None and peer.download is not None:
+                fetch = peer.download
+                variants["obstore stream to a file"] = lambda: fetch(key, dest)
+            s5cmd = s5cmd_binary() if "s5cmd" in peers else None
+            if "s5cmd" in peers and s5cmd is None:
+                print("s5cmd: skipped, no s5cmd and no Go toolchain to build it")
+            elif s5cmd is not None:
+                command = [s5cmd, "--endpoint-url", srv.endpoint, "cp", f"s3://{BUCKET}/{key}"]
+                env = {**os.environ, **srv.env(), "AWS_REGION": "us-east-1"}
+
+                def s5cmd_cp() -> int:
+                    subprocess.run([*command, str(dest)], env=env, check=True, capture_output=True)
+                    return done()
+
+                variants["s5cmd cp"] = s5cmd_cp
+            results = interleave(variants, args.runs, settle=settle)
             s3.close()
             for r in results.values():
                 assert r.nbytes == size, (r.name, r.nbytes)
@@ -123,6 +168,9 @@ def main() -> None:
             verdicts = section["targets"]
             assert isinstance(verdicts, list)
             verdicts.append(verdict(results, "download(parallel=4)", "boto3 download_file", 1.0))
+            for peer_name in ("boto3 download_file", "obstore stream to a file", "s5cmd cp"):
+                if peer_name in results:
+                    verdicts.append(verdict(results, "download() at its defaults", peer_name, 1.0))
             # Not a target, the like-for-like view: both end with the bytes on disk.
             ratio = (
                 results["ObjectFile, one stream + fsync"].median

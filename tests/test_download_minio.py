@@ -310,7 +310,13 @@ def test_a_fixed_parallelism_keeps_every_part_it_finished(client, bucket, tmp_pa
     dest = tmp_path / "out.bin"
     with pytest.raises(Stop):
         download(
-            client.transport, bucket, "obj", dest, part_size=PART, parallel=1, progress=stop_at(0.55)
+            client.transport,
+            bucket,
+            "obj",
+            dest,
+            part_size=PART,
+            parallel=1,
+            progress=stop_at(0.55),
         )
     result = download(client.transport, bucket, "obj", dest, part_size=PART)
     assert dest.read_bytes() == data

@@ -2,8 +2,9 @@
 
 objsdk ``download(path)`` and ``get_into(bytearray)`` at their defaults and with
 ``parallel=1`` (the baseline: one stream to a file), against ``boto3.download_file``,
-minio-py ``fget_object``, s3fs ``get_file`` and ``curl -o`` at theirs. Files are written
-to the work directory (in /dev/shm when there is one) and removed between runs.
+minio-py ``fget_object``, s3fs ``get_file``, obstore's stream written to a file and
+``curl -o`` at theirs. Files are written to the work directory (in /dev/shm when there
+is one) and removed between runs.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ boto3       ``get_object()["Body"].read(1 MiB)``; ``download_file``; ``upload_fi
 minio       minio-py ``get_object().stream(1 MiB)``; ``fget_object``; ``fput_object``
 s3fs        ``S3FileSystem.open(rb).read(1 MiB)``; ``get_file``; ``put_file``
 smart_open  ``smart_open.open("s3://...", "rb").read(1 MiB)``; ``open("wb")`` writes
-obstore     ``obstore.get().stream(1 MiB)``; ``obstore.put(store, key, Path)``
+obstore     ``obstore.get().stream(1 MiB)``; the same stream written to a file (obstore
+            has no download to a path); ``obstore.put(store, key, Path)``
 =========== =========================================================================
 """
 
@@ -298,10 +299,17 @@ class Obstore(Peer):
             client_options={"allow_http": True},
         )
         self.read = self._read
+        self.download = self._download
         self.upload = self._upload
 
     def _read(self, key: str) -> int:
         return _drain(self.obstore.get(self.store, key).stream(min_chunk_size=MiB))
+
+    def _download(self, key: str, path: Path) -> int:
+        with path.open("wb") as f:
+            for chunk in self.obstore.get(self.store, key).stream(min_chunk_size=MiB):
+                f.write(chunk)
+        return path.stat().st_size
 
     def _upload(self, path: Path, key: str) -> int:
         self.obstore.put(self.store, key, path)
