@@ -7,6 +7,7 @@ import errno
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,35 @@ def test_keep_hands_on_what_is_written_and_is_quiet_when_the_flush_fails() -> No
     failing = Writeback(99, flush=Flushes(fail=OSError(errno.ENOSPC, "full")))
     failing.written(Part(0, 0, 10))
     failing.keep()  # the caller is raising its own error: this adds none
+
+
+def test_a_record_that_fails_in_the_background_is_not_retried_in_a_loop_and_keep_makes_room() -> (
+    None
+):
+    # A full disk: the data is flushed, but the record cannot be rewritten.
+    flushes: list[int] = []
+    attempts: list[int] = []
+    room = threading.Event()
+    handed: list[Part] = []
+
+    def record(parts: Sequence[Part]) -> None:
+        attempts.append(len(parts))
+        if not room.is_set():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        handed.extend(parts)
+
+    wb = Writeback(99, step=10, flush=flushes.append, on_durable=record, commit_seconds=0.1)
+    wb.written(Part(0, 0, 10))
+    wb.wrote(10)
+    deadline = time.monotonic() + 5
+    while not attempts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)  # five times commit_seconds
+    assert attempts == [1]  # tried once, then left for the caller
+    made: list[list[Part]] = []
+    wb.keep(lambda waiting: (made.append(list(waiting)), room.set()))
+    assert made == [[Part(0, 0, 10)]]
+    assert handed == [Part(0, 0, 10)]
 
 
 @pytest.mark.integration

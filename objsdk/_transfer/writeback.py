@@ -122,6 +122,8 @@ class Writeback:
 
     def _due(self) -> float | None:
         """Seconds until a flush is due (0: now), None if none is; the lock is held."""
+        if self._error is not None:
+            return None  # not again until the caller has seen it (no retry in a loop)
         if self._requested:
             return 0.0
         if not self._written:
@@ -181,8 +183,8 @@ class Writeback:
         """
         self.close()
         with self._lock:
-            if self._error is not None or self._failed:
-                return
+            if self._failed:
+                return  # pages may be lost: nothing more is handed on
         with contextlib.suppress(Exception):
             try:
                 self._commit()
