@@ -194,6 +194,22 @@ def test_a_record_that_fails_in_the_background_is_not_retried_in_a_loop_and_keep
     assert handed == [Part(0, 0, 10)]
 
 
+def test_finish_flushes_and_raises_a_flush_error_but_not_a_record_error() -> None:
+    # Every byte is on disk; a last record rewrite that finds no room must not fail it.
+    def full(parts: Sequence[Part]) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    flushes: list[int] = []
+    wb = Writeback(99, step=1 << 40, flush=flushes.append, on_durable=full)
+    wb.written(Part(0, 0, 10))
+    wb.finish()
+    assert flushes == [99]
+    failing = Writeback(99, flush=Flushes(fail=OSError(errno.EIO, "Input/output error")))
+    failing.written(Part(0, 0, 10))
+    with pytest.raises(OSError, match="Input/output error"):
+        failing.finish()
+
+
 @pytest.mark.integration
 def test_a_download_whose_background_flush_fails_raises_and_leaves_no_file(
     client: Client, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -221,3 +237,27 @@ def test_a_download_whose_background_flush_fails_raises_and_leaves_no_file(
     monkeypatch.undo()
     client.download(bucket, "k", str(dest))  # the next call completes
     assert dest.read_bytes() == data
+
+
+@pytest.mark.integration
+def test_a_download_completes_when_only_its_last_record_rewrite_finds_no_room(
+    client: Client, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = os.urandom(3 << 20)
+    client.put_object(bucket, "k", data)
+    saved = download_module.save_state
+    calls: list[int] = []
+
+    def full_after_the_first(path: str, state: Any) -> None:
+        calls.append(len(state.done))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        saved(path, state)
+
+    monkeypatch.setattr(download_module, "save_state", full_after_the_first)
+    dest = tmp_path / "out.bin"
+    result = client.download(bucket, "k", str(dest), parallel=1)
+    assert dest.read_bytes() == data
+    assert result.parts_fetched == result.parts_total
+    assert len(calls) == 2  # the record of a new download, then its parts' (refused)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]

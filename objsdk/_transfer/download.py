@@ -405,8 +405,7 @@ def _download_to_path(
             # disk is full, the blocks of parts not written are freed for the record.
             writeback.keep(lambda waiting: _free_unwritten(fd, todo, journal.done, waiting))
             raise
-        writeback.close()
-        writeback.sync()
+        writeback.finish()
         check.verify(lambda update, start, stop: _hash_file(fd, start, stop, update))
         os.fsync(fd)
     except (errors.ObjectChangedError, errors.IntegrityError):

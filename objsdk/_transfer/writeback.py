@@ -144,9 +144,10 @@ class Writeback:
                 with self._lock:
                     self._error = self._error or e
 
-    def _commit(self) -> None:
+    def _commit(self, *, record_errors: bool = True) -> None:
         """Flush, then hand on the parts written before the flush began (kept for the
-        next commit if ``on_durable`` fails: they are on disk, only not recorded)."""
+        next commit if ``on_durable`` fails: they are on disk, only not recorded; its
+        error is raised unless ``record_errors`` is false)."""
         with self._lock:
             parts, self._written = self._written, []
         try:
@@ -161,16 +162,26 @@ class Writeback:
         if parts and self._on_durable is not None:
             try:
                 self._on_durable(parts)
-            except BaseException:
+            except BaseException as e:
                 with self._lock:
                     self._written[:0] = parts
-                raise
+                if record_errors or not isinstance(e, Exception):
+                    raise
 
     def sync(self) -> None:
         """Flush the file now and hand on every part written so far; raise what a
         background flush met, if anything did."""
         self.check()
         self._commit()
+
+    def finish(self) -> None:
+        """The download is all written: stop the thread and flush; raise what a flush
+        met. The parts are handed on too, but an error doing so is not raised: the
+        record only matters if what follows fails, and a disk with room for every byte
+        but not for a last record rewrite must not fail a complete download."""
+        self.close()
+        self.check()
+        self._commit(record_errors=False)
 
     def keep(self, make_room: Callable[[Sequence[Part]], None] | None = None) -> None:
         """After a failure: put what is written on disk and hand on its parts, so a
