@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -138,6 +139,41 @@ def test_sigterm_during_download_leaves_no_partial_file_and_the_rerun_resumes(
     assert hashlib.sha256((tmp_path / "d.bin").read_bytes()).digest() == (
         hashlib.sha256(data).digest()
     )
+
+
+def test_a_rerun_says_how_much_of_an_interrupted_download_it_found_on_disk(
+    run: Run,
+    env: dict[str, str],
+    client: Client,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = os.urandom(6 << 20)
+    client.put_object(bucket, "d.bin", data)
+    # This process finds the temp file the command will (the same download key).
+    monkeypatch.setenv("HOME", env["HOME"])
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    if "XDG_CACHE_HOME" in env:
+        monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+
+    class Stop(Exception):
+        pass
+
+    def stop(done: int, total: int) -> None:
+        if done >= 3 << 20:
+            raise Stop
+
+    with pytest.raises(Stop):
+        client.download(
+            bucket, "d.bin", tmp_path / "d.bin", parallel=1, part_size=1 << 20, progress=stop
+        )
+    res = run("cp", f"s3://{bucket}/d.bin", "d.bin", "--part-size", "1MiB")
+    assert res.code == 0, res.err
+    assert re.search(r"resumed: 6\.0 MiB, [23]\.0 MiB of it already on disk", res.err), res.err
+    assert (tmp_path / "d.bin").read_bytes() == data
+    several = run("cp", "-r", f"s3://{bucket}/", "again")
+    assert "already on disk" not in several.err  # nothing was interrupted this time
 
 
 # -- symlinks in local walks -----------------------------------------------------------------

@@ -87,14 +87,19 @@ def run_jobs(
             "seconds": round(seconds, 3),
         }
     )
+    # A rerun after an interruption says what it found on disk: it fetched only the rest.
+    reused = f"{human_size(outcome.reused)} of it already on disk" if outcome.reused else ""
     if not single and (outcome.done or outcome.failed):
         rate = human_size(int(outcome.bytes / seconds)) if seconds > 0 else "-"
         out.summary(
             f"{'moved' if opts.move else 'transferred'} {counted(outcome.done, 'file')}, "
             f"{human_size(outcome.bytes)} in {seconds:.1f} s ({rate}/s)"
+            + (f", {reused}" if reused else "")
             + (f", {outcome.failed} failed" if outcome.failed else "")
             + (f", {outcome.skipped} skipped" if outcome.skipped else "")
         )
+    elif reused:
+        out.summary(f"resumed: {human_size(outcome.bytes)}, {reused}")
     if outcome.failed:
         return EXIT_FAILED
     if outcome.skipped:
