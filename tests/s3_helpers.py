@@ -10,10 +10,12 @@ from typing import Any
 MiB = 1 << 20
 
 
-def boto3_client(server: Any) -> Any:
+def boto3_client(server: Any, **config: Any) -> Any:
     """A boto3 S3 client for ``server`` (anything with ``endpoint``, ``access_key`` and
-    ``secret_key``: ``s3_server``, ``local_minio``)."""
+    ``secret_key``: ``s3_server``, ``local_minio``), path-style, with ``config`` as
+    further ``botocore.config.Config`` settings."""
     import boto3  # type: ignore[import-untyped,unused-ignore]
+    from botocore.config import Config  # type: ignore[import-untyped,unused-ignore]
 
     return boto3.client(
         "s3",
@@ -21,6 +23,7 @@ def boto3_client(server: Any) -> Any:
         aws_access_key_id=server.access_key,
         aws_secret_access_key=server.secret_key,
         region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, **config),
     )
 
 

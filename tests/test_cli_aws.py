@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from cli_helpers import COMMAND, Run, env, keys, run, tree
+from s3_helpers import boto3_client
 
 from objsdk import Client
 
@@ -26,18 +27,6 @@ def _files(root: Path, files: dict[str, bytes]) -> None:
 
 
 MIXED = {"a.txt": b"a", "b.log": b"bb", "sub/c.txt": b"ccc", "sub/d.log": b"dddd"}
-
-
-def _boto3(local_minio: Any) -> Any:
-    import boto3  # type: ignore[import-untyped,unused-ignore]
-
-    return boto3.client(
-        "s3",
-        endpoint_url=local_minio.endpoint,
-        aws_access_key_id=local_minio.access_key,
-        aws_secret_access_key=local_minio.secret_key,
-        region_name="us-east-1",
-    )
 
 
 # -- --exclude / --include -------------------------------------------------------------------
@@ -258,7 +247,7 @@ def test_metadata_cache_control_content_encoding_and_storage_class_are_stored(
         "--content-encoding", "identity", "--storage-class", "REDUCED_REDUNDANCY",
     )  # fmt: skip
     assert res.code == 0, res.err
-    head = _boto3(local_minio).head_object(Bucket=bucket, Key="f.txt")
+    head = boto3_client(local_minio).head_object(Bucket=bucket, Key="f.txt")
     assert head["Metadata"] == {"team": "ml", "run": "7", "stage": "dev"}
     assert head["CacheControl"] == "max-age=60"
     assert head["ContentEncoding"] == "identity"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from s3_helpers import boto3_client
 
 from objsdk import (
     Client,
@@ -51,27 +52,13 @@ PART = 5 * MiB  # S3's smallest part
 # -- fixtures ----------------------------------------------------------------------------
 
 
-def _boto3_client(minio: LocalMinio, **config: Any) -> Any:
-    boto3 = pytest.importorskip("boto3")
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=minio.endpoint,
-        aws_access_key_id=minio.access_key,
-        aws_secret_access_key=minio.secret_key,
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, **config),
-    )
-
-
 @pytest.fixture(scope="module")
 def s3(local_minio: LocalMinio) -> Any:
     """boto3 on the session MinIO: an independent view (uploads in progress, raw puts).
 
     It adds no checksum of its own, so an object it stores has none unless asked for.
     """
-    return _boto3_client(local_minio, request_checksum_calculation="when_required")
+    return boto3_client(local_minio, request_checksum_calculation="when_required")
 
 
 def _orphans(s3: Any, bucket: str) -> list[tuple[str, str]]:
@@ -241,7 +228,7 @@ def own_client(own_minio: LocalMinio) -> Iterator[Client]:
 def own_bucket(own_client: Client, own_minio: LocalMinio, fresh_bucket_name: str) -> Iterator[str]:
     own_client.create_bucket(fresh_bucket_name)
     yield fresh_bucket_name
-    s3 = _boto3_client(own_minio)
+    s3 = boto3_client(own_minio)
     for key, upload_id in _orphans(s3, fresh_bucket_name):
         s3.abort_multipart_upload(Bucket=fresh_bucket_name, Key=key, UploadId=upload_id)
     own_client.delete_objects(fresh_bucket_name, _keys(own_client, fresh_bucket_name))
@@ -351,7 +338,7 @@ def test_minio_restart_mid_upload_stores_it_whole_or_raises_and_leaves_no_orphan
     else:
         restart.join()
         assert own_client.get_object(own_bucket, "k") == data
-    assert _orphans(_boto3_client(own_minio), own_bucket) == []
+    assert _orphans(boto3_client(own_minio), own_bucket) == []
 
 
 # -- a download killed with SIGKILL, then run again -------------------------------------

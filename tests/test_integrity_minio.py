@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from rawserver import RawServer, Request, http_response
-from s3_helpers import drain
+from s3_helpers import boto3_client, drain
 
 import objsdk
 from objsdk import Client, LocalMinio
@@ -36,17 +36,8 @@ ALGORITHMS = ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"]
 
 @pytest.fixture(scope="module")
 def s3(local_minio: LocalMinio) -> Any:
-    boto3 = pytest.importorskip("boto3")
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=local_minio.endpoint,
-        aws_access_key_id=local_minio.access_key,
-        aws_secret_access_key=local_minio.secret_key,
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}),
-    )
+    pytest.importorskip("boto3")
+    return boto3_client(local_minio)
 
 
 @pytest.fixture(scope="module")

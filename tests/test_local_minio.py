@@ -10,9 +10,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from s3_helpers import boto3_client
 
 from objsdk.errors import LocalMinioError
 from objsdk.testing.gobuild import minio_binary
@@ -51,18 +51,6 @@ def fake_binary(path: Path, script: str) -> Path:
     path.write_text("#!/bin/sh\n" + script)
     path.chmod(0o755)
     return path
-
-
-def s3(minio: LocalMinio) -> Any:
-    import boto3  # type: ignore[import-untyped]
-
-    return boto3.client(
-        "s3",
-        endpoint_url=minio.endpoint,
-        aws_access_key_id=minio.access_key,
-        aws_secret_access_key=minio.secret_key,
-        region_name="us-east-1",
-    )
 
 
 @pytest.fixture
@@ -119,7 +107,7 @@ def test_env_points_aws_tools_at_the_server(local_minio: LocalMinio) -> None:
 
 @pytest.mark.integration
 def test_server_accepts_its_credentials(local_minio: LocalMinio) -> None:
-    assert s3(local_minio).list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert boto3_client(local_minio).list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
 
 
 @pytest.mark.integration
@@ -132,7 +120,7 @@ def test_start_is_idempotent(own_minio: LocalMinio) -> None:
 
 @pytest.mark.integration
 def test_restart_keeps_the_port_and_the_data(own_minio: LocalMinio) -> None:
-    client = s3(own_minio)
+    client = boto3_client(own_minio)
     client.create_bucket(Bucket="kept")
     client.put_object(Bucket="kept", Key="k", Body=b"survives")
     endpoint, old_pid = own_minio.endpoint, own_minio.pid
