@@ -24,7 +24,7 @@ from objsdk._io.pool import PartPool
 from objsdk._io.range_reader import RangeIgnored, RangeReader
 from objsdk._io.shared_level import InFlight, SharedLevel
 from objsdk._transfer.progress import ProgressTracker
-from objsdk._transfer.writeback import Writeback, sync_data
+from objsdk._transfer.writeback import Writeback
 from objsdk._transport.base import Transport
 from objsdk.errors import drop_frame_locals
 from objsdk.models import ObjectInfo
@@ -108,12 +108,11 @@ class _PartCrc:
             self._cut = self.crcs.next_cut(self.pos)
 
 
-def into_file(fd: int, crcs: RangeCrc | None = None, writeback: Writeback | None = None) -> Sink:
+def into_file(fd: int, crcs: RangeCrc | None, writeback: Writeback) -> Sink:
     """Parts land in the open file ``fd`` at their offsets; with ``crcs``, each part's
-    CRC is added to it, hashed from the receive buffer. Without ``writeback`` each part
-    is durable before it returns; with it, the file is flushed in the background as
-    parts are written, and a part is durable once ``writeback`` hands it on (the
-    caller reports it written: :meth:`Writeback.written`).
+    CRC is added to it, hashed from the receive buffer. ``writeback`` flushes the file
+    in the background as parts are written; a part is durable once it hands the part
+    on (the caller reports it written: :meth:`Writeback.written`).
 
     Why pwrite from a small buffer and not readinto on an mmap of the file, which saves
     a copy: on a 2-vCPU VM, 1 GiB with 4 parts in flight and a flush per part took a
@@ -135,11 +134,8 @@ def into_file(fd: int, crcs: RangeCrc | None = None, writeback: Writeback | None
                     hasher.update(buf[:k])
                 _pwrite_all(fd, buf[:k], pos)
                 pos += k
-                if writeback is not None:
-                    writeback.wrote(k)
+                writeback.wrote(k)
                 tick(k)
-        if writeback is None:
-            sync_data(fd)  # the part is on disk before the state record may claim it
         hasher.flush()
 
     return write
