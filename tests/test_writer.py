@@ -543,11 +543,13 @@ def write_until_it_raises(w: ObjectWriter, data: bytes, *, seconds: float) -> No
 
 def test_small_writes_gather_and_a_failed_part_still_stops_the_next_one(client, s3):
     s3.fail_part = 1
+    s3.gate = threading.Event()  # the part fails only after the write that sent it
     w = writer(client)
     rows = [b"%d,row\n" % i for i in range(200_000)]  # ~2 MiB in writes of ~10 bytes
     assert sum(w.write(row) for row in rows) == w.tell() == sum(map(len, rows))
     w.write(bytes(PART))  # the first part, which fails
     assert s3.parts_started.acquire(timeout=5)
+    s3.gate.set()
     with pytest.raises(objsdk.AccessDenied):  # by a small write, once the part has failed
         write_until_it_raises(w, b"x", seconds=5)
     assert "complete" not in s3.ops()
