@@ -529,9 +529,27 @@ def test_presign_decodes_plus_in_existing_query_as_space() -> None:
     assert "prefix=a%20b&" in _presign(f"{AWS_BUCKET_URL}/?prefix=a+b")
 
 
-def test_malformed_port_is_rejected() -> None:
-    with pytest.raises(InvalidArgument):
-        _sign("GET", "http://h:notaport/k", {})
+@pytest.mark.parametrize(
+    "url", ["http://h:notaport/k", "http://h:99999/k", "ftp://h/k", "http:///k", "http://:9000/k"]
+)
+def test_a_url_without_a_valid_http_origin_is_rejected_every_time(url: str) -> None:
+    for _ in range(2):  # the origin's Host is worked out once; a refusal is not remembered
+        with pytest.raises(InvalidArgument, match="URL"):
+            _sign("GET", url, {})
+
+
+@pytest.mark.parametrize(
+    ("now", "stamp"),
+    [
+        (datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=timezone.utc), "20010203T040506Z"),
+        (datetime(2013, 12, 31, 23, 59, 59, tzinfo=timezone.utc), "20131231T235959Z"),
+        (datetime(2014, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=2))), "20131231T230000Z"),
+    ],
+)
+def test_the_date_is_iso_8601_basic_in_utc_with_every_field_zero_padded(
+    now: datetime, stamp: str
+) -> None:
+    assert _sign("GET", f"{AWS_BUCKET_URL}/k", {}, now=now)["x-amz-date"] == stamp
 
 
 def test_presign_rejects_url_already_presigned() -> None:

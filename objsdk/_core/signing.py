@@ -47,7 +47,6 @@ UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 _ALGORITHM = "AWS4-HMAC-SHA256"
-_AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 # "Authenticating Requests: Using Query Parameters": X-Amz-Expires is 1 s to 7 days.
 _MAX_PRESIGN_EXPIRES = 7 * 24 * 3600
 
@@ -329,7 +328,12 @@ def _amz_date(now: datetime) -> str:
     if now.tzinfo is None or now.utcoffset() is None:
         # A naive time would be read as local time by astimezone(); refuse to guess.
         raise InvalidArgument("now must be a timezone-aware datetime (UTC)")
-    return now.astimezone(timezone.utc).strftime(_AMZ_DATE_FORMAT)
+    utc = now if now.tzinfo is timezone.utc else now.astimezone(timezone.utc)
+    # YYYYMMDD'T'HHMMSS'Z' (ISO 8601 basic format), without strftime: half the time
+    return (
+        f"{utc.year:04d}{utc.month:02d}{utc.day:02d}"
+        f"T{utc.hour:02d}{utc.minute:02d}{utc.second:02d}Z"
+    )
 
 
 def _scope(amz_date: str, region: str, service: str) -> str:
@@ -349,10 +353,10 @@ def _signature(
 def _split_url(url: str) -> SplitResult:
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - parses the port, raising ValueError if it is invalid
+        host = _origin_host(parts.scheme, parts.netloc)
     except ValueError:
         raise InvalidArgument(f"malformed URL: {url!r}") from None
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+    if host is None:
         raise InvalidArgument(f"not an absolute http(s) URL: {url!r}")
     if "#" in url:
         # HTTP clients do not send the fragment, so an unencoded "#" in a key would silently
@@ -367,13 +371,27 @@ def host_header(url: str) -> str:
 
 
 def _host_from_url(parts: SplitResult) -> str:
-    """The Host header value an HTTP client sends for this URL, as botocore derives it."""
-    host = parts.hostname or ""  # lowercased, without userinfo or brackets
+    """The Host header value an HTTP client sends for this URL (validated by _split_url)."""
+    return _origin_host(parts.scheme, parts.netloc) or ""
+
+
+# Every request of a client goes to one origin (one per bucket, virtual-hosted): its Host
+# is worked out once, not parsed again from each request's URL. A pure function of its
+# arguments, so the cache cannot change a signature.
+@functools.lru_cache(maxsize=256)
+def _origin_host(scheme: str, netloc: str) -> str | None:
+    """The Host header value an HTTP client sends to ``scheme://netloc``, as botocore
+    derives it; None where that is not an http(s) origin with a host. ValueError for a
+    port that is not a number in range."""
+    parts = SplitResult(scheme, netloc, "", "", "")
+    port = parts.port  # raises ValueError if it is invalid
+    host = parts.hostname  # lowercased, without userinfo or brackets
+    if scheme not in _DEFAULT_PORTS or not host:
+        return None
     if ":" in host:
         host = f"[{host}]"  # IPv6 literal
-    port = parts.port  # validated by _split_url
     # http.client omits a default port from Host, so it must be omitted from the signature.
-    if port is not None and port != _DEFAULT_PORTS.get(parts.scheme):
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
         host = f"{host}:{port}"
     return host
 

@@ -539,7 +539,10 @@ def _close_idle(idle: dict[str, list[_Connection]], lock: threading.Lock) -> Non
 
 def _persists(version: str, fields: Mapping[str, str]) -> bool:
     """Whether the connection stays open after this answer (RFC 9112 §9.3)."""
-    tokens = {t.strip().lower() for t in fields.get("Connection", "").split(",")}
+    value = fields.get("Connection")
+    if value is None:  # most answers: nothing to split
+        return version == "1.1"
+    tokens = {t.strip().lower() for t in value.split(",")}
     if "close" in tokens:
         return False
     return version == "1.1" or "keep-alive" in tokens
