@@ -214,6 +214,80 @@ def test_a_full_batch_flushes_itself(tmp_path: Any, monkeypatch: pytest.MonkeyPa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f0", "f1", "f2"]
 
 
+def test_a_worker_that_fills_the_batch_during_a_flush_goes_back_to_work(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from objsdk.cli import smallfile
+
+    monkeypatch.setattr(smallfile, "BATCH_FILES", 2)
+    monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
+    flushing, disk_done = threading.Event(), threading.Event()
+    syncs: list[int] = []
+
+    def slow_syncfs(fd: int) -> int:
+        syncs.append(fd)
+        flushing.set()
+        assert disk_done.wait(10)
+        return 0
+
+    batch = smallfile.Batch()
+    batch._syncfs = slow_syncfs
+
+    def worker(first: int) -> None:
+        for i in (first, first + 1):
+            (tmp_path / f"t{i}").write_bytes(b"x")
+            batch.add(smallfile.Pending(str(tmp_path / f"t{i}"), str(tmp_path / f"f{i}"), 1))
+
+    one = threading.Thread(target=worker, args=(0,))
+    one.start()
+    assert flushing.wait(10)  # the first worker flushes t0 and t1, and the disk is slow
+    two = threading.Thread(target=worker, args=(2,))
+    two.start()
+    two.join(5)
+    assert not two.is_alive()  # it filled the batch, and did not wait for the disk
+    assert not (tmp_path / "f2").exists()
+    disk_done.set()
+    one.join(10)
+    # The flush under way went on to the files that came meanwhile: one more syncfs.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f0", "f1", "f2", "f3"]
+    assert len(syncs) == 2
+
+
+def test_a_worker_waits_for_the_disk_once_two_batches_wait(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from objsdk.cli import smallfile
+
+    monkeypatch.setattr(smallfile, "BATCH_FILES", 2)
+    monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
+    flushing, disk_done = threading.Event(), threading.Event()
+
+    def slow_syncfs(fd: int) -> int:
+        flushing.set()
+        assert disk_done.wait(10)
+        return 0
+
+    batch = smallfile.Batch()
+    batch._syncfs = slow_syncfs
+
+    def worker(names: range) -> None:
+        for i in names:
+            (tmp_path / f"t{i}").write_bytes(b"x")
+            batch.add(smallfile.Pending(str(tmp_path / f"t{i}"), str(tmp_path / f"f{i}"), 1))
+
+    one = threading.Thread(target=worker, args=(range(2),))
+    one.start()
+    assert flushing.wait(10)
+    two = threading.Thread(target=worker, args=(range(2, 6),))
+    two.start()
+    two.join(0.5)
+    assert two.is_alive()  # four files wait behind the slow flush: it waits too
+    disk_done.set()
+    one.join(10)
+    two.join(10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"f{i}" for i in range(6)]
+
+
 def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path: Any) -> None:
     from objsdk.cli.smallfile import Batch, Pending
 

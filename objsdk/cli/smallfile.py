@@ -21,8 +21,9 @@ writing a checkpoint, another copy), each of the batch's files is fsynced instea
 A batch whose files lie on several filesystems (a mount point inside the destination)
 gets one ``syncfs`` on each. So no final name ever holds a partial file, even after a
 power cut, and a ``cp`` that returns has every file and name on disk; a
-killed run leaves at most the ``.objsdk-*.tmp`` files of its last batch, which a rerun
-ignores and ``sync --delete`` removes.
+killed run leaves at most the ``.objsdk-*.tmp`` files of its last two batches (one
+being flushed, one gathering: no worker waits for the disk before a second fills),
+which a rerun ignores and ``sync --delete`` removes.
 """
 
 from __future__ import annotations
@@ -110,10 +111,13 @@ class Batch:
     """Temporary files that take their final names together, once flushed to disk.
 
     Thread-safe: workers :meth:`add` their finished files; whoever fills the batch
-    flushes it. A rename that fails (a directory is at the name) is kept in
-    :attr:`failures` for the caller to report, as ``(what failed, error, bytes not
-    delivered)``; its temporary file is removed. So is an error of an item's ``after``
-    (its bytes were delivered).
+    flushes it, unless a flush is under way: then that worker goes back to work, and
+    the flush under way takes the files that filled the batch meanwhile once it is done
+    (a worker waits for it only once two batches wait). :meth:`flush` (the run's end)
+    waits for a flush under way. A rename that fails (a
+    directory is at the name) is kept in :attr:`failures` for the caller to report, as
+    ``(what failed, error, bytes not delivered)``; its temporary file is removed. So is
+    an error of an item's ``after`` (its bytes were delivered).
     """
 
     def __init__(self) -> None:
@@ -128,40 +132,61 @@ class Batch:
         with self._lock:
             self._pending.append(item)
             self._bytes += item.size
-            full = len(self._pending) >= BATCH_FILES or self._bytes >= BATCH_BYTES
-        if full:
-            self.flush()
+            due = self._due()
+        # One flush at a time, and a worker waits for another's only once two batches
+        # wait (the disk is slower than the network): workers that queued behind a flush
+        # each flushed the few files that came meanwhile (9 syncfs instead of 4 for
+        # 200 x 1 MiB), and none of them received while they waited.
+        while due and self._flush_lock.acquire(blocking=due > 1):
+            try:
+                self._flush()
+            finally:
+                self._flush_lock.release()
+            with self._lock:
+                due = self._due()
+
+    def _due(self) -> int:
+        """How many batches wait to be flushed: 0, 1, or 2 for two or more (the lock is
+        held)."""
+        files, size = len(self._pending), self._bytes
+        if files >= 2 * BATCH_FILES or size >= 2 * BATCH_BYTES:
+            return 2
+        return int(files >= BATCH_FILES or size >= BATCH_BYTES)
 
     def flush(self) -> None:
-        """Make the waiting files durable, give them their names, fsync their folders."""
+        """Make the waiting files durable, give them their names, fsync their folders
+        (after any flush under way)."""
         with self._flush_lock:
-            with self._lock:
-                items, self._pending, self._bytes = self._pending, [], 0
-            if not items:
-                return
-            self._sync(items)
-            dirs, named = set(), []
-            for item in items:
+            self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            items, self._pending, self._bytes = self._pending, [], 0
+        if not items:
+            return
+        self._sync(items)
+        dirs, named = set(), []
+        for item in items:
+            try:
+                os.replace(item.tmp, item.dest)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.unlink(item.tmp)
+                failure: Exception = e
+                if isinstance(e, IsADirectoryError):
+                    failure = errors.InvalidArgument(f"a directory is there: {item.dest}")
+                self._failed(item.what, failure, item.size)
+                continue
+            dirs.add(os.path.dirname(item.tmp) or ".")
+            named.append(item)
+        for d in sorted(dirs):
+            _fsync_path(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        for item in named:
+            if item.after is not None:
                 try:
-                    os.replace(item.tmp, item.dest)
-                except OSError as e:
-                    with contextlib.suppress(OSError):
-                        os.unlink(item.tmp)
-                    failure: Exception = e
-                    if isinstance(e, IsADirectoryError):
-                        failure = errors.InvalidArgument(f"a directory is there: {item.dest}")
-                    self._failed(item.what, failure, item.size)
-                    continue
-                dirs.add(os.path.dirname(item.tmp) or ".")
-                named.append(item)
-            for d in sorted(dirs):
-                _fsync_path(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-            for item in named:
-                if item.after is not None:
-                    try:
-                        item.after()
-                    except Exception as e:
-                        self._failed(f"removing the source of {item.dest}", e, 0)
+                    item.after()
+                except Exception as e:
+                    self._failed(f"removing the source of {item.dest}", e, 0)
 
     def _failed(self, what: str, e: Exception, lost: int) -> None:
         with self._lock:
