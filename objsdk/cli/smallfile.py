@@ -114,10 +114,12 @@ class Batch:
     flushes it, unless a flush is under way: then that worker goes back to work, and
     the flush under way takes the files that filled the batch meanwhile once it is done
     (a worker waits for it only once two batches wait). :meth:`flush` (the run's end)
-    waits for a flush under way. A rename that fails (a
-    directory is at the name) is kept in :attr:`failures` for the caller to report, as
-    ``(what failed, error, bytes not delivered)``; its temporary file is removed. So is
-    an error of an item's ``after`` (its bytes were delivered).
+    waits for a flush under way.
+
+    A rename that fails (a directory is at the name) is kept in :attr:`failures` for
+    the caller to report, as ``(what failed, error, bytes not delivered)``; its
+    temporary file is removed. So is an error of an item's ``after`` (its bytes were
+    delivered).
     """
 
     def __init__(self) -> None:
