@@ -214,78 +214,72 @@ def test_a_full_batch_flushes_itself(tmp_path: Any, monkeypatch: pytest.MonkeyPa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f0", "f1", "f2"]
 
 
+class _SlowDisk:
+    """A batch of two files whose ``syncfs`` holds until :attr:`done` is set; ``add``
+    writes temporary files ``t<i>`` bound for ``f<i>``."""
+
+    def __init__(self, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        from objsdk.cli import smallfile
+
+        monkeypatch.setattr(smallfile, "BATCH_FILES", 2)
+        monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
+        self.dir = tmp_path
+        self.flushing, self.done = threading.Event(), threading.Event()
+        self.syncs = 0
+        self.batch = smallfile.Batch()
+        self.batch._syncfs = self._syncfs
+        self._pending = smallfile.Pending
+
+    def _syncfs(self, fd: int) -> int:
+        self.syncs += 1
+        self.flushing.set()
+        assert self.done.wait(10)
+        return 0
+
+    def worker(self, names: range) -> threading.Thread:
+        def add() -> None:
+            for i in names:
+                (self.dir / f"t{i}").write_bytes(b"x")
+                self.batch.add(self._pending(str(self.dir / f"t{i}"), str(self.dir / f"f{i}"), 1))
+
+        thread = threading.Thread(target=add)
+        thread.start()
+        return thread
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.dir.iterdir())
+
+
 def test_a_worker_that_fills_the_batch_during_a_flush_goes_back_to_work(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from objsdk.cli import smallfile
-
-    monkeypatch.setattr(smallfile, "BATCH_FILES", 2)
-    monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
-    flushing, disk_done = threading.Event(), threading.Event()
-    syncs: list[int] = []
-
-    def slow_syncfs(fd: int) -> int:
-        syncs.append(fd)
-        flushing.set()
-        assert disk_done.wait(10)
-        return 0
-
-    batch = smallfile.Batch()
-    batch._syncfs = slow_syncfs
-
-    def worker(first: int) -> None:
-        for i in (first, first + 1):
-            (tmp_path / f"t{i}").write_bytes(b"x")
-            batch.add(smallfile.Pending(str(tmp_path / f"t{i}"), str(tmp_path / f"f{i}"), 1))
-
-    one = threading.Thread(target=worker, args=(0,))
-    one.start()
-    assert flushing.wait(10)  # the first worker flushes t0 and t1, and the disk is slow
-    two = threading.Thread(target=worker, args=(2,))
-    two.start()
+    disk = _SlowDisk(tmp_path, monkeypatch)
+    one = disk.worker(range(2))
+    assert disk.flushing.wait(10)  # the first worker flushes t0 and t1, and the disk is slow
+    two = disk.worker(range(2, 4))
     two.join(5)
     assert not two.is_alive()  # it filled the batch, and did not wait for the disk
-    assert not (tmp_path / "f2").exists()
-    disk_done.set()
+    assert "f2" not in disk.names()
+    disk.done.set()
     one.join(10)
     # The flush under way went on to the files that came meanwhile: one more syncfs.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f0", "f1", "f2", "f3"]
-    assert len(syncs) == 2
+    assert disk.names() == ["f0", "f1", "f2", "f3"]
+    assert disk.syncs == 2
 
 
 def test_a_worker_waits_for_the_disk_once_two_batches_wait(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from objsdk.cli import smallfile
-
-    monkeypatch.setattr(smallfile, "BATCH_FILES", 2)
-    monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
-    flushing, disk_done = threading.Event(), threading.Event()
-
-    def slow_syncfs(fd: int) -> int:
-        flushing.set()
-        assert disk_done.wait(10)
-        return 0
-
-    batch = smallfile.Batch()
-    batch._syncfs = slow_syncfs
-
-    def worker(names: range) -> None:
-        for i in names:
-            (tmp_path / f"t{i}").write_bytes(b"x")
-            batch.add(smallfile.Pending(str(tmp_path / f"t{i}"), str(tmp_path / f"f{i}"), 1))
-
-    one = threading.Thread(target=worker, args=(range(2),))
-    one.start()
-    assert flushing.wait(10)
-    two = threading.Thread(target=worker, args=(range(2, 6),))
-    two.start()
+    disk = _SlowDisk(tmp_path, monkeypatch)
+    one = disk.worker(range(2))
+    assert disk.flushing.wait(10)
+    two = disk.worker(range(2, 6))
     two.join(0.5)
     assert two.is_alive()  # four files wait behind the slow flush: it waits too
-    disk_done.set()
+    disk.done.set()
     one.join(10)
     two.join(10)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"f{i}" for i in range(6)]
+    assert disk.names() == [f"f{i}" for i in range(6)]
 
 
 def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path: Any) -> None:
