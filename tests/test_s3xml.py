@@ -1,5 +1,6 @@
 """S3 XML bodies are parsed and built without a network."""
 
+import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 import pytest
@@ -14,6 +15,7 @@ from objsdk._core.s3xml import (
     parse_http_date,
     parse_list_buckets,
     parse_list_objects_v2,
+    xml_carries,
 )
 
 NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
@@ -108,6 +110,21 @@ def test_delete_body_escapes_keys_and_is_quiet():
     assert body.startswith(b"<Delete><Quiet>true</Quiet>")
     assert b"<Key>a&amp;b</Key>" in body
     assert b"<Key>&lt;k&gt;</Key>" in body
+
+
+@pytest.mark.parametrize(
+    "key", ["a\rb", "a\r\nb", "a\nb", "\r", "t\tab", "a&<>\"'b", "é\U0001f984"]
+)
+def test_a_key_in_a_delete_body_reads_back_unchanged(key):
+    # A literal CR reaches every XML parser as LF (XML 1.0 §2.11): "a\rb" would name,
+    # and delete, "a\nb".
+    root = ET.fromstring(build_delete_body([key, "next"]))
+    assert [k.text for k in root.iter("Key")] == [key, "next"]
+
+
+def test_only_the_characters_of_xml_1_0_can_be_carried():
+    assert all(xml_carries(k) for k in ["a\tb\nc\rd", " ~é\ud7ff\ue000\ufffd\U0010ffff"])
+    assert not any(xml_carries(k) for k in ["a\x00", "a\x01", "\x08", "\x0b", "\x1f", "\ufffe"])
 
 
 def test_delete_result_reports_only_failures():

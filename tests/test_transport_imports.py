@@ -73,3 +73,25 @@ def test_a_streamed_read_and_a_file_body_load_it_and_work(s3_server, bucket, tmp
         """,
     )
     assert seen == {"at import": False, "after a streamed read": True, "file stored": True}
+
+
+def test_xml_bodies_do_not_load_the_url_opener(s3_server, bucket):
+    # xml.sax.saxutils imports urllib.request (with tempfile and shutil) for an escape
+    # objsdk writes itself; a program that lists, puts, tags and deletes never needs it.
+    seen = _run(
+        s3_server,
+        f"""
+        seen["opener at import"] = "urllib.request" in sys.modules
+        client.put_object({bucket!r}, "a&b", b"x")
+        client.put_object_tags({bucket!r}, "a&b", {{"k": "v w"}})
+        with client.open_write({bucket!r}, "parts", part_size=5 << 20) as w:
+            w.write(b"z" * (6 << 20))
+        assert client.delete_objects({bucket!r}, ["a&b", "parts"]) == []
+        seen["opener after XML bodies"] = "urllib.request" in sys.modules
+        """,
+    )
+    assert seen == {
+        "at import": False,
+        "opener at import": False,
+        "opener after XML bodies": False,
+    }

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import format_datetime, parsedate_to_datetime
 from urllib.parse import unquote_plus
-from xml.sax.saxutils import escape
 
 from objsdk import errors
 from objsdk.errors import XMLParseError
@@ -40,9 +39,38 @@ __all__ = [
     "parse_list_multipart_uploads",
     "parse_list_objects_v2",
     "parse_upload_id",
+    "xml_carries",
+    "xml_escape",
     "xml_root",
     "xml_text",
 ]
+
+
+# XML 1.0 §2.2 ("Char"): what a document may hold at all, as text or as a character
+# reference. The C0 controls other than tab, LF and CR are not among them.
+_NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_carries(text: str) -> bool:
+    """Whether an XML 1.0 document can hold ``text`` at all (a key such as ``"a\\x01"``
+    cannot be named in a request body)."""
+    return _NOT_XML_CHAR.search(text) is None
+
+
+def xml_escape(text: str) -> str:
+    """``text`` (which :func:`xml_carries`) as character data every parser reads back
+    unchanged: ``&``, ``<`` and ``>`` escaped, and CR and LF as character references,
+    because end-of-line handling (XML 1.0 §2.11) reads a literal CR, or CR LF, as one LF
+    (S3 user guide, "Naming Amazon S3 objects": XML related object key constraints)."""
+    # Not xml.sax.saxutils.escape: it leaves CR as it is (and its module imports
+    # urllib.request, with tempfile and shutil, which nothing else here needs).
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\r", "&#13;")
+        .replace("\n", "&#10;")
+    )
 
 
 def xml_root(body: bytes) -> ET.Element:
@@ -277,7 +305,7 @@ def build_delete_body(keys: Iterable[str], *, quiet: bool = True) -> bytes:
         # Quiet mode: the response lists only failures, keeping it small for 1000 keys.
         parts.append("<Quiet>true</Quiet>")
     for key in keys:
-        parts.append(f"<Object><Key>{escape(key)}</Key></Object>")
+        parts.append(f"<Object><Key>{xml_escape(key)}</Key></Object>")
     parts.append("</Delete>")
     return "".join(parts).encode("utf-8")
 
@@ -320,9 +348,9 @@ def build_complete_body(parts: Iterable[tuple[int, str, str | None]]) -> bytes:
     in ascending part order."""
     out = ["<CompleteMultipartUpload>"]
     for number, etag, crc in sorted(parts):
-        out.append(f"<Part><PartNumber>{number}</PartNumber><ETag>{escape(etag)}</ETag>")
+        out.append(f"<Part><PartNumber>{number}</PartNumber><ETag>{xml_escape(etag)}</ETag>")
         if crc:
-            out.append(f"<ChecksumCRC32C>{escape(crc)}</ChecksumCRC32C>")
+            out.append(f"<ChecksumCRC32C>{xml_escape(crc)}</ChecksumCRC32C>")
         out.append("</Part>")
     out.append("</CompleteMultipartUpload>")
     return "".join(out).encode()

@@ -1,4 +1,8 @@
-"""Deletes: DeleteObject, and DeleteObjects in batches of 1000 keys."""
+"""Deletes: DeleteObject, and DeleteObjects in batches of 1000 keys.
+
+A key that an XML document cannot hold (a C0 control character other than tab, LF and
+CR: XML 1.0 §2.2) cannot be named in a DeleteObjects body; such keys are deleted by
+DeleteObject each, so one odd key does not fail the delete of a thousand others."""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ import hashlib
 from collections.abc import Iterable
 from itertools import islice
 
+from objsdk import errors
 from objsdk._core.addressing import check_key
-from objsdk._core.s3xml import build_delete_body, parse_delete_result
+from objsdk._core.s3xml import build_delete_body, parse_delete_result, xml_carries
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Transport
 from objsdk.models import DeleteError
@@ -38,13 +43,26 @@ def delete_objects(transport: Transport, bucket: str, keys: Iterable[str]) -> li
     """Delete many keys, :data:`DELETE_BATCH` per request; return the keys that failed.
 
     Each batch is retried like any idempotent request (deleting a deleted key is a
-    no-op): the retry classifier knows ``POST ?delete``."""
+    no-op): the retry classifier knows ``POST ?delete``. A key no XML body can name is
+    deleted on its own; an S3 error answering it (but ``NoSuchBucket``) is reported
+    like a batch's."""
     failures: list[DeleteError] = []
     it = iter(keys)
     while batch := list(islice(it, DELETE_BATCH)):
         for key in batch:
             check_key(key)
-        body = build_delete_body(batch)
+        named = [key for key in batch if xml_carries(key)]
+        for key in batch if len(named) < len(batch) else ():
+            if not xml_carries(key):
+                try:
+                    delete_object(transport, bucket, key)
+                except errors.NoSuchBucket:
+                    raise  # as a batch's answer would
+                except errors.S3Error as e:
+                    failures.append(DeleteError(key=key, code=e.code, message=e.message))
+        if not named:
+            continue
+        body = build_delete_body(named)
         resp = transport.request(
             "POST",
             operation="delete_objects",

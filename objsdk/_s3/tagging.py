@@ -12,11 +12,10 @@ import base64
 import hashlib
 import re
 from collections.abc import Mapping
-from xml.sax.saxutils import escape
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_key
-from objsdk._core.s3xml import xml_root
+from objsdk._core.s3xml import xml_escape, xml_root
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Transport
 
@@ -59,7 +58,7 @@ def build_tagging(bucket: str, key: str, tags: Mapping[str, str]) -> bytes:
                 "+-=._:/@ "
                 f"(bucket {bucket!r}, key {key!r})"
             )
-        parts.append(f"<Tag><Key>{escape(name)}</Key><Value>{escape(value)}</Value></Tag>")
+        parts.append(f"<Tag><Key>{xml_escape(name)}</Key><Value>{xml_escape(value)}</Value></Tag>")
     return (
         '<Tagging xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><TagSet>'
         + "".join(parts)

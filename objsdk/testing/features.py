@@ -34,6 +34,7 @@ class S3Features:
     ``applies_acls``: a canned ACL sent with a write (``x-amz-acl: public-read``) is
     applied and read back by GetObjectAcl; MinIO accepts and ignores it, and a new AWS
     bucket enforces object ownership (ACLs disabled).
+    ``stores_line_feed_keys``: a key holding a line feed can be written.
     """
 
     stores_put_checksum: bool = True
@@ -44,13 +45,14 @@ class S3Features:
     checks_signatures: bool = True
     subsecond_last_modified: bool = False
     applies_acls: bool = False
+    stores_line_feed_keys: bool = True
 
 
 #: MinIO (the local one, single drive).
 MINIO = S3Features(refuses_dot_segment_keys=True, subsecond_last_modified=True)
 #: moto's standalone server (5.x): it ignores checksums on PUT and UploadPart, in
-#: us-east-1 lets CreateBucket succeed again, closes every connection and accepts any
-#: signature.
+#: us-east-1 lets CreateBucket succeed again, closes every connection, accepts any
+#: signature and answers a PUT of a key holding a line feed with 404 NoSuchKey.
 MOTO = S3Features(
     stores_put_checksum=False,
     checks_checksums=False,
@@ -58,6 +60,7 @@ MOTO = S3Features(
     keep_alive=False,
     checks_signatures=False,
     applies_acls=True,
+    stores_line_feed_keys=False,
 )
 #: AWS S3 in us-east-1, the assumption for an endpoint that says nothing else.
 AWS = S3Features(refuses_own_bucket=False)
