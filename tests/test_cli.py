@@ -87,6 +87,33 @@ def test_ls_recursive_json_lists_every_key(run: Run, client: Client, bucket: str
     assert all("last_modified" in e and "etag" in e for e in entries)
 
 
+def test_names_with_control_characters_print_escaped_one_line_each_and_exact_in_json(
+    run: Run, client: Client, bucket: str, tmp_path: Path, s3_features: Any
+) -> None:
+    # A key is anyone's string: printed raw, ESC sequences rewrite the user's screen,
+    # CR overwrites the line, LF forges a second entry.
+    lf = "\n" if s3_features.stores_line_feed_keys else ""
+    odd = ["d/clear\x1b[2J", "d/over\rwrite", f"d/two{lf}lines", "d/rlo\u202etxt.exe"]
+    for key in [*odd, "d/plain"]:
+        client.put_object(bucket, key, b"x")
+    listing = run("ls", f"s3://{bucket}/d/")
+    down = run("cp", "--recursive", f"s3://{bucket}/d/", "down/")
+    gone = run("rm", "--recursive", "--dryrun", f"s3://{bucket}/d/")
+    for res in (listing, down, gone):
+        assert res.code == 0, res.err
+        # splitlines() also splits at CR and the other line boundaries a terminal obeys
+        assert all(line.isprintable() for line in res.out.splitlines())
+        assert len(res.out.splitlines()) == 5
+    assert listing.out.splitlines()[0].endswith(" clear\\x1b[2J")
+    assert "over\\rwrite" in down.out
+    assert "rlo\\u202etxt.exe" in gone.out
+    assert sorted(p.name for p in (tmp_path / "down").iterdir()) == sorted(
+        k.removeprefix("d/") for k in [*odd, "d/plain"]
+    )
+    exact = run("ls", "--recursive", "--json", f"s3://{bucket}/d/").json_lines()
+    assert sorted(e["key"] for e in exact) == sorted([*odd, "d/plain"])
+
+
 # -- cp --------------------------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (never raises, except SystemExit from --help)."""
     from .commands import COMMANDS, Context
     from .errors import EXIT_INTERRUPTED, error_record, exit_code_for, message_for
-    from .output import LibraryWarnings
+    from .output import LibraryWarnings, terminal_safe
     from .parser import GLOBAL_DEFAULTS, build_parser
     from .signals import Terminated, terminating_signals
 
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             record = {"exit_code": code, **error_record(e)}
             print(json.dumps(record, sort_keys=True), file=sys.stderr, flush=True)
         else:
-            print(f"objsdk: error: {message_for(e)}", file=sys.stderr, flush=True)
+            print(f"objsdk: error: {terminal_safe(message_for(e))}", file=sys.stderr, flush=True)
         return code
     finally:
         if ctx is not None:

@@ -158,7 +158,9 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
             }
         )
     if args.summarize:
-        out.line(f"\nTotal Objects: {count}\n   Total Size: {size(total)}")
+        out.line("")
+        out.line(f"Total Objects: {count}")
+        out.line(f"   Total Size: {size(total)}")
         out.json({"total_objects": count, "total_size": total})
     return EXIT_OK
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-__all__ = ["LibraryWarnings", "Output", "Progress", "counted", "human_size"]
+__all__ = ["LibraryWarnings", "Output", "Progress", "counted", "human_size", "terminal_safe"]
 
 
 def counted(n: int, noun: str) -> str:
@@ -32,6 +32,17 @@ def human_size(n: int) -> str:
 
 def format_time(t: datetime | None) -> str:
     return t.astimezone().strftime("%Y-%m-%d %H:%M:%S") if t else " " * 19
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with each character a terminal acts on or does not show (control
+    characters such as ESC and CR, line separators, format characters such as U+202E)
+    written as its Python escape (``\\x1b``, ``\\r``, ``\\u202e``): a key or file name in
+    a line for humans can neither move the cursor, rewrite the screen, nor split the
+    line in two. JSON output keeps names exact."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def _emit(text: str, *, err: bool = False) -> None:
@@ -59,6 +70,7 @@ class Output:
     ``quiet``: no progress bar, no per-file lines, no summary; ``no_progress``: no bar;
     ``only_errors`` (``--only-show-errors``): warnings and errors only. Per-file lines
     go through the bar's writer while a bar is shown, so they never cut it mid-line.
+    A line for humans is one line, printed :func:`terminal_safe`.
     """
 
     def __init__(
@@ -86,6 +98,7 @@ class Output:
             self._print(text)
 
     def _print(self, text: str, *, err: bool = False) -> None:
+        text = terminal_safe(text)
         with self._lock:
             bar = self._bar
             if bar is not None and bar.write(text, err=err):
