@@ -151,6 +151,48 @@ def test_ls_info_find_glob(fs: ObjsdkFileSystem, client: Client, bucket: str) ->
         fs.info(f"{bucket}/nothing")
 
 
+@pytest.mark.parametrize("version_aware", [False, True])
+def test_every_name_find_gives_can_be_read_and_removed_question_marks_too(
+    options: dict[str, str], client: Client, bucket: str, version_aware: bool
+) -> None:
+    # As in s3fs, only "?versionId=" starts a version: "q?.txt" is a key like any other.
+    fs = ObjsdkFileSystem(**options, version_aware=version_aware, skip_instance_cache=True)
+    keys = ["q?.txt", "a?b=c", "x?versionIdx", "plain"]
+    for key in keys:
+        client.put_object(bucket, key, key.encode())
+    found = fs.find(bucket)
+    assert found == sorted(f"{bucket}/{k}" for k in keys)
+    for path in found:
+        assert fs.cat_file(path) == path.partition("/")[2].encode()
+        assert fs.info(path)["size"] == len(path) - len(bucket) - 1
+        with fs.open(path) as f:
+            assert f.read() == path.partition("/")[2].encode()
+        fs.rm_file(path)
+    assert fs.find(bucket) == []
+
+
+def test_a_key_with_brackets_is_named_exactly_by_the_file_methods_or_an_escaped_glob(
+    fs: ObjsdkFileSystem, bucket: str
+) -> None:
+    # fsspec's rm, cat and get read "[1]" as a glob (docs/fsspec.md), as s3fs does.
+    fs.pipe({f"{bucket}/{k}": k.encode() for k in ["f[1]", "f1", "g[2]", "g2"]})
+    assert fs.cat(f"{bucket}/f[1]") == {f"{bucket}/f1": b"f1"}
+    assert fs.cat_file(f"{bucket}/f[1]") == b"f[1]"
+    assert fs.rm(f"{bucket}/f[[]1]") == [f"{bucket}/f[1]"]
+    fs.rm_file(f"{bucket}/g[2]")
+    assert fs.find(bucket) == [f"{bucket}/f1", f"{bucket}/g2"]
+
+
+def test_a_version_in_a_path_needs_a_version_aware_filesystem(
+    fs: ObjsdkFileSystem, bucket: str
+) -> None:
+    assert fs.split_path(f"{bucket}/k?x=1") == (bucket, "k?x=1", None)
+    with pytest.raises(ValueError, match="version_aware=True"):
+        fs.split_path(f"{bucket}/k?versionId=v1")
+    aware = ObjsdkFileSystem(**fs.storage_options, version_aware=True, skip_instance_cache=True)
+    assert aware.split_path(f"objsdk://{bucket}/d/k?versionId=a+b.c") == (bucket, "d/k", "a+b.c")
+
+
 def test_mkdir_creates_a_bucket_and_rm_recursive_removes_it(
     fs: ObjsdkFileSystem,
     client: Client,

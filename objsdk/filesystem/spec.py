@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import mimetypes
 from typing import Any
-from urllib.parse import parse_qs
 
 import fsspec  # type: ignore[import-untyped,unused-ignore]
 
@@ -52,6 +51,8 @@ from objsdk.filesystem.writer import FileWriter, copy_existing
 __all__ = ["ObjsdkFileSystem", "register_s3_alias"]
 
 _PROTOCOLS = ("objsdk", "s3", "s3a")
+# What starts a version in a path, as in s3fs (any other "?" belongs to the key).
+_VERSION = "?versionId="
 # Storage options that hold a secret: left out of pickles and to_dict()/to_json() unless
 # pickle_credentials=True, as a pickled Client leaves out its secret key.
 _SECRET_OPTIONS = ("secret", "password", "token")
@@ -186,20 +187,17 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
     @staticmethod
     def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
         # As s3fs: a URL naming a version makes the filesystem version aware.
-        _, _, query = str(path).partition("?")
-        return {"version_aware": True} if "versionId" in parse_qs(query) else {}
+        _, version, _ = str(path).partition(_VERSION)
+        return {"version_aware": True} if version else {}
 
     def split_path(self, path: str) -> tuple[str, str, str | None]:
-        """``"bucket/dir/key?versionId=v"`` -> ``("bucket", "dir/key", "v")`` (as s3fs)."""
+        """``"bucket/dir/key?versionId=v"`` -> ``("bucket", "dir/key", "v")``, as s3fs:
+        only ``?versionId=`` starts a version (taken as it is written), so a key may
+        hold ``?`` (``q?.txt``), and every name ``find`` gives can be opened."""
         path = self._strip_protocol(path)
-        path, _, query = path.partition("?")
-        version_id = None
-        if query:
-            params = parse_qs(query, keep_blank_values=True)
-            if set(params) != {"versionId"} or len(params["versionId"]) != 1:
-                raise ValueError(f"a path takes one ?versionId=... and nothing else: {path!r}")
-            version_id = params["versionId"][0]
-            self._check_version_aware(version_id)
+        path, _, version = path.partition(_VERSION)
+        version_id = version or None
+        self._check_version_aware(version_id)
         bucket, _, key = path.partition("/")
         if not bucket:
             raise errors.InvalidArgument(f"no bucket in path {path!r}")
@@ -213,7 +211,7 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             )
 
     def _parent(self, path: str) -> Any:
-        return super()._parent(self._strip_protocol(path).partition("?")[0])
+        return super()._parent(self._strip_protocol(path).partition(_VERSION)[0])
 
     # -- metadata ------------------------------------------------------------------------
 
