@@ -7,6 +7,8 @@
 * A download that opened the temp file just as another finished with it never rewrites
   the finished file.
 * Final names of up to 255 bytes (NAME_MAX) download, and resume.
+* A destination that can never take the object (a longer name, a NUL, a trailing
+  separator) is refused before anything is fetched, naming it; nothing is left behind.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from objsdk import Client
+from objsdk import Client, InvalidArgument
 from objsdk._transfer import download as download_module
 from objsdk._transfer.download_state import DownloadState, download_paths, save_state
 
@@ -211,6 +213,31 @@ def test_a_255_byte_name_resumes_after_an_interruption(
     assert result.parts_reused >= 1
     assert dest.read_bytes() == data
     assert os.listdir(tmp_path) == [name]
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("n" * 256, "its file name is 256 bytes, and its directory allows 255"),
+        ("é" * 128, "its file name is 256 bytes"),
+        ("sub/", "ends with a separator: name the file, such as '{tmp}/sub/k'"),
+        ("a\0b", "holds a NUL character"),
+    ],
+    ids=["256 bytes", "256 bytes of UTF-8", "trailing separator", "NUL"],
+)
+def test_a_destination_that_cannot_take_the_object_is_refused_before_any_byte_is_fetched(
+    client: Client, bucket: str, tmp_path: Path, name: str, says: str
+) -> None:
+    # Before: the whole object was fetched into the temp file, then the rename failed
+    # (ENAMETOOLONG, ENOTDIR) with a bare OSError, leaving temp file and record behind.
+    client.put_object(bucket, "k", b"x" * MiB)
+    fetched: list[int] = []
+    with pytest.raises(InvalidArgument) as info:
+        client.download(bucket, "k", f"{tmp_path}/{name}", progress=lambda d, t: fetched.append(d))
+    assert says.format(tmp=tmp_path) in str(info.value)
+    assert "(bucket " in str(info.value)
+    assert fetched == []
+    assert os.listdir(tmp_path) == []
 
 
 def test_the_key_is_kept_per_user_and_a_cache_that_cannot_hold_it_still_gives_names(

@@ -223,17 +223,42 @@ def _checked(bucket: str, key: str, parallel: int | None, part_size: int | None)
 
 
 def _checked_path(dest: str | os.PathLike[str], bucket: str, key: str) -> str:
-    """``dest`` as a str naming a file: refused empty, or where a directory stands
-    (before anything is fetched; the rename at the end would find it too late)."""
+    """``dest`` as a str naming a file: refused empty, holding NUL, ending in a
+    separator, with a file name longer than its directory allows, or where a directory
+    stands; all before anything is fetched (the rename at the end would find them too
+    late, after the whole object, and leave its temp file behind)."""
     path = os.fspath(dest)
     where = f"(bucket {bucket!r}, key {key!r})"
     if not isinstance(path, str):
         raise errors.InvalidArgument(f"dest path must be str, got {type(path).__name__} {where}")
     if not path:
         raise errors.InvalidArgument(f"dest must name a file, got an empty path {where}")
+    if "\0" in path:
+        raise errors.InvalidArgument(f"dest {path!r} holds a NUL character {where}")
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, f"a directory is there, not a file {where}", path)
+    directory, name = os.path.split(path)
+    if not name:
+        raise errors.InvalidArgument(
+            f"dest {path!r} ends with a separator: name the file, such as "
+            f"{os.path.join(path, key.rsplit('/', 1)[-1] or 'file')!r} {where}"
+        )
+    longest = _name_max(directory or ".")
+    if len(os.fsencode(name)) > longest:
+        raise errors.InvalidArgument(
+            f"dest {path!r}: its file name is {len(os.fsencode(name))} bytes, and its "
+            f"directory allows {longest} {where}"
+        )
     return path
+
+
+def _name_max(directory: str) -> int:
+    """The longest file name ``directory`` takes, in bytes (POSIX ``NAME_MAX``; 255 where
+    the system does not say)."""
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
 
 
 def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
