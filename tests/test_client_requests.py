@@ -154,6 +154,19 @@ def test_non_ascii_metadata_is_refused_naming_the_key(client):
         client.put_object("b", "k", b"x", metadata={"note": "naïve"})
 
 
+def test_metadata_keys_that_differ_only_in_case_are_refused_not_merged(client):
+    # S3 stores metadata keys lower-cased: one of the two values would be lost.
+    with pytest.raises(objsdk.InvalidArgument, match=r"'a' and 'A' are one key.*'b', key 'k'"):
+        client.put_object("b", "k", b"x", metadata={"a": "1", "A": "2"})
+
+
+@pytest.mark.parametrize("value", ["text/plaïn", "text/plain\tx", "text/plain\r\nX-A: 1"])
+def test_a_content_type_outside_printable_ascii_is_refused_naming_it(client, value):
+    # Sent, a non-ASCII one failed as 403 SignatureDoesNotMatch, naming nothing.
+    with pytest.raises(objsdk.InvalidArgument, match=r"content_type must be .*'b', key 'k'"):
+        client.put_object("b", "k", b"x", content_type=value)
+
+
 def test_awkward_key_is_percent_encoded_on_the_wire(client, rsps):
     rsps.get(re.compile(rf"{re.escape(EP)}/b/.*"), body=b"x", auto_calculate_content_length=True)
     client.get_object("b", "a b+c%d?e#f;g=h&i~j*k'l\"m\\n/ü")

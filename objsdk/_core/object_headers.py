@@ -32,10 +32,20 @@ _MD5_RE = re.compile(r"^[0-9a-fA-F]{32}$")
 def object_headers(
     bucket: str, key: str, content_type: str | None, metadata: Mapping[str, str] | None
 ) -> dict[str, str]:
-    """``Content-Type`` and ``x-amz-meta-*`` headers, refusing what S3 would mangle."""
+    """``Content-Type`` and ``x-amz-meta-*`` headers, refusing what S3 would mangle: a
+    value outside printable ASCII, and two metadata keys that differ only in case (S3
+    stores one, lower-cased: the other value would be lost)."""
     headers = {}
     if content_type:
+        if not isinstance(content_type, str) or not _META_VALUE_RE.match(content_type):
+            # Sent as it is, a non-ASCII value fails the signature check on the server:
+            # a 403 SignatureDoesNotMatch that says nothing of the content type.
+            raise errors.InvalidArgument(
+                f"content_type must be a string of printable ASCII, got {content_type!r} "
+                f"(bucket {bucket!r}, key {key!r})"
+            )
         headers["Content-Type"] = content_type
+    given: dict[str, str] = {}
     for name, value in (metadata or {}).items():
         # S3 sends metadata as raw HTTP headers: anything outside printable ASCII is
         # mangled or refused by servers, so refuse it here with a clear message.
@@ -48,6 +58,11 @@ def object_headers(
             raise errors.InvalidArgument(
                 f"metadata value for {name!r} must be printable ASCII "
                 f"(bucket {bucket!r}, key {key!r})"
+            )
+        if (same := given.setdefault(name.lower(), name)) != name:
+            raise errors.InvalidArgument(
+                f"metadata keys {same!r} and {name!r} are one key: S3 stores metadata keys "
+                f"lower-cased (bucket {bucket!r}, key {key!r})"
             )
         headers[f"x-amz-meta-{name.lower()}"] = value
     return headers
