@@ -57,6 +57,12 @@ def test_the_config_repr_shows_no_secret_no_token_and_only_part_of_the_key() -> 
         ({"timeout": (5, float("inf"))}, "timeout"),
         ({"timeout": (1e12, 5)}, "timeout"),
         ({"request_checksum_calculation": "always"}, "request_checksum_calculation"),
+        ({"region": ""}, "region"),
+        ({"region": "us east 1"}, "region"),
+        ({"region": "eu/west"}, "region"),
+        ({"access_key": 7, "secret_key": SK}, "access_key and secret_key must be str"),
+        ({"access_key": "", "secret_key": SK}, "access_key"),
+        ({"access_key": AK + "\n", "secret_key": SK}, "access_key"),
     ],
 )
 def test_each_setting_is_checked_when_the_config_is_made(
@@ -64,6 +70,25 @@ def test_each_setting_is_checked_when_the_config_is_made(
 ) -> None:
     with pytest.raises(InvalidArgument, match=named):
         ClientConfig(EP, **arguments)
+
+
+@pytest.mark.parametrize(
+    "secret", ["", SK + "\n", SK + "\r\n", " " + SK, SK + " ", "ab\x00cdefgh", "ab\tcdefgh"]
+)
+def test_a_secret_no_server_could_match_is_refused_without_showing_it(secret: str) -> None:
+    # Sent, a secret read with its newline failed every request as SignatureDoesNotMatch.
+    with pytest.raises(InvalidArgument, match="secret_key is empty, starts or ends") as info:
+        ClientConfig(EP, access_key=AK, secret_key=secret)
+    assert SK not in str(info.value)
+    with pytest.raises(InvalidArgument, match="session_token") as info:
+        ClientConfig(EP, access_key=AK, secret_key=SK, session_token=secret or "\n")
+    assert SK not in str(info.value)
+
+
+def test_regions_and_secrets_of_other_services_are_taken() -> None:
+    for region in ("auto", "garage", "fr-par", "my_region", "us-west-004"):
+        assert ClientConfig(EP, region=region).region == region
+    assert ClientConfig(EP, access_key=AK, secret_key="inner space").secret_key == "inner space"
 
 
 def test_settings_are_stored_normalised() -> None:

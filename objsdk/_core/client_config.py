@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import EllipsisType
@@ -54,6 +55,14 @@ DEFAULT_MAX_POOL_CONNECTIONS = 16
 #: ``retry_mode`` says otherwise.
 DEFAULT_RETRIES = 5
 ADDRESSING_STYLES = ("path", "virtual")
+# SigV4 puts the access key and the region in the credential scope of the Authorization
+# header ("AKID/20240101/us-east-1/s3/aws4_request"): printable ASCII without spaces, and
+# no "/" in a region. A region is any such name (MinIO's are configurable; R2's "auto").
+_ACCESS_KEY_RE = re.compile(r"[\x21-\x7e]+")
+_REGION_RE = re.compile(r"[\x21-\x2e\x30-\x7e]+")
+# A secret ends with whitespace or holds a control character only by mistake (a file read
+# with its newline); the server would answer SignatureDoesNotMatch, naming nothing.
+_SECRET_RE = re.compile(r"[^\x00-\x20\x7f](?:[^\x00-\x1f\x7f]*[^\x00-\x20\x7f])?")
 
 
 def tls_verify(verify: bool | str | None, environ: Mapping[str, str]) -> bool | str:
@@ -100,6 +109,12 @@ class ClientConfig:
             )
         if (self.access_key is None) != (self.secret_key is None):
             raise InvalidArgument("give both access_key and secret_key, or neither")
+        _check_credentials(self.access_key, self.secret_key, self.session_token)
+        if not isinstance(self.region, str) or not _REGION_RE.fullmatch(self.region):
+            raise InvalidArgument(
+                "region must name a region such as 'us-east-1' (printable ASCII, no spaces "
+                f"or '/'), got {self.region!r}"
+            )
         if self.max_pool_connections < 1:
             raise InvalidArgument("max_pool_connections must be at least 1")
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
@@ -228,3 +243,30 @@ def resolve_client_config(
         response_checksum_validation=found.response_checksum_validation,
         sse=sse,
     )
+
+
+def _check_credentials(access_key: object, secret_key: object, session_token: object) -> None:
+    """Refuse keys no server can accept, without ever showing the secret or the token."""
+    if access_key is None:
+        return
+    if not isinstance(access_key, str) or not isinstance(secret_key, str):
+        raise InvalidArgument(
+            f"access_key and secret_key must be str, got {type(access_key).__name__} "
+            f"and {type(secret_key).__name__}"
+        )
+    if not _ACCESS_KEY_RE.fullmatch(access_key):
+        raise InvalidArgument(
+            "access_key must be printable ASCII without spaces: it holds whitespace, a "
+            "control character or non-ASCII (a newline read from a file?), or is empty"
+        )
+    if not _SECRET_RE.fullmatch(secret_key):
+        raise InvalidArgument(
+            "secret_key is empty, starts or ends with whitespace, or holds a control "
+            "character (a newline read from a file?)"
+        )
+    if session_token is not None and (
+        not isinstance(session_token, str) or not _SECRET_RE.fullmatch(session_token)
+    ):
+        raise InvalidArgument(
+            "session_token must be a str without control characters or surrounding whitespace"
+        )
