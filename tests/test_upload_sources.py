@@ -88,6 +88,27 @@ def test_a_missing_path_is_refused_naming_it_bucket_and_key(tmp_path: Path):
         pass
 
 
+def test_a_text_or_closed_file_is_refused_naming_it_before_anything_is_read(tmp_path: Path):
+    # Before: TypeError "a bytes-like object is required, not 'str'", and ValueError
+    # "readinto of closed file", from inside a part.
+    path = tmp_path / "f.txt"
+    path.write_text("text")
+    closed = open(path, "rb")  # noqa: SIM115 - closed at once
+    closed.close()
+    with open(path) as text:
+        for source, says in [(text, "text file, open it with 'rb'"), (closed, "closed file")]:
+            with (
+                pytest.raises(objsdk.InvalidArgument, match=rf"{says}.*'b', key 'k'"),
+                open_source(source, "b", "k"),  # type: ignore[arg-type]
+            ):
+                pass
+    with (
+        pytest.raises(objsdk.InvalidArgument, match="text file"),
+        open_source(io.StringIO("x"), "b", "k"),  # type: ignore[arg-type]
+    ):
+        pass
+
+
 def test_an_open_file_is_read_from_its_position_and_left_at_its_end(tmp_path: Path):
     path = tmp_path / "f"
     path.write_bytes(b"x" * 100)

@@ -157,11 +157,22 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
         with flat_view(source, "upload", bucket, key) as view:
             yield MemorySource(view)
     else:
+        _check_file_object(source, bucket, key)
         src = _file_source(source)
         yield src
         # One that cannot seek is left where reading it stopped.
         if not isinstance(src, UnsizedStreamSource):
             source.seek(src.start + src.size)
+
+
+def _check_file_object(f: object, bucket: str, key: str) -> None:
+    """Refuse a file object no byte can be read from (closed, or opened in text mode)
+    before any request, naming it: its first read would fail deep in a part."""
+    what = f"{type(f).__name__} (bucket {bucket!r}, key {key!r})"
+    if isinstance(f, io.TextIOBase):
+        raise errors.InvalidArgument(f"upload source is a text file, open it with 'rb': {what}")
+    if getattr(f, "closed", False) is True:
+        raise errors.InvalidArgument(f"upload source is a closed file: {what}")
 
 
 def _file_source(f: IO[bytes]) -> FileSource | StreamSource | UnsizedStreamSource:
