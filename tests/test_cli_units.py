@@ -391,7 +391,7 @@ def test_filters_apply_in_order_and_the_last_match_decides(
 
 
 def test_wildcard_keys_list_from_the_folder_before_the_first_wildcard() -> None:
-    from objsdk.cli.filters import has_wildcard, wildcard_base
+    from objsdk._core.wildcards import has_wildcard, wildcard_base
 
     assert wildcard_base("logs/2024/*.gz") == "logs/2024/"
     assert wildcard_base("logs/a?/x") == "logs/"

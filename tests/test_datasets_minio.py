@@ -60,6 +60,27 @@ def test_brace_pattern_names_the_same_shards_as_the_prefix(client, shard_bucket)
     )
 
 
+def test_a_key_pattern_lists_the_objects_it_matches_in_key_order(client, shard_bucket):
+    # The habit of fsspec and s5cmd users: "train/*.tar". Braces still expand first.
+    assert ShardDataset(client, f"s3://{shard_bucket}/train/*.tar").shards == (
+        ShardDataset(client, f"{shard_bucket}/train/").shards
+    )
+    assert [s.key for s in ShardDataset(client, f"{shard_bucket}/train/shard-01[05]*").shards] == [
+        "train/shard-010.tar",
+        "train/shard-015.tar",
+    ]
+    braces = ShardDataset(client, f"{shard_bucket}/train/{{README,shard-000}}*")
+    assert [s.key for s in braces.shards] == ["train/README.txt", "train/shard-000.tar"]
+    with pytest.raises(InvalidArgument, match=r"no objects match the shard pattern '.*/val/\*'"):
+        ShardDataset(client, f"{shard_bucket}/val/*")
+
+
+def test_a_spec_without_a_star_names_its_key_exactly_brackets_included(client, shard_bucket):
+    # "shard-00[1].tar" is a key of its own, never "shard-001.tar".
+    ds = ShardDataset(client, f"{shard_bucket}/train/shard-00[1].tar")
+    assert [s.key for s in ds.shards] == ["train/shard-00[1].tar"]
+
+
 def test_every_sample_is_delivered_once_with_its_bytes(client, shard_bucket):
     expected = expected_samples(N_SHARDS, PER_SHARD)
     got = {}

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from objsdk import ObjectSummary, Prefix, errors
 
+from .._core.wildcards import has_wildcard
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
 from .extract import cmd_extract
-from .filters import Filters, has_wildcard
+from .filters import Filters
 from .jobs import PARALLEL_PER_FILE, Job, Outcome, PlanOptions, TransferOptions
 from .listing import list_objects
 from .output import Output, counted, format_time, human_size

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fnmatch import translate
 from typing import Any
 
-__all__ = ["FilterAction", "Filters", "has_wildcard", "wildcard_base"]
+__all__ = ["FilterAction", "Filters"]
 
 
 @dataclass(frozen=True)
@@ -56,19 +56,3 @@ class FilterAction(argparse.Action):
         rules = list(getattr(namespace, "filters", None) or [])
         rules.append((option_string == "--include", str(values)))
         namespace.filters = rules
-
-
-_WILDCARD = re.compile(r"[*?\[]")
-
-
-def has_wildcard(key: str) -> bool:
-    """True when ``key`` holds ``*``, ``?`` or ``[``: an s5cmd-style pattern of keys."""
-    return _WILDCARD.search(key) is not None
-
-
-def wildcard_base(key: str) -> str:
-    """The prefix to list for a wildcard key: up to the last ``/`` before its first
-    wildcard (``logs/2024/*.gz`` -> ``logs/2024/``); names are kept relative to it."""
-    m = _WILDCARD.search(key)
-    head = key if m is None else key[: m.start()]
-    return head[: head.rfind("/") + 1]

@@ -3,17 +3,15 @@ directory, the objects under a prefix, and which keys are safe as local paths.""
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import os
-import re
 import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from objsdk import ObjectSummary
 
-from .filters import has_wildcard, wildcard_base
+from .._core.wildcards import has_wildcard, key_pattern, wildcard_base
 from .jobs import Outcome, Symlinks
 from .output import Output
 from .paths import RemotePath, safe_relative
@@ -128,7 +126,7 @@ def list_objects(client: Client, src: RemotePath) -> Iterator[tuple[str, ObjectS
     """Objects under ``src`` as a prefix (or matching its wildcards, ``*`` crossing
     ``/`` as in s5cmd), as (key relative to the prefix, summary)."""
     prefix = key_prefix(src)
-    pattern = re.compile(fnmatch.translate(src.key)) if has_wildcard(src.key) else None
+    pattern = key_pattern(src.key) if has_wildcard(src.key) else None
     for entry in client.list_objects(src.bucket, prefix=prefix):
         if not isinstance(entry, ObjectSummary) or entry.key.endswith("/"):
             continue

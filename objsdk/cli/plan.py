@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from .._core.wildcards import has_wildcard
 from .errors import EXIT_BAD_ARGS, CliError
-from .filters import has_wildcard
 from .jobs import Job, Kind, Outcome, PlanOptions
 from .listing import list_objects, local_target, new_plan, safe_local_name, walk_files
 from .output import Output

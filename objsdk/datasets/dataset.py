@@ -68,8 +68,10 @@ def _torch_worker() -> tuple[int, int] | None:
 class ShardDataset(_Base):
     """Samples from tar shards in WebDataset layout, read with the resilient reader.
 
-    ``shards``: ``bucket/key`` strings, a prefix ending in ``/`` or a brace pattern
-    (``bucket/train/shard-{000000..000099}.tar``). Each sample is a dict with
+    ``shards``: ``bucket/key`` strings, a prefix ending in ``/``, a key pattern holding
+    ``*`` (``bucket/train/*.tar``) or a brace pattern
+    (``bucket/train/shard-{000000..000099}.tar``); see :mod:`objsdk.datasets.shards`.
+    Each sample is a dict with
     ``__key__``, ``__shard__`` and one entry per member suffix (bytes unless ``decode``
     maps that suffix to a callable).
 

@@ -1,8 +1,12 @@
-"""Naming shards: ``bucket/key`` strings, brace patterns and prefixes.
+"""Naming shards: ``bucket/key`` strings, brace patterns, key patterns and prefixes.
 
 ``shard-{000000..000099}.tar`` expands to 100 names (zero padding follows the width of
 the bounds), ``{a,b}`` to alternatives; several groups multiply. A spec ending in ``/``
-is a prefix: every ``.tar`` object under it, in key order.
+is a prefix: every ``.tar`` object under it, in key order. A spec holding ``*`` is a
+pattern of keys, as ``objsdk cp`` and s5cmd have them (``*`` matches any characters,
+``/`` included; ``?`` and ``[seq]`` are pattern characters in it too): every object it
+matches, in key order. A spec without ``*`` names its key exactly, ``[`` and ``?``
+included, so no key is ever read in place of another.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from objsdk import ObjectSummary
+from objsdk._core.wildcards import key_pattern, wildcard_base
 from objsdk.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -92,7 +97,8 @@ def resolve_shards(client: Client | None, shards: str | Iterable[str]) -> list[S
     """Every shard named by ``shards`` (one spec or several), in the given order.
 
     Prefixes (specs ending in ``/``) are listed with ``client`` and give the ``.tar``
-    objects under them sorted by key; brace patterns are expanded without listing.
+    objects under them sorted by key; so are key patterns (specs holding ``*``), which
+    give the objects they match; brace patterns are expanded without listing.
     """
     specs: Sequence[str] = [shards] if isinstance(shards, str) else list(shards)
     out: list[Shard] = []
@@ -102,6 +108,8 @@ def resolve_shards(client: Client | None, shards: str | Iterable[str]) -> list[S
         for name in expand_braces(spec):
             if name.endswith("/"):
                 out.extend(_list_prefix(client, name))
+            elif "*" in name:
+                out.extend(_list_matching(client, name))
             else:
                 out.append(parse_shard(name))
     if not out:
@@ -123,4 +131,21 @@ def _list_prefix(client: Client | None, spec: str) -> list[Shard]:
     )
     if not keys:
         raise InvalidArgument(f"no .tar objects under the shard prefix {spec!r}")
+    return [Shard(bucket, k) for k in keys]
+
+
+def _list_matching(client: Client | None, spec: str) -> list[Shard]:
+    bucket, _, pattern = spec.removeprefix("s3://").partition("/")
+    if not bucket or not pattern:
+        raise InvalidArgument(f"shard pattern {spec!r} is not of the form 'bucket/pattern'")
+    if client is None:
+        raise InvalidArgument(f"listing the shard pattern {spec!r} needs a client")
+    matches = key_pattern(pattern).match
+    keys = sorted(
+        entry.key
+        for entry in client.list_objects(bucket, prefix=wildcard_base(pattern))
+        if isinstance(entry, ObjectSummary) and not entry.key.endswith("/") and matches(entry.key)
+    )
+    if not keys:
+        raise InvalidArgument(f"no objects match the shard pattern {spec!r}")
     return [Shard(bucket, k) for k in keys]
