@@ -52,14 +52,13 @@ def delete_objects(transport: Transport, bucket: str, keys: Iterable[str]) -> li
         for key in batch:
             check_key(key)
         named = [key for key in batch if xml_carries(key)]
-        for key in batch if len(named) < len(batch) else ():
-            if not xml_carries(key):
-                try:
-                    delete_object(transport, bucket, key)
-                except errors.NoSuchBucket:
-                    raise  # as a batch's answer would
-                except errors.S3Error as e:
-                    failures.append(DeleteError(key=key, code=e.code, message=e.message))
+        for key in (key for key in batch if not xml_carries(key)):
+            try:
+                delete_object(transport, bucket, key)
+            except errors.NoSuchBucket:
+                raise  # as a batch's answer would
+            except errors.S3Error as e:
+                failures.append(DeleteError(key=key, code=e.code, message=e.message))
         if not named:
             continue
         body = build_delete_body(named)
