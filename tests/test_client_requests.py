@@ -382,6 +382,19 @@ def test_delete_objects_reports_per_key_errors(client, rsps):
     assert (failure.key, failure.code) == ("x", "AccessDenied")
 
 
+def test_a_key_no_xml_can_hold_is_deleted_on_its_own_and_its_error_reported_alike(client, rsps):
+    rsps.post(f"{EP}/b", body=b"<DeleteResult/>")
+    denied = b"<Error><Code>AccessDenied</Code><Message>no</Message></Error>"
+    rsps.delete(f"{EP}/b/c%01", body=denied, status=403)
+    [failure] = client.delete_objects("b", ["a", "c\x01", "d"])
+    assert (failure.key, failure.code, failure.message) == ("c\x01", "AccessDenied", "no")
+    [batch] = [c.request for c in rsps.calls if c.request.method == "POST"]
+    assert batch.body.count(b"<Object>") == 2  # a and d, in one request
+    rsps.delete(f"{EP}/gone/c%01", body=b"<Error><Code>NoSuchBucket</Code></Error>", status=404)
+    with pytest.raises(objsdk.NoSuchBucket):
+        client.delete_objects("gone", ["c\x01"])
+
+
 def test_presign_has_signature_and_expiry(client):
     url = client.presign("GET", "b", "a b", expires=600)
     q = parse_qs(urlsplit(url).query)
