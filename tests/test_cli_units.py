@@ -124,7 +124,7 @@ def test_bench_runs_the_suite_in_quick_mode(
 ) -> None:
     seen: list[list[str]] = []
     fake = types.ModuleType("objsdk.bench")
-    fake.main = lambda argv, config=None: seen.append(argv) or 0  # type: ignore[attr-defined]
+    fake.main = lambda argv, config=None, **_: seen.append(argv) or 0  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "objsdk.bench", fake)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"):
         monkeypatch.setenv(name, "x")  # restored afterwards, whatever the command sets
@@ -151,7 +151,7 @@ def test_bench_gets_the_resolved_settings_as_a_value_and_the_environment_is_unto
     monkeypatch.setenv("HOME", str(tmp_path))
     given: list[ClientConfig | None] = []
     fake = types.ModuleType("objsdk.bench")
-    fake.main = lambda argv, config=None: given.append(config) or 0  # type: ignore[attr-defined]
+    fake.main = lambda argv, config=None, **_: given.append(config) or 0  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "objsdk.bench", fake)
     before = dict(os.environ)
     assert main(["--profile", "dev", "bench"]) == 0
@@ -175,10 +175,18 @@ def test_bench_without_an_endpoint_leaves_the_suite_to_start_its_own_server(
     monkeypatch.setenv("HOME", str(tmp_path))
     given: list[object] = []
     fake = types.ModuleType("objsdk.bench")
-    fake.main = lambda argv, config=None: given.append(config) or 0  # type: ignore[attr-defined]
+    fake.main = lambda argv, config=None, **_: given.append(config) or 0  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "objsdk.bench", fake)
     assert main(["bench"]) == 0
     assert given == [None]
+
+
+def test_bench_help_names_the_command_and_its_full_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # It read "usage: python -m objsdk.bench", which objsdk bench is not.
+    assert main(["bench", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: objsdk bench [--full] [-h] [--quick]")
 
 
 def test_bench_without_the_suite_is_a_clear_error(

@@ -17,11 +17,16 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None, *, config: ClientConfig | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    config: ClientConfig | None = None,
+    prog: str = "python -m objsdk.bench",
+) -> int:
     """Run the suite with command-line arguments (default ``sys.argv[1:]``); the exit
     status (0 when every benchmark produced results). ``config``: the endpoint,
     credentials and region to measure when no flag gives them (``objsdk bench`` passes
-    what its configuration chain resolved)."""
+    what its configuration chain resolved); ``prog``: the command its usage names."""
     from objsdk.bench.cli import main as cli_main
 
-    return cli_main(argv, config=config)
+    return cli_main(argv, config=config, prog=prog)

@@ -91,9 +91,9 @@ def _numbers(kind: Callable[[str], float]) -> Callable[[str], list[float]]:
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m objsdk.bench") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m objsdk.bench",
+        prog=prog,
         description="objsdk's perf suite: objsdk and its peers on named network profiles.",
         epilog="Results go to OUTPUT/runs.csv, results.md and *.png. See docs/perf-suite.md.",
     )
@@ -167,9 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, Options]:
+def parse_args(
+    argv: Sequence[str], prog: str = "python -m objsdk.bench"
+) -> tuple[argparse.Namespace, Options]:
     """The parsed flags and the resulting :class:`Options` (quick defaults applied)."""
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(list(argv))
     defaults = {**FULL, **QUICK} if args.quick else FULL
     for name, value in defaults.items():
@@ -311,12 +313,18 @@ def _chain(iterators: Iterator[Iterator[Group]]) -> Iterator[Group]:
         yield from it
 
 
-def main(argv: Sequence[str] | None = None, *, config: ClientConfig | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    config: ClientConfig | None = None,
+    prog: str = "python -m objsdk.bench",
+) -> int:
     """Run the suite with these arguments (default ``sys.argv[1:]``); the exit status.
-    ``config`` gives what the flags do not (see :func:`~objsdk.bench.target.open_target`)."""
+    ``config`` gives what the flags do not (see :func:`~objsdk.bench.target.open_target`);
+    ``prog`` is the command its usage and errors name."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args, options = parse_args(argv)
+        args, options = parse_args(argv, prog)
     except SystemExit as exc:  # --help, or a bad flag (argparse printed why)
         return exc.code if isinstance(exc.code, int) else 2
     if args.list:

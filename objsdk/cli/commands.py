@@ -432,7 +432,8 @@ def cmd_bench(ctx: Context, args: argparse.Namespace) -> int:
     if "--quick" not in argv and not args.full:
         argv.insert(0, "--quick")
     main: Callable[..., int] = bench.main
-    return int(main(argv, config=config))
+    # Its usage names this command, which runs --quick unless --full is given.
+    return int(main(argv, config=config, prog="objsdk bench [--full]"))
 
 
 def cmd_index(ctx: Context, args: argparse.Namespace) -> int:
