@@ -75,6 +75,17 @@ def test_a_key_pattern_lists_the_objects_it_matches_in_key_order(client, shard_b
         ShardDataset(client, f"{shard_bucket}/val/*")
 
 
+def test_a_key_pattern_never_takes_the_index_beside_the_shards_for_a_shard(client, bucket):
+    from objsdk.datasets import build_index
+
+    for s in range(2):
+        client.put_object(bucket, f"d/shard-{s}.tar", make_shard(s, 3))
+    build_index(client, f"{bucket}/d/")
+    ds = ShardDataset(client, f"{bucket}/d/*")
+    assert [s.key for s in ds.shards] == ["d/shard-0.tar", "d/shard-1.tar"]
+    assert len(keys_of(ds)) == 6
+
+
 def test_a_spec_without_a_star_names_its_key_exactly_brackets_included(client, shard_bucket):
     # "shard-00[1].tar" is a key of its own, never "shard-001.tar".
     ds = ShardDataset(client, f"{shard_bucket}/train/shard-00[1].tar")

@@ -34,7 +34,7 @@ from objsdk import ObjectSummary
 from objsdk.errors import InvalidArgument, NoSuchKey, ObjsdkError
 
 from .errors import ShardError
-from .shards import Shard, parse_shard, resolve_shards
+from .shards import INDEX_NAME, Shard, parse_shard, resolve_shards
 from .tar import group_samples, iter_members
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ __all__ = [
 
 log = logging.getLogger("objsdk.datasets")
 
-INDEX_NAME = "_objsdk_index.json"
 INDEX_FORMAT = "objsdk.shard-index"
 INDEX_VERSION = 1
 # An interrupted build keeps what it scanned: the index is saved this often (seconds).

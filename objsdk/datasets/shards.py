@@ -22,7 +22,11 @@ from objsdk.errors import InvalidArgument
 if TYPE_CHECKING:
     from objsdk import Client
 
-__all__ = ["Shard", "expand_braces", "parse_shard", "resolve_shards"]
+__all__ = ["INDEX_NAME", "Shard", "expand_braces", "parse_shard", "resolve_shards"]
+
+#: The index of the shards in a folder, beside them (see :mod:`objsdk.datasets.index`):
+#: never a shard, whatever pattern matches it.
+INDEX_NAME = "_objsdk_index.json"
 
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 _MAX_EXPANSION = 1_000_000
@@ -144,7 +148,10 @@ def _list_matching(client: Client | None, spec: str) -> list[Shard]:
     keys = sorted(
         entry.key
         for entry in client.list_objects(bucket, prefix=wildcard_base(pattern))
-        if isinstance(entry, ObjectSummary) and not entry.key.endswith("/") and matches(entry.key)
+        if isinstance(entry, ObjectSummary)
+        and not entry.key.endswith("/")
+        and entry.key.rsplit("/", 1)[-1] != INDEX_NAME
+        and matches(entry.key)
     )
     if not keys:
         raise InvalidArgument(f"no objects match the shard pattern {spec!r}")
