@@ -168,9 +168,17 @@ def test_cp_recursive_down_onto_a_directory_of_the_same_name_fails_that_file_onl
         res.err.splitlines()[-1],
     ]
     assert res.err.splitlines()[-1].startswith("transferred 1 file, 1 Byte in ")
+    # The file that failed is never also reported as downloaded (it was, on stdout and
+    # in --json, before the rename found the directory).
+    assert res.out.splitlines() == [f"download: s3://{bucket}/pre/b to {os.path.join('dst', 'b')}"]
     assert (tmp_path / "dst" / "b").read_bytes() == b"b"
     assert (tmp_path / "dst" / "a" / "mine").read_bytes() == b"keep"
     assert sorted(p.name for p in (tmp_path / "dst").iterdir()) == ["a", "b"]  # no temporaries
+    as_json = run("--json", "cp", "-r", f"s3://{bucket}/pre", "dst")
+    assert as_json.code == 1
+    *done, summary = as_json.json_lines()
+    assert [d["source"] for d in done] == [f"s3://{bucket}/pre/b"]
+    assert (summary["transferred"], summary["failed"]) == (1, 1)
 
 
 def test_cp_stdin_to_object_and_object_to_stdout(run: Run, bucket: str) -> None:

@@ -248,6 +248,10 @@ def download_small(
 
     The file gets ``mtime`` (the object's date) before it takes its final name.
     """
+    # A directory at the name fails the job now, not at the batch's rename: a job that
+    # returns is reported as downloaded (the batch still catches one made meanwhile).
+    if os.path.isdir(dest):
+        raise errors.InvalidArgument(f"a directory is there: {dest}")
     # One GET read whole, its stored checksum checked (Client.get_object): an object
     # that arrives in one answer needs neither a pinned, resumable reader nor a buffer
     # sized from the listing (it may have changed since).
