@@ -243,11 +243,11 @@ def _checked_path(dest: str | os.PathLike[str], bucket: str, key: str) -> str:
             f"dest {path!r} ends with a separator: name the file, such as "
             f"{os.path.join(path, key.rsplit('/', 1)[-1] or 'file')!r} {where}"
         )
-    longest = _name_max(directory or ".")
-    if len(os.fsencode(name)) > longest:
+    length, longest = len(os.fsencode(name)), _name_max(directory or ".")
+    if length > longest:
         raise errors.InvalidArgument(
-            f"dest {path!r}: its file name is {len(os.fsencode(name))} bytes, and its "
-            f"directory allows {longest} {where}"
+            f"dest {path!r}: its file name is {length} bytes, and its directory allows "
+            f"{longest} {where}"
         )
     return path
 

@@ -216,13 +216,14 @@ def fetch_parts(
                 reader = _window(
                     transport, info, pin, end, max_resume, pool.cancelled, on_start=on_start
                 )
-                timed = cost is not None and run[0].index == parts[0].index
+                # The first request is timed (see EXPENSIVE), until its first part ends.
+                timed = cost if run[0].index == parts[0].index else None
                 asked = time.monotonic()
                 with InFlight(level) as flight:
 
                     def tick(n: int) -> None:
-                        if timed and cost is not None:
-                            cost.first_bytes(asked)
+                        if timed is not None:
+                            timed.first_bytes(asked)
                         progress.add(n)
                         flight.observe(n)
                         if pool.cancelled.is_set():
@@ -232,9 +233,9 @@ def fetch_parts(
                         for part in run:  # each part done as the stream passes its end
                             reader.seek(part.start)
                             sink(reader, part, tick)
-                            if timed and cost is not None:
-                                timed = False
-                                cost.first_part_done(part)
+                            if timed is not None:
+                                timed.first_part_done(part)
+                                timed = None
                             finished.add(part.index)
                             if on_done is not None:
                                 on_done(part)

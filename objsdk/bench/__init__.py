@@ -21,7 +21,7 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     config: ClientConfig | None = None,
-    prog: str = "python -m objsdk.bench",
+    prog: str | None = None,
 ) -> int:
     """Run the suite with command-line arguments (default ``sys.argv[1:]``); the exit
     status (0 when every benchmark produced results). ``config``: the endpoint,

@@ -91,7 +91,11 @@ def _numbers(kind: Callable[[str], float]) -> Callable[[str], list[float]]:
     return parse
 
 
-def build_parser(prog: str = "python -m objsdk.bench") -> argparse.ArgumentParser:
+# The command the suite's usage names, unless its caller is another (``objsdk bench``).
+PROG = "python -m objsdk.bench"
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="objsdk's perf suite: objsdk and its peers on named network profiles.",
@@ -167,9 +171,7 @@ def build_parser(prog: str = "python -m objsdk.bench") -> argparse.ArgumentParse
     return p
 
 
-def parse_args(
-    argv: Sequence[str], prog: str = "python -m objsdk.bench"
-) -> tuple[argparse.Namespace, Options]:
+def parse_args(argv: Sequence[str], prog: str = PROG) -> tuple[argparse.Namespace, Options]:
     """The parsed flags and the resulting :class:`Options` (quick defaults applied)."""
     parser = build_parser(prog)
     args = parser.parse_args(list(argv))
@@ -317,14 +319,14 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     config: ClientConfig | None = None,
-    prog: str = "python -m objsdk.bench",
+    prog: str | None = None,
 ) -> int:
     """Run the suite with these arguments (default ``sys.argv[1:]``); the exit status.
     ``config`` gives what the flags do not (see :func:`~objsdk.bench.target.open_target`);
-    ``prog`` is the command its usage and errors name."""
+    ``prog`` is the command its usage and errors name (default :data:`PROG`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args, options = parse_args(argv, prog)
+        args, options = parse_args(argv, prog or PROG)
     except SystemExit as exc:  # --help, or a bad flag (argparse printed why)
         return exc.code if isinstance(exc.code, int) else 2
     if args.list:

@@ -176,7 +176,7 @@ class Batch:
                     os.unlink(item.tmp)
                 failure: Exception = e
                 if isinstance(e, IsADirectoryError):
-                    failure = errors.InvalidArgument(f"a directory is there: {item.dest}")
+                    failure = _directory_there(item.dest)
                 self._failed(item.what, failure, item.size)
                 continue
             dirs.add(os.path.dirname(item.tmp) or ".")
@@ -225,6 +225,10 @@ class Batch:
             os.close(fd)
 
 
+def _directory_there(dest: str) -> errors.InvalidArgument:
+    return errors.InvalidArgument(f"a directory is there: {dest}")
+
+
 def _fsync_path(path: str, flags: int) -> None:
     with contextlib.suppress(FileNotFoundError):
         fd = os.open(path, flags)
@@ -251,7 +255,7 @@ def download_small(
     # A directory at the name fails the job now, not at the batch's rename: a job that
     # returns is reported as downloaded (the batch still catches one made meanwhile).
     if os.path.isdir(dest):
-        raise errors.InvalidArgument(f"a directory is there: {dest}")
+        raise _directory_there(dest)
     # One GET read whole, its stored checksum checked (Client.get_object): an object
     # that arrives in one answer needs neither a pinned, resumable reader nor a buffer
     # sized from the listing (it may have changed since).

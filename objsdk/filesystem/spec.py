@@ -187,8 +187,7 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
     @staticmethod
     def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
         # As s3fs: a URL naming a version makes the filesystem version aware.
-        _, version, _ = str(path).partition(_VERSION)
-        return {"version_aware": True} if version else {}
+        return {"version_aware": True} if _VERSION in str(path) else {}
 
     def split_path(self, path: str) -> tuple[str, str, str | None]:
         """``"bucket/dir/key?versionId=v"`` -> ``("bucket", "dir/key", "v")``, as s3fs:
