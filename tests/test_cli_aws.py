@@ -144,6 +144,25 @@ def test_recursive_copy_ends_with_a_summary_line(run: Run, bucket: str, tmp_path
     assert res.err.strip().splitlines()[-1].startswith("transferred 4 files, 10 Bytes in ")
 
 
+def test_sync_summary_counts_deletions_apart_from_transfers(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", {"a.txt": b"abcd"})
+    client.put_object(bucket, "d/old1.txt", b"old")
+    client.put_object(bucket, "d/old2.txt", b"old")
+    res = run("sync", "--delete", "src", f"s3://{bucket}/d")
+    assert res.code == 0, res.err
+    summary = res.err.strip().splitlines()[-1]
+    assert summary.startswith("transferred 1 file, 4 Bytes in "), summary
+    assert summary.endswith(", deleted 2 files"), summary
+    (tmp_path / "src" / "a.txt").unlink()
+    (tmp_path / "src" / "b.txt").write_bytes(b"")
+    client.put_object(bucket, "d/b.txt", b"")
+    only = run("sync", "--delete", "src", f"s3://{bucket}/d")
+    assert only.code == 0, only.err
+    assert only.err.strip().splitlines()[-1] == "deleted 1 file"
+
+
 def test_json_prints_a_line_per_file_and_per_deletion(
     run: Run, client: Client, bucket: str, tmp_path: Path
 ) -> None:
@@ -157,7 +176,7 @@ def test_json_prints_a_line_per_file_and_per_deletion(
         ("upload", f"s3://{bucket}/j/a.txt"),
         ("upload", f"s3://{bucket}/j/b.txt"),
     ]
-    assert summary["transferred"] == 3
+    assert (summary["transferred"], summary["deleted"], summary["bytes"]) == (2, 1, 2)
     rm = run("--json", "rm", "-r", f"s3://{bucket}/j")
     assert sorted(x["dest"] for x in rm.json_lines()) == [
         f"s3://{bucket}/j/a.txt",

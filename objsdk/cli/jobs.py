@@ -74,7 +74,8 @@ class TransferOptions:
 
 @dataclass
 class Outcome:
-    done: int = 0
+    done: int = 0  # files transferred
+    deleted: int = 0  # files or objects a sync --delete removed
     failed: int = 0
     skipped: int = 0
     bytes: int = 0

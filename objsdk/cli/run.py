@@ -80,6 +80,7 @@ def run_jobs(
     out.json(
         {
             "transferred": outcome.done,
+            "deleted": outcome.deleted,
             "failed": outcome.failed,
             "skipped": outcome.skipped,
             "bytes": outcome.bytes,
@@ -89,15 +90,23 @@ def run_jobs(
     )
     # A rerun after an interruption says what it found on disk: it fetched only the rest.
     reused = f"{human_size(outcome.reused)} of it already on disk" if outcome.reused else ""
-    if not single and (outcome.done or outcome.failed):
+    if not single and (outcome.done or outcome.deleted or outcome.failed):
         rate = human_size(int(outcome.bytes / seconds)) if seconds > 0 else "-"
-        out.summary(
-            f"{'moved' if opts.move else 'transferred'} {counted(outcome.done, 'file')}, "
-            f"{human_size(outcome.bytes)} in {seconds:.1f} s ({rate}/s)"
-            + (f", {reused}" if reused else "")
-            + (f", {outcome.failed} failed" if outcome.failed else "")
-            + (f", {outcome.skipped} skipped" if outcome.skipped else "")
-        )
+        parts = []
+        if outcome.done or not outcome.deleted:
+            parts.append(
+                f"{'moved' if opts.move else 'transferred'} {counted(outcome.done, 'file')}, "
+                f"{human_size(outcome.bytes)} in {seconds:.1f} s ({rate}/s)"
+            )
+        if outcome.deleted:
+            parts.append(f"deleted {counted(outcome.deleted, 'file')}")
+        if reused:
+            parts.append(reused)
+        if outcome.failed:
+            parts.append(f"{outcome.failed} failed")
+        if outcome.skipped:
+            parts.append(f"{outcome.skipped} skipped")
+        out.summary(", ".join(parts))
     elif reused:
         out.summary(f"resumed: {human_size(outcome.bytes)}, {reused}")
     if outcome.failed:
@@ -139,8 +148,11 @@ def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
         )
         return
     with runner.lock:
-        runner.outcome.done += 1
-        runner.outcome.bytes += n
+        if job.kind == "delete":
+            runner.outcome.deleted += 1
+        else:
+            runner.outcome.done += 1
+            runner.outcome.bytes += n
     if job.kind != "stdout":
         runner.out.note(_describe(job, runner.opts))
         runner.out.json({**_job_json(job, runner.opts), "bytes": n})
