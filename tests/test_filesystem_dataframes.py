@@ -116,3 +116,14 @@ def test_dask_read_parquet_on_two_worker_processes(
         assert options["secret"] not in repr(logs)
     pd.testing.assert_frame_equal(_sorted(remote), _sorted(here))
     assert remote["id"].sort_values().tolist() == frame["id"].tolist()
+
+
+def test_dask_counts_rows_from_the_parquet_footers(
+    partitioned: tuple[str, Path], options: dict[str, str], frame: pd.DataFrame
+) -> None:
+    import dask.dataframe as dd
+
+    remote_path, _ = partitioned
+    # len() reads each file's footer through fs.open(path, default_cache="none").
+    ddf = dd.read_parquet(f"objsdk://{remote_path}", storage_options=options)
+    assert len(ddf) == len(frame)

@@ -316,6 +316,11 @@ def open_cache_type(fs: ObjsdkFileSystem, bucket: str, client: Client) -> None:
         assert f.readahead == 0
     with pytest.raises(ValueError, match="cache_type"):
         fs.open(f"{bucket}/o", cache_type="mmap")
+    # Dask's name for it when it reads Parquet footers.
+    with fs.open(f"{bucket}/o", default_cache="none") as f:
+        assert f.readahead == 0
+    with fs.open(f"{bucket}/o", default_cache="none", cache_type="readahead") as f:
+        assert f.readahead != 0
 
 
 def open_autocommit(fs: ObjsdkFileSystem, bucket: str, client: Client) -> None:

@@ -433,6 +433,10 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         if block_size is not None and (isinstance(block_size, bool) or block_size < 1):
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         if "r" in mode:
+            # Dask opens Parquet footers with open(path, default_cache="none"), its name
+            # for cache_type, which other fsspec filesystems let pass unread.
+            default_cache = kwargs.pop("default_cache", None)
+            cache_type = cache_type or default_cache
             unknown = set(kwargs) - OPEN_READ_OPTIONS
             if unknown:
                 raise TypeError(f"open() for reading got unknown arguments: {sorted(unknown)}")
