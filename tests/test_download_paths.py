@@ -9,6 +9,7 @@
 * Final names of up to 255 bytes (NAME_MAX) download, and resume.
 * A destination that can never take the object (a longer name, a NUL, a trailing
   separator) is refused before anything is fetched, naming it; nothing is left behind.
+* A symbolic link at the destination is replaced, its target left as it was.
 """
 
 from __future__ import annotations
@@ -256,3 +257,28 @@ def test_the_key_is_kept_per_user_and_a_cache_that_cannot_hold_it_still_gives_na
     temp, record = download_paths("/data/y")  # a key for this process only
     assert temp.startswith("/data/.y.objsdk-")
     assert record == temp + ".json"
+
+
+# -- symbolic links ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [5, 40 * MiB], ids=["one-part", "parts"])
+def test_a_symlink_at_dest_is_replaced_and_its_target_left_as_it_was(
+    client: Client, bucket: str, tmp_path: Path, size: int
+) -> None:
+    data = os.urandom(size)
+    client.put_object(bucket, "k", data)
+    target = tmp_path / "target"
+    target.write_bytes(b"the target's own bytes")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    # As aws s3 cp and mv do: the finished temp file is renamed over the link itself.
+    client.download(bucket, "k", link)
+    assert not link.is_symlink()
+    assert link.read_bytes() == data
+    assert target.read_bytes() == b"the target's own bytes"
+    # A link on the way to dest is followed, as in any path.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "via").symlink_to(tmp_path / "real")
+    client.download(bucket, "k", tmp_path / "via" / "f")
+    assert (tmp_path / "real" / "f").read_bytes() == data
