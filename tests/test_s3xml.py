@@ -127,6 +127,22 @@ def test_only_the_characters_of_xml_1_0_can_be_carried():
     assert not any(xml_carries(k) for k in ["a\x00", "a\x01", "\x08", "\x0b", "\x1f", "\ufffe"])
 
 
+def _xml_char(c: int) -> bool:
+    """XML 1.0 §2.2, production [2] (Char), as the spec writes it."""
+    return (
+        c in (0x9, 0xA, 0xD)
+        or 0x20 <= c <= 0xD7FF
+        or 0xE000 <= c <= 0xFFFD
+        or 0x10000 <= c <= 0x10FFFF
+    )
+
+
+def test_xml_carries_follows_the_char_production_at_every_edge():
+    edges = {0x9, 0xA, 0xD, 0x20, 0x7F, 0xD7FF, 0xE000, 0xFFFD, 0x10000, 0x10FFFF}
+    for c in sorted({e + d for e in edges for d in (-1, 0, 1)} - {0x110000}):
+        assert xml_carries(chr(c)) == _xml_char(c), hex(c)
+
+
 def test_delete_result_reports_only_failures():
     body = (
         f"<DeleteResult {NS}><Deleted><Key>ok</Key></Deleted>"

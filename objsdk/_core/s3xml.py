@@ -47,8 +47,10 @@ __all__ = [
 
 
 # XML 1.0 §2.2 ("Char"): what a document may hold at all, as text or as a character
-# reference. The C0 controls other than tab, LF and CR are not among them.
-_NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# reference. Written as what falls outside it (the C0 controls other than tab, LF and
+# CR, surrogates, U+FFFE and U+FFFF): the same set as [^Char ranges], but a class of
+# small ranges compiles in a tenth of the time, at every start of the command line.
+_NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_carries(text: str) -> bool:
