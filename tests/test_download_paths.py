@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from objsdk import Client, InvalidArgument
-from objsdk._transfer import download as download_module
+from objsdk._transfer import download_file as download_module
 from objsdk._transfer.download_state import DownloadState, download_paths, save_state
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import pytest
 import objsdk
 from objsdk import Client
 from objsdk._core.parts import Part
-from objsdk._transfer import download as download_module
+from objsdk._transfer import download_file as download_module
 from objsdk._transfer.writeback import Writeback
 
 

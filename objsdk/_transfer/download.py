@@ -7,12 +7,10 @@ the object's ETag, size and version: it resumes on network faults and raises
 one version. Bytes go straight into place: ``readinto`` on slices of a caller's buffer,
 or ``readinto`` a small per-part buffer and ``os.pwrite`` at the part's offset in a file.
 
-A download to a path writes a hidden temp file beside ``dest`` (``.<name>.objsdk-<tag>``,
-a name no object key can produce: :mod:`objsdk._transfer.download_state`) and renames it
-over ``dest`` once complete, fsynced and verified, so ``dest`` never holds a partial
-file. Beside the temp file, a record says which parts are on disk: a later call for the
-same object, ETag, version, size, part size and destination fetches only the parts not
-recorded; anything else starts over.
+A download to a path writes a hidden temp file beside ``dest`` and renames it over
+``dest`` once complete, fsynced and verified, so ``dest`` never holds a partial file; a
+later call resumes it (:mod:`objsdk._transfer.download_file`). A device or a FIFO is
+written into instead (:mod:`objsdk._transfer.download_stream`).
 
 Verification: the object's full-object checksum (CRC32, CRC32C, CRC64NVME, SHA1 or
 SHA256) is checked over every whole-object transfer. For the CRCs each part hashes its
@@ -22,45 +20,26 @@ over the bytes in place. Composite checksums are never taken for full-object one
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import mmap
 import os
-import threading
-from collections.abc import Callable, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_count, check_key
-from objsdk._core.parts import Part, adaptive_part_size, plan_parts
+from objsdk._core.parts import adaptive_part_size, plan_parts
 from objsdk._core.pin import VersionPin
-from objsdk._core.sizes import DEFAULT_PART_SIZE, MiB
+from objsdk._core.sizes import DEFAULT_PART_SIZE
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._s3.head import head_object
 from objsdk._transfer.download_check import Check, Feed
-from objsdk._transfer.download_engine import drop_frame_locals, fetch_parts, into_buffer, into_file
+from objsdk._transfer.download_engine import drop_frame_locals, fetch_parts, into_buffer
+from objsdk._transfer.download_file import checked_path, download_to_path, object_size
 from objsdk._transfer.download_result import DownloadResult
-from objsdk._transfer.download_state import (
-    O_NOFOLLOW,
-    DownloadState,
-    download_paths,
-    load_state,
-    reusable_parts,
-    save_state,
-)
+from objsdk._transfer.download_state import download_paths
 from objsdk._transfer.download_stream import download_stream, is_stream_file
-from objsdk._transfer.holes import punch_hole
 from objsdk._transfer.progress import Progress, ProgressTracker
-from objsdk._transfer.writeback import Writeback
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: concurrent downloads are not detected
-    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer as WritableBuffer
@@ -111,9 +90,9 @@ def download(
     part_size = _checked(bucket, key, parallel, part_size)
     check_count("max_resume", max_resume, 0, bucket, key)
     if isinstance(dest, (str, os.PathLike)):
-        path = _checked_path(dest, bucket, key)
+        path = checked_path(dest, bucket, key)
         info = _head(transport, bucket, key, version_id)
-        part_size = part_size or adaptive_part_size(_size(info))
+        part_size = part_size or adaptive_part_size(object_size(info))
         if is_stream_file(path):
             return download_stream(
                 transport,
@@ -126,12 +105,12 @@ def download(
                 verify=verify,
             )
         check = Check(info, verify, transport)
-        return _download_to_path(
+        return download_to_path(
             transport, info, path, parallel, part_size, progress, max_resume, check
         )
     with _writable_view(dest, bucket, key, "dest") as view:
         info = _head(transport, bucket, key, version_id)
-        size = _size(info)
+        size = object_size(info)
         if view.nbytes < size:
             raise errors.InvalidArgument(
                 f"buffer of {view.nbytes} bytes is too small for the {size}-byte object "
@@ -184,7 +163,7 @@ def get_into(
         if want <= (part_size or adaptive_part_size(want)) or parallel == 1:
             return _read_window(transport, bucket, key, view, offset, verify, version_id)
         info = _head(transport, bucket, key, version_id)
-        size = _size(info)
+        size = object_size(info)
         if offset >= size:
             return 0
         stop = min(size, offset + want)
@@ -222,45 +201,6 @@ def _checked(bucket: str, key: str, parallel: int | None, part_size: int | None)
     return part_size
 
 
-def _checked_path(dest: str | os.PathLike[str], bucket: str, key: str) -> str:
-    """``dest`` as a str naming a file: refused empty, holding NUL, ending in a
-    separator, with a file name longer than its directory allows, or where a directory
-    stands; all before anything is fetched (the rename at the end would find them too
-    late, after the whole object, and leave its temp file behind)."""
-    path = os.fspath(dest)
-    where = f"(bucket {bucket!r}, key {key!r})"
-    if not isinstance(path, str):
-        raise errors.InvalidArgument(f"dest path must be str, got {type(path).__name__} {where}")
-    if not path:
-        raise errors.InvalidArgument(f"dest must name a file, got an empty path {where}")
-    if "\0" in path:
-        raise errors.InvalidArgument(f"dest {path!r} holds a NUL character {where}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(errno.EISDIR, f"a directory is there, not a file {where}", path)
-    directory, name = os.path.split(path)
-    if not name:
-        raise errors.InvalidArgument(
-            f"dest {path!r} ends with a separator: name the file, such as "
-            f"{os.path.join(path, key.rsplit('/', 1)[-1] or 'file')!r} {where}"
-        )
-    length, longest = len(os.fsencode(name)), _name_max(directory or ".")
-    if length > longest:
-        raise errors.InvalidArgument(
-            f"dest {path!r}: its file name is {length} bytes, and its directory allows "
-            f"{longest} {where}"
-        )
-    return path
-
-
-def _name_max(directory: str) -> int:
-    """The longest file name ``directory`` takes, in bytes (POSIX ``NAME_MAX``; 255 where
-    the system does not say)."""
-    try:
-        return int(os.pathconf(directory, "PC_NAME_MAX"))
-    except (OSError, ValueError, AttributeError):
-        return 255
-
-
 def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
     """A flat, writable byte view of ``obj`` (the caller releases it)."""
     try:
@@ -286,19 +226,8 @@ def _writable_view(obj: Any, bucket: str, key: str, what: str) -> memoryview:
 
 def _head(transport: Transport, bucket: str, key: str, version_id: str | None) -> ObjectInfo:
     info = head_object(transport, bucket, key, version_id=version_id)
-    _size(info)
+    object_size(info)
     return info
-
-
-def _size(info: ObjectInfo) -> int:
-    if info.size is None:
-        raise errors.ProtocolError(
-            "HEAD answer has no Content-Length",
-            operation="download",
-            bucket=info.bucket,
-            key=info.key,
-        )
-    return info.size
 
 
 def _read_window(
@@ -368,227 +297,3 @@ def _from_memory(view: memoryview) -> Feed:
             update(chunk)
 
     return feed
-
-
-# -- downloads to a path -----------------------------------------------------------------
-
-
-def _download_to_path(
-    transport: Transport,
-    info: ObjectInfo,
-    path: str,
-    parallel: int | None,
-    part_size: int,
-    progress: Progress | None,
-    max_resume: int,
-    check: Check,
-) -> DownloadResult:
-    size = _size(info)
-    temp, state_path = download_paths(path)
-    parts = plan_parts(0, size, part_size)
-    wanted = DownloadState(
-        info.bucket,
-        info.key,
-        info.etag,
-        info.version_id,
-        size,
-        part_size,
-        dest=os.path.abspath(path),
-    )
-    fd = _open_locked(temp, path, info)
-    try:
-        reused = reusable_parts(load_state(state_path), wanted, os.fstat(fd).st_size)
-        if not reused:
-            # Another version, another layout, or nothing usable: start over. The record
-            # is replaced first, so no crash can leave one that claims the old contents.
-            save_state(state_path, wanted)
-            os.ftruncate(fd, 0)
-            os.ftruncate(fd, size)
-        journal = _Journal(state_path, replace(wanted, done=reused))
-        todo = [p for p in parts if p.index not in reused]
-        done = sum(p.length for p in parts if p.index in reused)
-        tracker = ProgressTracker(progress, size, done=done, announce=True)
-        # Parts are recorded in groups, once a flush has put them on disk (writeback.py).
-        writeback = Writeback(fd, on_durable=journal.mark_done)
-        try:
-            used = fetch_parts(
-                transport,
-                info,
-                todo,
-                into_file(fd, check.crcs, writeback),
-                parallel,
-                max_resume,
-                tracker,
-                writeback.written,
-                on_start=check.on_start,
-            )
-        except (errors.ObjectChangedError, errors.IntegrityError):
-            writeback.close()  # nothing on disk is worth resuming (removed below)
-            raise
-        except BaseException:
-            # What is written is recorded, so the next call resumes from it; if the
-            # disk is full, the blocks of parts not written are freed for the record.
-            writeback.keep(lambda waiting: _free_unwritten(fd, todo, journal.done, waiting))
-            raise
-        writeback.finish()
-        check.verify(lambda update, start, stop: _hash_file(fd, start, stop, update))
-        os.fsync(fd)
-    except (errors.ObjectChangedError, errors.IntegrityError):
-        # The bytes on disk are of another version, or wrong: nothing worth resuming.
-        _remove(temp, state_path, state_path + ".tmp")
-        os.close(fd)
-        raise
-    except OSError as e:
-        os.close(fd)  # temp and state stay: the next call resumes
-        _raise_write_error(e, info, path)
-    except BaseException:
-        os.close(fd)  # temp and state stay: the next call resumes
-        raise
-    try:
-        # Still under the lock: no other download can write the temp file while it
-        # becomes dest (one that opened it before the rename finds, once it has the
-        # lock, that the name no longer leads to it: _open_locked).
-        os.replace(temp, path)
-        _fsync_dir(os.path.dirname(os.path.abspath(path)))
-        _remove(state_path, state_path + ".tmp")
-    except OSError as e:
-        _raise_write_error(e, info, path)
-    finally:
-        os.close(fd)
-    fetched = sum(p.length for p in todo)
-    return DownloadResult(
-        info,
-        len(parts),
-        len(todo),
-        len(reused),
-        fetched,
-        used,
-        check.verified,
-        check.unverified_reason,
-    )
-
-
-def _open_locked(temp: str, path: str, info: ObjectInfo) -> int:
-    """The temp file, open and locked: the file the name ``temp`` leads to once the
-    lock is held (a download that finished meanwhile renamed the file it opened to
-    ``dest``: locking that one would rewrite a complete file in place)."""
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | O_NOFOLLOW
-    for _ in range(100):
-        try:
-            fd = os.open(temp, flags, 0o666)
-        except OSError as e:
-            raise errors.InvalidArgument(
-                f"cannot write {temp!r} (the temp file of {path!r}): {e.strerror} "
-                f"(bucket {info.bucket!r}, key {info.key!r})"
-            ) from e
-        try:
-            _lock(fd, path, info)
-            if _same_file(fd, temp):
-                return fd
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)  # renamed or removed under us: open the name again
-    raise errors.DownloadLockedError(  # pragma: no cover - a name that keeps changing
-        f"the temp file of {path!r} keeps being replaced by another download "
-        f"(bucket {info.bucket!r}, key {info.key!r})"
-    )
-
-
-# Faults of the path itself stay Python's own (docs/errors.md, "Not objsdk errors").
-_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
-
-
-def _raise_write_error(e: OSError, info: ObjectInfo, path: str) -> NoReturn:
-    """Raise a local write that failed (disk or quota full, EFBIG, EIO; in a part's
-    pwrite, the record, fsync or the rename) as an error naming the object and its
-    destination."""
-    if isinstance(e, (errors.LocalWriteError, *_PATH_ERRORS)):
-        raise e
-    reason = e.strerror or str(e) or type(e).__name__
-    raise errors.LocalWriteError(e.errno, reason, path, bucket=info.bucket, key=info.key) from e
-
-
-def _same_file(fd: int, name: str) -> bool:
-    try:
-        st = os.stat(name, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
-
-
-class _Journal:
-    """The state record, rewritten each time parts are on disk."""
-
-    def __init__(self, path: str, state: DownloadState) -> None:
-        self._path = path
-        self._state = state
-        self._lock = threading.Lock()
-
-    @property
-    def done(self) -> frozenset[int]:
-        """The parts the record claims."""
-        return self._state.done
-
-    def mark_done(self, parts: Sequence[Part]) -> None:
-        with self._lock:
-            done = self._state.done | {part.index for part in parts}
-            self._state = replace(self._state, done=done)
-            save_state(self._path, self._state)
-
-
-def _free_unwritten(
-    fd: int, parts: Sequence[Part], recorded: AbstractSet[int], written: Sequence[Part]
-) -> None:
-    """Give back the blocks of every part of ``parts`` neither recorded nor written
-    (partly received: worth nothing, fetched again by the next call)."""
-    done = recorded | {p.index for p in written}
-    for part in parts:
-        if part.index not in done:
-            punch_hole(fd, part.start, part.stop)
-
-
-def _lock(fd: int, path: str, info: ObjectInfo) -> None:
-    """Refuse to run two downloads into one temp file at once (another process)."""
-    if fcntl is None:  # pragma: no cover
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise errors.DownloadLockedError(
-            f"another download to {path!r} is in progress "
-            f"(bucket {info.bucket!r}, key {info.key!r})"
-        ) from None
-
-
-def _hash_file(fd: int, start: int, stop: int, update: Callable[[Any], None]) -> None:
-    """Feed the file's bytes ``[start, stop)`` to ``update`` in order, without copying
-    them."""
-    if stop <= start:
-        return
-    with mmap.mmap(fd, stop, access=mmap.ACCESS_READ) as mm:
-        if hasattr(mm, "madvise"):
-            mm.madvise(mmap.MADV_SEQUENTIAL)
-        with memoryview(mm) as view:
-            for at in range(start, stop, 8 * MiB):
-                with view[at : min(at + 8 * MiB, stop)] as chunk:
-                    update(chunk)
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make a rename in ``directory`` durable."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms that cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove(*paths: str) -> None:
-    for p in paths:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(p)
