@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta, timezone
+from collections.abc import Mapping
 from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any
 
@@ -20,7 +19,6 @@ from objsdk._core.client_config import (
     tls_verify,
 )
 from objsdk._core.metadata import ObjectHeaders, standard_headers
-from objsdk._core.signing import presign_url
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
@@ -32,11 +30,13 @@ from objsdk._core.sse import SSE
 from objsdk._io.get import get_object
 from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
-from objsdk._s3 import copies, deletes
 from objsdk._s3.buckets import BucketsAPI
-from objsdk._s3.head import head_object
+from objsdk._s3.copies import CopiesAPI
+from objsdk._s3.deletes import DeletesAPI
+from objsdk._s3.head import HeadAPI
 from objsdk._s3.listing import ListingAPI
 from objsdk._s3.objects import put_object
+from objsdk._s3.presign import PresignAPI
 from objsdk._s3.tagging import TaggingAPI
 from objsdk._s3.versions import VersionsAPI
 from objsdk._transfer.download import download as _download
@@ -53,7 +53,7 @@ from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.pipeline import encrypting
 from objsdk._transport.retry import Policy, make_retry
-from objsdk.models import DeleteError, ObjectInfo, UploadInfo
+from objsdk.models import ObjectInfo, UploadInfo
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -62,14 +62,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Client"]
 
-# Presigned URLs live at most 7 days with SigV4 ("Sharing objects with presigned URLs").
-MAX_PRESIGN_SECONDS = 7 * 24 * 3600
-# The requests on one object a URL can carry without a body or query of its own (S3 API,
-# "Sharing objects with presigned URLs"): a POST on a key needs a query (?uploads...).
-PRESIGN_METHODS = ("GET", "PUT", "HEAD", "DELETE")
 
-
-class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
+class Client(
+    BucketsAPI,
+    HeadAPI,
+    DeletesAPI,
+    CopiesAPI,
+    PresignAPI,
+    VersionsAPI,
+    TaggingAPI,
+    ListingAPI,
+):
     """A client for one S3-compatible endpoint (MinIO, AWS S3, ...).
 
     ``timeout`` is ``(connect_seconds, read_seconds)``; ``retries`` is a count or a
@@ -481,97 +484,6 @@ class Client(BucketsAPI, VersionsAPI, TaggingAPI, ListingAPI):
             metadata=metadata,
             progress=progress,
             extra_headers=standard_headers(bucket, key, **headers),
-        )
-
-    def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:
-        """Size, ETag, dates, type, metadata, version and stored checksums of an object."""
-        check_bucket(bucket)
-        check_key(key)
-        return head_object(self._transport, bucket, key, version_id=version_id)
-
-    def delete_object(self, bucket: str, key: str, *, version_id: str | None = None) -> None:
-        """Delete ``key`` (S3 reports success for a key that does not exist); in a
-        versioned bucket, that adds a delete marker, and ``version_id`` deletes that
-        version for good."""
-        check_bucket(bucket)
-        check_key(key)
-        deletes.delete_object(self._transport, bucket, key, version_id)
-
-    def delete_objects(self, bucket: str, keys: Iterable[str]) -> list[DeleteError]:
-        """Delete many keys, 1000 per request; return the keys that failed (empty if none)."""
-        check_bucket(bucket)
-        return deletes.delete_objects(self._transport, bucket, keys)
-
-    def copy_object(
-        self,
-        src_bucket: str,
-        src_key: str,
-        dst_bucket: str,
-        dst_key: str,
-        *,
-        version_id: str | None = None,
-        content_type: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-        **headers: Unpack[ObjectHeaders],
-    ) -> ObjectInfo:
-        """Server-side copy of one object (up to 5 GiB, S3's single-copy limit), of its
-        ``version_id`` if given. The copy keeps the source's metadata and headers unless
-        ``content_type``, ``metadata`` or a standard header (as :meth:`upload`) is given:
-        then it has exactly those. See :func:`objsdk._s3.copies.copy_object`."""
-        for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
-            check_bucket(b)
-            check_key(k)
-        return copies.copy_object(
-            self._transport,
-            src_bucket,
-            src_key,
-            dst_bucket,
-            dst_key,
-            version_id=version_id,
-            content_type=content_type,
-            metadata=metadata,
-            headers=standard_headers(dst_bucket, dst_key, **headers),
-        )
-
-    def presign(
-        self,
-        method: str,
-        bucket: str,
-        key: str,
-        expires: int | timedelta = 3600,
-    ) -> str:
-        """A URL that lets its holder perform ``method`` on the object until it expires.
-
-        The URL carries a signature: treat it as a secret, do not log it.
-        """
-        check_bucket(bucket)
-        check_key(key)
-        where = f"(bucket {bucket!r}, key {key!r})"
-        if self.credentials is None:
-            raise errors.InvalidArgument("presign needs credentials")
-        verb = method.upper() if isinstance(method, str) else method
-        if verb not in PRESIGN_METHODS:
-            raise errors.InvalidArgument(
-                f"method must be one of {', '.join(PRESIGN_METHODS)} (any case), "
-                f"got {method!r} {where}"
-            )
-        if isinstance(expires, timedelta):
-            seconds = int(expires.total_seconds())
-        elif isinstance(expires, int) and not isinstance(expires, bool):
-            seconds = expires
-        else:
-            raise errors.InvalidArgument(
-                f"expires must be seconds (an int) or a timedelta, got {expires!r} {where}"
-            )
-        if not 1 <= seconds <= MAX_PRESIGN_SECONDS:
-            raise errors.InvalidArgument(f"expires must be 1 s to 7 days, got {seconds} s {where}")
-        return presign_url(
-            verb,
-            self.endpoint.build_url(bucket, key),
-            credentials=self.credentials,
-            region=self.region,
-            now=datetime.now(timezone.utc),
-            expires=seconds,
         )
 
 

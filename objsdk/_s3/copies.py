@@ -4,15 +4,21 @@ replacing its metadata and standard headers."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from objsdk._core.addressing import check_bucket, check_key
+from objsdk._core.metadata import ObjectHeaders, standard_headers
 from objsdk._core.object_headers import object_headers
 from objsdk._core.s3xml import parse_copy_result
 from objsdk._core.signing import encode_key_path
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
 
-__all__ = ["copy_object"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["CopiesAPI", "copy_object"]
 
 # The headers that S3 copies from the source unless the request replaces them all
 # (x-amz-metadata-directive: REPLACE, CopyObject in the S3 API reference). The storage
@@ -65,3 +71,40 @@ def copy_object(
         last_modified=last_modified,
         version_id=resp.headers.get("x-amz-version-id"),
     )
+
+
+class CopiesAPI:
+    """The :class:`~objsdk.Client` method for server-side copies."""
+
+    _transport: Transport
+
+    def copy_object(
+        self,
+        src_bucket: str,
+        src_key: str,
+        dst_bucket: str,
+        dst_key: str,
+        *,
+        version_id: str | None = None,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        **headers: Unpack[ObjectHeaders],
+    ) -> ObjectInfo:
+        """Server-side copy of one object (up to 5 GiB, S3's single-copy limit), of its
+        ``version_id`` if given. The copy keeps the source's metadata and headers unless
+        ``content_type``, ``metadata`` or a standard header (as :meth:`upload`) is given:
+        then it has exactly those. See :func:`objsdk._s3.copies.copy_object`."""
+        for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
+            check_bucket(b)
+            check_key(k)
+        return copy_object(
+            self._transport,
+            src_bucket,
+            src_key,
+            dst_bucket,
+            dst_key,
+            version_id=version_id,
+            content_type=content_type,
+            metadata=metadata,
+            headers=standard_headers(dst_bucket, dst_key, **headers),
+        )

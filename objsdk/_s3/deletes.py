@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from itertools import islice
 
 from objsdk import errors
-from objsdk._core.addressing import check_key
+from objsdk._core.addressing import check_bucket, check_key
 from objsdk._core.s3xml import build_delete_body, parse_delete_result, xml_carries
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Transport
 from objsdk.models import DeleteError
 
-__all__ = ["DELETE_BATCH", "delete_object", "delete_objects"]
+__all__ = ["DELETE_BATCH", "DeletesAPI", "delete_object", "delete_objects"]
 
 # DeleteObjects takes at most 1000 keys per request (S3 API reference, DeleteObjects).
 DELETE_BATCH = 1000
@@ -74,3 +74,22 @@ def delete_objects(transport: Transport, bucket: str, keys: Iterable[str]) -> li
         )
         failures.extend(parse_delete_result(resp.content))
     return failures
+
+
+class DeletesAPI:
+    """The :class:`~objsdk.Client` methods that delete objects."""
+
+    _transport: Transport
+
+    def delete_object(self, bucket: str, key: str, *, version_id: str | None = None) -> None:
+        """Delete ``key`` (S3 reports success for a key that does not exist); in a
+        versioned bucket, that adds a delete marker, and ``version_id`` deletes that
+        version for good."""
+        check_bucket(bucket)
+        check_key(key)
+        delete_object(self._transport, bucket, key, version_id)
+
+    def delete_objects(self, bucket: str, keys: Iterable[str]) -> list[DeleteError]:
+        """Delete many keys, 1000 per request; return the keys that failed (empty if none)."""
+        check_bucket(bucket)
+        return delete_objects(self._transport, bucket, keys)

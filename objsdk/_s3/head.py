@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from objsdk import errors
+from objsdk._core.addressing import check_bucket, check_key
 from objsdk._core.object_headers import object_info_from_headers
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
 
-__all__ = ["head_object"]
+__all__ = ["HeadAPI", "head_object"]
 
 
 def head_object(
@@ -31,3 +32,15 @@ def head_object(
             "HEAD answer has no Content-Length", operation="head_object", bucket=bucket, key=key
         )
     return info
+
+
+class HeadAPI:
+    """The :class:`~objsdk.Client` method for an object's description."""
+
+    _transport: Transport
+
+    def head_object(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectInfo:
+        """Size, ETag, dates, type, metadata, version and stored checksums of an object."""
+        check_bucket(bucket)
+        check_key(key)
+        return head_object(self._transport, bucket, key, version_id=version_id)

@@ -1,0 +1,67 @@
+"""Presigned URLs for one object: SigV4 query signing (``_core.signing.presign_url``)
+with the limits S3 sets on them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from objsdk import errors
+from objsdk._core.addressing import Endpoint, check_bucket, check_key
+from objsdk._core.signing import Credentials, presign_url
+
+__all__ = ["MAX_PRESIGN_SECONDS", "PRESIGN_METHODS", "PresignAPI"]
+
+# Presigned URLs live at most 7 days with SigV4 ("Sharing objects with presigned URLs").
+MAX_PRESIGN_SECONDS = 7 * 24 * 3600
+# The requests on one object a URL can carry without a body or query of its own (S3 API,
+# "Sharing objects with presigned URLs"): a POST on a key needs a query (?uploads...).
+PRESIGN_METHODS = ("GET", "PUT", "HEAD", "DELETE")
+
+
+class PresignAPI:
+    """The :class:`~objsdk.Client` method for presigned URLs."""
+
+    endpoint: Endpoint
+    region: str
+    credentials: Credentials | None
+
+    def presign(
+        self,
+        method: str,
+        bucket: str,
+        key: str,
+        expires: int | timedelta = 3600,
+    ) -> str:
+        """A URL that lets its holder perform ``method`` on the object until it expires.
+
+        The URL carries a signature: treat it as a secret, do not log it.
+        """
+        check_bucket(bucket)
+        check_key(key)
+        where = f"(bucket {bucket!r}, key {key!r})"
+        if self.credentials is None:
+            raise errors.InvalidArgument("presign needs credentials")
+        verb = method.upper() if isinstance(method, str) else method
+        if verb not in PRESIGN_METHODS:
+            raise errors.InvalidArgument(
+                f"method must be one of {', '.join(PRESIGN_METHODS)} (any case), "
+                f"got {method!r} {where}"
+            )
+        if isinstance(expires, timedelta):
+            seconds = int(expires.total_seconds())
+        elif isinstance(expires, int) and not isinstance(expires, bool):
+            seconds = expires
+        else:
+            raise errors.InvalidArgument(
+                f"expires must be seconds (an int) or a timedelta, got {expires!r} {where}"
+            )
+        if not 1 <= seconds <= MAX_PRESIGN_SECONDS:
+            raise errors.InvalidArgument(f"expires must be 1 s to 7 days, got {seconds} s {where}")
+        return presign_url(
+            verb,
+            self.endpoint.build_url(bucket, key),
+            credentials=self.credentials,
+            region=self.region,
+            now=datetime.now(timezone.utc),
+            expires=seconds,
+        )
