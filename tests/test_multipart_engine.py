@@ -11,7 +11,8 @@ import objsdk
 from objsdk._core.checksums import crc32c, encode_crc32c
 from objsdk._core.parts import Part
 from objsdk._io.shared_level import SharedLevel
-from objsdk._transfer.multipart import CompletedPart, MultipartSession, create_multipart_upload
+from objsdk._transfer.multipart import CompletedPart, MultipartSession
+from objsdk._transfer.multipart_calls import create_multipart_upload
 from objsdk._transfer.progress import ProgressTracker
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 from objsdk._transport.retry import default_retry

@@ -25,7 +25,7 @@ from objsdk import Client
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.parts import Part
 from objsdk._transfer import multipart as multipart_module
-from objsdk._transfer.multipart import (
+from objsdk._transfer.multipart_calls import (
     abort_multipart_upload,
     create_multipart_upload,
     list_multipart_uploads,

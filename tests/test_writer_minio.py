@@ -26,7 +26,7 @@ import pytest
 import objsdk
 import objsdk._transfer.multipart
 from objsdk import Client
-from objsdk._transfer.multipart import list_multipart_uploads
+from objsdk._transfer.multipart_calls import list_multipart_uploads
 from objsdk._transfer.writer import ObjectWriter
 
 pytestmark = pytest.mark.integration

@@ -3,7 +3,7 @@
 ``Client`` checks its arguments and calls these; readers and transfers build on them.
 
 Modules: :mod:`.buckets`, :mod:`.objects` (PUT and GET of one object), :mod:`.head`,
-:mod:`.listing`, :mod:`.deletes`, :mod:`.copies`, :mod:`.versions`, :mod:`.tagging`;
-:mod:`.encryption` wraps a transport to add SSE headers. (The multipart calls live with their
-engine in :mod:`objsdk._transfer.multipart`.)
+:mod:`.listing`, :mod:`.deletes`, :mod:`.copies`, :mod:`.versions`, :mod:`.tagging`,
+:mod:`.presign`. (The multipart calls live beside their engine, in
+:mod:`objsdk._transfer.multipart_calls`.)
 """

@@ -1,19 +1,10 @@
-"""Multipart uploads: the five S3 calls, and the one engine that drives them.
+"""Multipart uploads: the one engine that drives the five S3 calls
+(:mod:`objsdk._transfer.multipart_calls`).
 
 :class:`MultipartSession` is shared by :func:`~objsdk._transfer.upload.upload` (parts
 from a file, buffer or stream) and :class:`~objsdk.ObjectWriter` (parts as the caller
 writes them): create, send parts in parallel with their CRC32Cs, complete with the
 full-object CRC32C, or abort, so no parts are left behind.
-
-Retries are the request pipeline's, as its classifier
-(:func:`~objsdk._transport.retry.retry_kind`) sorts each call: parts are PUTs, retried
-whole. CompleteMultipartUpload is documented as safe to retry with the same upload id
-and part list (S3 API reference, CompleteMultipartUpload), so it is retried on network
-failures, 5xx answers and 200-with-error answers; if a retry finds the upload gone
-(NoSuchUpload) because an earlier attempt completed it and its reply was lost, a HEAD
-checks that the object is there with the size and CRC32C we sent, and that counts as
-success. CreateMultipartUpload is retried on 5xx answers only: an answer means no
-upload was created, while a lost reply might hide one (the caller then gets the error).
 """
 
 from __future__ import annotations
@@ -21,8 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from dataclasses import replace
 from typing import IO, TypeVar
 
 from objsdk import errors
@@ -30,272 +20,30 @@ from objsdk._core.adaptive import Preset
 from objsdk._core.checksums import checksum_headers, crc32c, crc32c_combine, encode_crc32c
 from objsdk._core.object_headers import multipart_etag, upload_info
 from objsdk._core.parts import Part, covers
-from objsdk._core.s3xml import (
-    build_complete_body,
-    parse_complete_result,
-    parse_list_multipart_uploads,
-    parse_upload_id,
-)
 from objsdk._core.signing import payload_sha256
 from objsdk._core.sizes import ADAPTIVE_CAP
 from objsdk._io.pool import PartPool
 from objsdk._io.shared_level import InFlight, SharedLevel
 from objsdk._s3.head import head_object
 from objsdk._transfer.confirm import confirm_completed
+from objsdk._transfer.multipart_calls import (
+    CompletedPart,
+    abort_multipart_upload,
+    complete_multipart_upload,
+    create_multipart_upload,
+    upload_part,
+    upload_part_from_file,
+    with_crc,
+)
 from objsdk._transfer.progress import ProgressTracker
-from objsdk._transport.base import Body, Transport
+from objsdk._transport.base import Transport
 from objsdk._transport.retry import counting_failures
 from objsdk.models import ObjectInfo
 
-__all__ = [
-    "CompletedPart",
-    "MultipartSession",
-    "MultipartUpload",
-    "abort_multipart_upload",
-    "complete_multipart_upload",
-    "create_multipart_upload",
-    "list_multipart_uploads",
-    "upload_part",
-    "upload_part_from_file",
-]
+__all__ = ["CompletedPart", "MultipartSession"]
 
 log = logging.getLogger("objsdk")
 _I = TypeVar("_I")  # what a pool item is: (part, body) or a part of a file
-
-# Servers' clocks may run behind ours: uploads initiated this much before our first
-# attempt still count as possibly ours.
-_CLOCK_SKEW = timedelta(seconds=2)
-
-
-@dataclass(frozen=True)
-class CompletedPart:
-    """What S3 answered for one uploaded part."""
-
-    number: int
-    etag: str
-    checksum_crc32c: str | None = None
-
-
-@dataclass(frozen=True)
-class MultipartUpload:
-    """An upload in progress, as ListMultipartUploads reports it."""
-
-    key: str
-    upload_id: str
-    initiated: datetime | None = None
-
-
-# -- the five calls -----------------------------------------------------------------------
-
-
-def create_multipart_upload(
-    transport: Transport, bucket: str, key: str, *, headers: Mapping[str, str] | None = None
-) -> str:
-    """Start an upload; return its upload id. ``headers`` carry content type,
-    metadata and ``x-amz-checksum-algorithm``/``x-amz-checksum-type``.
-
-    An attempt whose answer was lost (a 5xx from a proxy after the server created the
-    upload, a connection dropped before the reply, an interruption while it was on its
-    way) may have created an upload nobody knows the id of. So once attempts have failed
-    or been interrupted, uploads of this key that were initiated since the first
-    attempt, other than the one returned, are aborted (best effort; another writer of
-    the same key in the same seconds would see its upload fail, never a torn object).
-    """
-    started = datetime.now(timezone.utc) - _CLOCK_SKEW
-    retried: list[errors.ObjsdkError] = []
-    try:
-        # POST ?uploads: retried after an error answer (nothing was created), never
-        # after a lost reply (see the retry classifier).
-        resp = transport.request(
-            "POST",
-            operation="create_multipart_upload",
-            bucket=bucket,
-            key=key,
-            params=[("uploads", "")],
-            headers=headers,
-            on_retry=retried.append,
-        )
-    except BaseException:
-        # Also when interrupted (Ctrl-C, SIGTERM) while the answer was on its way: the
-        # server may have created the upload already.
-        _abort_lost(transport, bucket, key, started, keep=None)
-        raise
-    upload_id = parse_upload_id(resp.content)
-    if not upload_id:
-        raise errors.ProtocolError(
-            "no UploadId in the answer", operation="create_multipart_upload", bucket=bucket, key=key
-        )
-    if retried:
-        _abort_lost(transport, bucket, key, started, keep=upload_id)
-    return upload_id
-
-
-def _abort_lost(
-    transport: Transport, bucket: str, key: str, since: datetime, *, keep: str | None
-) -> None:
-    """Abort uploads of ``key`` initiated since ``since`` but ``keep`` (a lost reply's)."""
-    try:
-        for up in list_multipart_uploads(transport, bucket, key):
-            if up.key != key or up.upload_id == keep:
-                continue
-            if up.initiated is not None and up.initiated < since:
-                continue
-            abort_multipart_upload(transport, bucket, key, up.upload_id)
-    except errors.ObjsdkError:
-        log.warning(
-            "could not look for uploads left by a lost CreateMultipartUpload reply "
-            "(bucket %r, key %r)",
-            bucket,
-            key,
-            exc_info=True,
-        )
-
-
-def upload_part(
-    transport: Transport,
-    bucket: str,
-    key: str,
-    upload_id: str,
-    part: Part,
-    body: Body,
-    *,
-    checksum_crc32c: str | None = None,
-    payload_hash: str | None = None,
-) -> CompletedPart:
-    """Upload one part from ``body`` (bytes-like, or a seekable file positioned at the
-    part's first byte), with its SHA-256 signed if ``payload_hash`` is given. PUT is
-    idempotent, so the transport retries it whole."""
-    headers = {}
-    if checksum_crc32c:
-        headers["x-amz-checksum-crc32c"] = checksum_crc32c
-    resp = transport.request(
-        "PUT",
-        operation=f"upload_part({part.number})",
-        bucket=bucket,
-        key=key,
-        params=[("partNumber", str(part.number)), ("uploadId", upload_id)],
-        headers=headers,
-        body=body,
-        content_length=part.length,
-        payload_hash=payload_hash,
-    )
-    return _completed(part, resp.headers, bucket, key)
-
-
-def upload_part_from_file(
-    transport: Transport,
-    bucket: str,
-    key: str,
-    upload_id: str,
-    part: Part,
-    file: IO[bytes],
-    offset: int,
-    *,
-    checksum_crc32c: str,
-) -> CompletedPart:
-    """Upload one part from a regular ``file`` at ``offset`` by ``Transport.send_file``.
-    The server checks ``checksum_crc32c``: bytes changed since then fail the part."""
-    answer = transport.send_file(
-        bucket,
-        key,
-        file,
-        offset=offset,
-        count=part.length,
-        headers={"x-amz-checksum-crc32c": checksum_crc32c},
-        operation=f"upload_part({part.number})",
-        params=[("partNumber", str(part.number)), ("uploadId", upload_id)],
-    )
-    return _completed(part, answer, bucket, key)
-
-
-def _with_crc(completed: CompletedPart, crc: int) -> CompletedPart:
-    """The part's CRC32C as sent, where the server's answer did not repeat it."""
-    if completed.checksum_crc32c:
-        return completed
-    return replace(completed, checksum_crc32c=encode_crc32c(crc))
-
-
-def _completed(part: Part, headers: Mapping[str, str], bucket: str, key: str) -> CompletedPart:
-    etag = headers.get("ETag")
-    if not etag:
-        raise errors.ProtocolError(
-            f"no ETag for part {part.number}", operation="upload_part", bucket=bucket, key=key
-        )
-    return CompletedPart(part.number, etag, headers.get("x-amz-checksum-crc32c"))
-
-
-def complete_multipart_upload(
-    transport: Transport,
-    bucket: str,
-    key: str,
-    upload_id: str,
-    parts: Iterable[CompletedPart],
-    *,
-    headers: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Assemble the parts, retrying as the module says; return the answer's headers
-    plus its ``ETag``, ``ChecksumCRC32C`` and ``ChecksumType`` fields."""
-    body = build_complete_body((p.number, p.etag, p.checksum_crc32c) for p in parts)
-    # POST ?uploadId is retried as idempotent, a 200 whose body is an error too.
-    resp = transport.request(
-        "POST",
-        operation="complete_multipart_upload",
-        bucket=bucket,
-        key=key,
-        params=[("uploadId", upload_id)],
-        headers=headers,
-        body=body,
-        payload_hash=payload_sha256(body),
-        body_errors=True,
-    )
-    result = dict(resp.headers)
-    parsed = parse_complete_result(resp.content)
-    for name, value in (
-        ("ETag", parsed.etag),
-        ("ChecksumCRC32C", parsed.checksum_crc32c),
-        ("ChecksumType", parsed.checksum_type),
-    ):
-        if value:
-            result[name] = value
-    return result
-
-
-def abort_multipart_upload(transport: Transport, bucket: str, key: str, upload_id: str) -> None:
-    """Abandon an upload so its parts are freed (a missing upload is not an error)."""
-    try:
-        transport.request(
-            "DELETE",
-            operation="abort_multipart_upload",
-            bucket=bucket,
-            key=key,
-            params=[("uploadId", upload_id)],
-            ok=(204, 200),
-        )
-    except errors.S3Error as e:
-        if e.code != "NoSuchUpload":
-            raise
-
-
-def list_multipart_uploads(
-    transport: Transport, bucket: str, prefix: str = ""
-) -> Iterator[MultipartUpload]:
-    """Uploads started and neither completed nor aborted, under ``prefix``."""
-    key_marker = upload_marker = ""
-    while True:
-        params = [("uploads", ""), ("prefix", prefix), ("encoding-type", "url")]
-        if key_marker:
-            params += [("key-marker", key_marker), ("upload-id-marker", upload_marker)]
-        resp = transport.request(
-            "GET", operation="list_multipart_uploads", bucket=bucket, params=params
-        )
-        page = parse_list_multipart_uploads(resp.content)
-        for key, upload_id, initiated in page.uploads:
-            yield MultipartUpload(key, upload_id, initiated)
-        if not page.next_key_marker:
-            return
-        key_marker = page.next_key_marker
-        upload_marker = page.next_upload_id_marker or ""
-
 
 # -- the engine ---------------------------------------------------------------------------
 
@@ -386,7 +134,7 @@ class MultipartSession:
             # A service that is sent no checksum still checks a signed SHA-256.
             payload_hash=None if self.checksums else payload_sha256(body),
         )
-        return _with_crc(completed, crc), crc
+        return with_crc(completed, crc), crc
 
     def _send_from_file(
         self, file: IO[bytes], base: int, crc_of: Callable[[Part], int], part: Part
@@ -403,7 +151,7 @@ class MultipartSession:
             base + part.start,
             checksum_crc32c=encode_crc32c(crc),
         )
-        return _with_crc(completed, crc), crc
+        return with_crc(completed, crc), crc
 
     def record(self, part: Part, result: tuple[CompletedPart, int]) -> None:
         """A part is stored: keep what S3 answered and count its bytes."""
