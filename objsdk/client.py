@@ -141,6 +141,9 @@ class Client(
         )
         self.region = config.region
         self.credentials = config.credentials
+        verify = tls_verify(config.verify, os.environ)
+        if transport is None and self.endpoint.scheme == "https":
+            _check_ca_bundle(verify)
         self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
             self.credentials,
@@ -148,7 +151,7 @@ class Client(
             timeout=config.timeout,
             max_pool_connections=config.max_pool_connections,
             retry=make_retry(config.retries),
-            verify=tls_verify(config.verify, os.environ),
+            verify=verify,
             dialect=ChecksumDialect(
                 config.request_checksum_calculation, config.response_checksum_validation
             ),
@@ -492,3 +495,13 @@ def _release(error: BaseException) -> None:
     frames of its traceback hold views of it, and while one lives a ``BytesIO`` whose
     ``getbuffer()`` was sent cannot be closed (``BufferError`` would replace the error)."""
     drop_frame_locals(error)
+
+
+def _check_ca_bundle(verify: bool | str) -> None:
+    """A CA bundle named for an https endpoint must be there: the handshake would fail
+    on every request as a broken connection, retried, without naming the file."""
+    if isinstance(verify, str) and not os.path.exists(verify):
+        raise errors.ConfigError(
+            f"the CA bundle {verify!r} does not exist (given as verify=, AWS_CA_BUNDLE, "
+            "REQUESTS_CA_BUNDLE or a profile's ca_bundle)"
+        )

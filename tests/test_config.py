@@ -247,10 +247,12 @@ def test_files_are_not_read_when_everything_is_explicit() -> None:
             "retry_mode": "standard",
             "request_checksum_calculation": "when_required",
             "response_checksum_validation": "when_supported",
+            "ca_bundle": "/etc/ca.pem",
         },
     )
     assert cfg.endpoint == "http://e"
     assert cfg.max_attempts == 3
+    assert cfg.ca_bundle == "/etc/ca.pem"
 
 
 def test_settings_not_given_are_read_from_the_profile_when_the_home_is_known() -> None:
@@ -329,3 +331,14 @@ def test_an_explicit_profile_leaves_endpoint_and_region_to_the_environment() -> 
     # still come before the profile's config).
     cfg = resolve(ENV, SHARED, profile="dev")
     assert (cfg.endpoint, cfg.region) == ("http://env-endpoint:9000", "ap-south-1")
+
+
+def test_the_ca_bundle_comes_from_the_environment_then_the_profile() -> None:
+    fs = files(**{CONFIG: "[default]\nca_bundle = ~/certs/ca.pem\n"})
+    cfg = resolve({}, fs, endpoint="http://e", access_key="A", secret_key="B", region="r")
+    assert cfg.ca_bundle == f"{HOME}/certs/ca.pem"
+    assert cfg.sources["ca_bundle"] == "config file"
+    assert cfg.client_kwargs()["verify"] == f"{HOME}/certs/ca.pem"
+    env = resolve({"AWS_CA_BUNDLE": "/etc/ca.pem"}, fs, endpoint="http://e")
+    assert (env.ca_bundle, env.sources["ca_bundle"]) == ("/etc/ca.pem", "environment")
+    assert "verify" not in resolve({}, {}, endpoint="http://e").client_kwargs()

@@ -32,6 +32,7 @@ from s3_helpers import boto3_client
 
 from objsdk import (
     Client,
+    ConfigError,
     ConnectError,
     ObjsdkError,
     ProtocolError,
@@ -848,8 +849,36 @@ def tls_minio() -> Iterator[LocalMinio]:
 
 def test_tls_self_signed_certificate_is_rejected_by_default(tls_minio: LocalMinio) -> None:
     c = Client(tls_minio.endpoint, tls_minio.access_key, tls_minio.secret_key)
-    with c, pytest.raises(ConnectError, match="TLS"):
+    with c, pytest.raises(ConnectError, match="TLS") as caught:
         c.list_buckets()
+    # ...saying how to trust it.
+    assert "not trusted" in str(caught.value)
+    assert "AWS_CA_BUNDLE" in str(caught.value)
+
+
+def test_tls_ca_bundle_from_the_profile_in_the_config_file(
+    tls_minio: LocalMinio, tmp_path: Path
+) -> None:
+    env = tls_minio.env()
+    bundle = env.pop("AWS_CA_BUNDLE")
+    (tmp_path / "config").write_text(f"[default]\nca_bundle = {bundle}\n")
+    env.update(AWS_CONFIG_FILE=str(tmp_path / "config"), HOME=str(tmp_path))
+    with Client.from_env(env) as c:
+        assert c.config.verify == bundle
+        assert isinstance(c.list_buckets(), list)
+
+
+def test_a_ca_bundle_that_is_not_there_is_a_config_error_naming_it(
+    tls_minio: LocalMinio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = (tls_minio.access_key, tls_minio.secret_key)
+    with pytest.raises(ConfigError, match=r"'/no/such/ca\.pem' does not exist"):
+        Client(tls_minio.endpoint, *keys, verify="/no/such/ca.pem")
+    monkeypatch.setenv("AWS_CA_BUNDLE", "/no/such/ca.pem")
+    with pytest.raises(ConfigError, match="AWS_CA_BUNDLE"):
+        Client(tls_minio.endpoint, *keys)
+    # A plain-http endpoint never reads it, as with botocore.
+    Client(tls_minio.endpoint.replace("https://", "http://"), *keys).close()
 
 
 def test_tls_verify_with_a_ca_bundle_path_connects(tls_minio: LocalMinio) -> None:

@@ -185,3 +185,18 @@ def test_translate_errors_lets_objsdk_errors_and_other_bugs_through_unchanged():
     assert info.value is mine
     with pytest.raises(KeyError), translate_errors("put_object", "b", "k"):
         raise KeyError("a bug, not a network failure")
+
+
+def test_an_untrusted_certificate_says_how_to_trust_it():
+    import ssl
+
+    inner = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    outer = u3.SSLError(inner)
+    outer.__cause__ = inner
+    err = translate(outer, "op", "b", "k")
+    assert isinstance(err, errors.ConnectError)
+    assert "TLS error (SSLCertVerificationError)" in str(err)
+    assert "not trusted" in str(err)
+    assert "AWS_CA_BUNDLE" in str(err)
+    # Other TLS failures are reported as they are.
+    assert "AWS_CA_BUNDLE" not in str(translate(u3.SSLError("wrong version"), "op", "b", "k"))

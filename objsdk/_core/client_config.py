@@ -201,7 +201,8 @@ def resolve_client_config(
     first; see :func:`~objsdk._core.config.resolve_config` for the chain, ``home`` and
     ``read_file``). Not given: the region is ``us-east-1``; ``retries`` (``...``) is
     ``max_attempts`` - 1, else ``retry_mode``'s attempts - 1, else 5; ``verify`` is
-    :func:`tls_verify` of ``environ``. An endpoint found nowhere is a
+    ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``, else :func:`tls_verify` of
+    ``environ``. An endpoint found nowhere is a
     :class:`ConfigError`, the one every entry point raises."""
     found = resolve_config(
         environ,
@@ -237,7 +238,8 @@ def resolve_client_config(
         max_pool_connections=max_pool_connections,
         retries=retries,
         addressing_style=addressing_style,
-        verify=tls_verify(verify, environ),
+        # The argument, else AWS_CA_BUNDLE or the profile's ca_bundle, else the rest.
+        verify=tls_verify(verify if verify is not None else found.ca_bundle, environ),
         pickle_credentials=pickle_credentials,
         request_checksum_calculation=found.request_checksum_calculation,
         response_checksum_validation=found.response_checksum_validation,

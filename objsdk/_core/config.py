@@ -15,6 +15,10 @@ The chain is the one boto3 and the aws CLI follow, so an existing setup just wor
    profile's ``services`` section). ``AWS_SHARED_CREDENTIALS_FILE`` and
    ``AWS_CONFIG_FILE`` move the files.
 
+The settings ``max_attempts``, ``retry_mode``, ``request_checksum_calculation``,
+``response_checksum_validation`` and ``ca_bundle`` follow the same order: explicit, then
+their ``AWS_*`` variables, then the profile in ``~/.aws/config``.
+
 An access key and its secret always come together from one place: a key found in the
 environment is never paired with a secret from a file. The session token comes from the
 same place as the key.
@@ -64,6 +68,7 @@ _SETTINGS = {
     "retry_mode": "AWS_RETRY_MODE",
     "request_checksum_calculation": "AWS_REQUEST_CHECKSUM_CALCULATION",
     "response_checksum_validation": "AWS_RESPONSE_CHECKSUM_VALIDATION",
+    "ca_bundle": "AWS_CA_BUNDLE",
 }
 
 
@@ -94,6 +99,7 @@ class ResolvedConfig:
     retry_mode: str | None = None
     request_checksum_calculation: str | None = None
     response_checksum_validation: str | None = None
+    ca_bundle: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -103,7 +109,8 @@ class ResolvedConfig:
             f"region={self.region!r}, profile={self.profile!r}, sources={dict(self.sources)!r}, "
             f"max_attempts={self.max_attempts!r}, retry_mode={self.retry_mode!r}, "
             f"request_checksum_calculation={self.request_checksum_calculation!r}, "
-            f"response_checksum_validation={self.response_checksum_validation!r})"
+            f"response_checksum_validation={self.response_checksum_validation!r}, "
+            f"ca_bundle={self.ca_bundle!r})"
         )
 
     __str__ = __repr__
@@ -132,6 +139,8 @@ class ResolvedConfig:
         for name in ("request_checksum_calculation", "response_checksum_validation"):
             if getattr(self, name):
                 kwargs[name] = getattr(self, name)
+        if self.ca_bundle:
+            kwargs["verify"] = self.ca_bundle
         return kwargs
 
 
@@ -228,7 +237,8 @@ def resolve_config(
     decides whether that is an error).
 
     ``settings`` holds explicit values of ``max_attempts``, ``retry_mode``,
-    ``request_checksum_calculation`` and ``response_checksum_validation``; those not
+    ``request_checksum_calculation``, ``response_checksum_validation`` and
+    ``ca_bundle``; those not
     given come from their ``AWS_*`` variables, then from the profile's config (read
     only if the home directory is known), each checked (:func:`check_setting`).
     """
@@ -360,6 +370,8 @@ def resolve_config(
             where = f"{name} of profile {profile_name!r} in {config_path}"
             chosen[name] = check_setting(name, config_section[name], where)
             sources[name] = "config file"
+            if name == "ca_bundle":  # ~ is the home the files were found in
+                chosen[name] = _expand(str(chosen[name]), home_dir)
     attempts = chosen.get("max_attempts")
     words = {k: str(v) for k, v in chosen.items() if k != "max_attempts"}
 
@@ -375,6 +387,7 @@ def resolve_config(
         retry_mode=words.get("retry_mode"),
         request_checksum_calculation=words.get("request_checksum_calculation"),
         response_checksum_validation=words.get("response_checksum_validation"),
+        ca_bundle=words.get("ca_bundle"),
     )
 
 
@@ -382,6 +395,12 @@ def check_setting(name: str, value: object, where: str) -> int | str:
     """``value`` of setting ``name`` checked and normalised (``max_attempts`` a whole
     number >= 1, the others one of their words, lower-cased); ``where`` it came from is
     named in the error."""
+    if name == "ca_bundle":
+        # A path; whether it holds certificates is for the TLS handshake to say, and a
+        # plain-http endpoint never reads it.
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"ca_bundle ({where}) must be the path of a CA bundle, got {value!r}")
+        return value.strip()
     if name == "max_attempts":
         text = str(value).strip()
         if isinstance(value, bool) or not text.isdigit() or int(text) < 1:

@@ -47,6 +47,14 @@ _CONNECTION_BROKEN = (errors.ProtocolError, "connection broken ({cause})")
 
 _Entry = tuple[type[errors.TransportError], str]
 
+# What to do about a TLS failure whose innermost cause is this, added to its message.
+_REMEDIES = {
+    "SSLCertVerificationError": (
+        "the server's certificate is not trusted here: name the CA bundle that signed it "
+        "(verify=, AWS_CA_BUNDLE)"
+    ),
+}
+
 _MAP: dict[type[BaseException], _Entry] = {
     # A ConnectTimeoutError in urllib3, though "refused" is not a timeout.
     urllib3.exceptions.NewConnectionError: _CONNECT,
@@ -121,7 +129,10 @@ def translate(
         if mapped is not None:
             error, message = mapped
             if "{cause}" in message:
-                message = message.format(cause=_cause(e))
+                cause = _cause(e)
+                message = message.format(cause=cause)
+                if mapped is _TLS and cause in _REMEDIES:
+                    message += f"; {_REMEDIES[cause]}"
             return error(message, **where)
     return errors.TransportError(f"request failed ({type(e).__name__})", **where)
 

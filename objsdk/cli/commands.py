@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,28 @@ class Context:
             region=self.args.region,
             profile=self.args.profile,
             max_pool_connections=max(16, jobs * parallel),
+            verify=self._verify(),
         )
+
+    def _verify(self) -> bool | str | None:
+        """What checks TLS certificates, as aws's --no-verify-ssl and --ca-bundle say
+        (None: AWS_CA_BUNDLE, the profile's ca_bundle, else the system's CAs)."""
+        if self.args.no_verify_ssl:
+            if self.args.ca_bundle:
+                raise CliError(
+                    "--no-verify-ssl and --ca-bundle contradict each other", EXIT_BAD_ARGS
+                )
+            self.out.warn("--no-verify-ssl: the endpoint's TLS certificate is not checked")
+            # Said once above; urllib3 would say it again for every request.
+            warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+            return False
+        given: str | None = self.args.ca_bundle
+        if given is not None:
+            path = os.path.expanduser(given)
+            if not os.path.isfile(path):
+                raise CliError(f"--ca-bundle {given!r}: no such file", EXIT_BAD_ARGS)
+            return path
+        return None
 
     def client(self) -> Client:
         if self._client is None:

@@ -94,6 +94,8 @@ GLOBAL_DEFAULTS = {
     "debug": False,
     "no_progress": False,
     "only_show_errors": False,
+    "ca_bundle": None,
+    "no_verify_ssl": False,
 }
 
 
@@ -109,6 +111,18 @@ def _global_options() -> _Parser:
     group.add_argument("--no-progress", action="store_true", default=s, help="no progress bar")
     group.add_argument(
         "--only-show-errors", action="store_true", default=s, help="print errors and warnings only"
+    )
+    group.add_argument(
+        "--ca-bundle",
+        default=s,
+        metavar="PATH",
+        help="CA bundle that checks the endpoint's TLS certificate (else AWS_CA_BUNDLE...)",
+    )
+    group.add_argument(
+        "--no-verify-ssl",
+        action="store_true",
+        default=s,
+        help="do not check the endpoint's TLS certificate (a warning says so)",
     )
     group.add_argument("--json", action="store_true", default=s, help="JSON output")
     group.add_argument("--debug", action="store_true", default=s, help="log and show tracebacks")
