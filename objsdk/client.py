@@ -257,8 +257,10 @@ class Client(
         *,
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        **headers: Unpack[ObjectHeaders],
     ) -> ObjectInfo:
-        """Store ``data`` under ``key`` in one PUT.
+        """Store ``data`` under ``key`` in one PUT, with the standard headers given (as
+        :meth:`upload`: ``cache_control``, ``content_encoding``, ``storage_class``...).
 
         Bytes-like data (bytes, bytearray, memoryview, array.array, a C-contiguous numpy
         array: its bytes in memory order) is sent from its own buffer, without a copy,
@@ -268,9 +270,16 @@ class Client(
         """
         check_bucket(bucket)
         check_key(key)
+        extra = standard_headers(bucket, key, **headers)
         try:
             return put_object(
-                self._transport, bucket, key, data, content_type=content_type, metadata=metadata
+                self._transport,
+                bucket,
+                key,
+                data,
+                content_type=content_type,
+                metadata=metadata,
+                extra_headers=extra,
             )
         except BaseException as e:
             _release(e)

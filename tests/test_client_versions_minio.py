@@ -154,10 +154,11 @@ HEADERS = {
 
 
 @pytest.mark.parametrize("size", [100, 12 << 20], ids=["one PUT", "multipart"])
-def test_upload_and_open_write_store_metadata_and_the_standard_headers(
+def test_put_upload_and_open_write_store_metadata_and_the_standard_headers(
     client: Client, bucket: str, size: int
 ) -> None:
     data = os.urandom(size)
+    client.put_object(bucket, "p", data, metadata={"origin": "put"}, **HEADERS)  # type: ignore[arg-type]
     client.upload(
         bucket,
         "u",
@@ -172,7 +173,7 @@ def test_upload_and_open_write_store_metadata_and_the_standard_headers(
         bucket, "w", part_size=5 << 20, metadata={"origin": "writer"}, **HEADERS
     ) as w:  # type: ignore[arg-type]
         w.write(data)
-    for key, origin in (("u", "unit"), ("w", "writer")):
+    for key, origin in (("p", "put"), ("u", "unit"), ("w", "writer")):
         info = client.head_object(bucket, key)
         assert info.metadata == {"origin": origin}
         assert (info.cache_control, info.content_encoding, info.content_disposition) == (

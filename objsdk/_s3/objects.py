@@ -56,10 +56,12 @@ def put_object(
     *,
     content_type: str | None,
     metadata: Mapping[str, str] | None,
+    extra_headers: Mapping[str, str] | None = None,
 ) -> ObjectInfo:
     """PUT bytes-like data (see :func:`put_bytes`) or a seekable binary file, streamed
-    from its position to its end (never read whole; a retry rewinds it)."""
-    headers = object_headers(bucket, key, content_type, metadata)
+    from its position to its end (never read whole; a retry rewinds it).
+    ``extra_headers`` (Cache-Control, storage class...) go with it."""
+    headers = {**object_headers(bucket, key, content_type, metadata), **(extra_headers or {})}
     meta = dict(metadata or {})
     if is_bytes_like(data):
         with flat_view(data, "put_object", bucket, key) as view:
