@@ -39,6 +39,8 @@ from objsdk._s3.objects import put_object
 from objsdk._s3.presign import PresignAPI
 from objsdk._s3.tagging import TaggingAPI
 from objsdk._s3.versions import VersionsAPI
+from objsdk._transfer.copy import MAX_SINGLE_COPY
+from objsdk._transfer.copy import copy as _copy
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
 from objsdk._transfer.download_engine import drop_frame_locals
@@ -467,6 +469,50 @@ class Client(
             _release(e)
             del source  # as in put_object
             raise
+
+    def copy(
+        self,
+        src_bucket: str,
+        src_key: str,
+        dst_bucket: str,
+        dst_key: str,
+        *,
+        version_id: str | None = None,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        multipart_threshold: int = MAX_SINGLE_COPY,
+        part_size: int | None = None,
+        parallel: int | None = None,
+        progress: Progress | None = None,
+        **headers: Unpack[ObjectHeaders],
+    ) -> ObjectInfo:
+        """Copy an object of any size on the server (boto3's managed ``copy``): one
+        CopyObject up to ``multipart_threshold`` (5 GiB, its limit), else parts of
+        ``part_size`` (256 MiB, larger where 10,000 would not hold the object) that the
+        server copies (UploadPartCopy), ``parallel`` (8) at a time. The source is pinned
+        to the ETag a HEAD found: one replaced mid-copy raises
+        :class:`~objsdk.ObjectChangedError` and the upload is aborted. Metadata and
+        headers as :meth:`copy_object`; ``progress(done, total)`` as :meth:`upload`'s,
+        per part copied. Returns the copy as a HEAD describes it. See
+        :mod:`objsdk._transfer.copy`."""
+        for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
+            check_bucket(b)
+            check_key(k)
+        return _copy(
+            self._transport,
+            src_bucket,
+            src_key,
+            dst_bucket,
+            dst_key,
+            version_id=version_id,
+            content_type=content_type,
+            metadata=metadata,
+            headers=standard_headers(dst_bucket, dst_key, **headers),
+            multipart_threshold=multipart_threshold,
+            part_size=part_size,
+            parallel=parallel,
+            progress=progress,
+        )
 
     def open_write(
         self,

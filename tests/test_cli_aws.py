@@ -222,6 +222,24 @@ def test_mv_file_to_object_to_object_to_file(
     assert keys(client, bucket) == []
 
 
+def test_copies_above_the_multipart_threshold_are_copied_by_the_server_in_parts(
+    run: Run, client: Client, bucket: str
+) -> None:
+    data = os.urandom(12 << 20)
+    client.put_object(bucket, "big", data, content_type="text/x-big", metadata={"k": "v"})
+    parts = ["--multipart-threshold", "5MiB", "--part-size", "5MiB"]
+    cp = run("cp", f"s3://{bucket}/big", f"s3://{bucket}/copy", *parts)
+    assert cp.code == 0, cp.err
+    mv = run("mv", f"s3://{bucket}/copy", f"s3://{bucket}/moved", *parts)
+    assert mv.code == 0, mv.err
+    assert keys(client, bucket) == ["big", "moved"]
+    moved = client.head_object(bucket, "moved")
+    # Three parts copied on the server, the source's type and metadata kept.
+    assert (moved.etag or "").strip('"').endswith("-3")
+    assert (moved.content_type, moved.metadata) == ("text/x-big", {"k": "v"})
+    assert client.get_object(bucket, "moved") == data
+
+
 def test_mv_recursive_moves_a_tree(run: Run, client: Client, bucket: str, tmp_path: Path) -> None:
     _files(tmp_path / "src", MIXED)
     res = run("mv", "-r", "src", f"s3://{bucket}/t")

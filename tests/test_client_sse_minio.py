@@ -66,7 +66,8 @@ def test_every_write_path_stores_encrypted_objects_that_read_back(
     with client.open_write(sse_bucket, "writer", part_size=5 << 20) as w:
         w.write(DATA)
     client.copy_object(sse_bucket, "put", sse_bucket, "copy")
-    for key in ("multipart", "put", "writer", "copy"):
+    client.copy(sse_bucket, "writer", sse_bucket, "parts", multipart_threshold=0, part_size=5 << 20)
+    for key in ("multipart", "put", "writer", "copy", "parts"):
         stored = _stored_encryption(kms_minio, sse_bucket, key, sse)
         assert expected.items() <= stored.items(), key
     plain = _client(kms_minio)  # SSE-S3/KMS objects read without any header
@@ -96,6 +97,9 @@ def test_sse_c_objects_are_written_and_read_only_with_their_key(
     assert (tmp_path / "d").read_bytes() == DATA
     client.copy_object(sse_bucket, "writer", sse_bucket, "copy")
     assert client.head_object(sse_bucket, "copy").size == len(DATA)
+    # Parts the server copies name the source's key and the upload's.
+    client.copy(sse_bucket, "writer", sse_bucket, "parts", multipart_threshold=0, part_size=5 << 20)
+    assert client.get_object(sse_bucket, "parts") == DATA
 
     with pytest.raises(S3Error):
         _client(kms_minio).get_object(sse_bucket, "writer", length=10)  # no key

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from objsdk import SSEC, SSEKMS, SSES3, Client, InvalidArgument
-from objsdk._core.sse import request_kind
+from objsdk._core.sse import request_kind, sse_headers
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
 KEY = bytes(range(32))
@@ -155,3 +155,14 @@ def test_sse_c_is_refused_over_plain_http_and_a_key_must_be_32_bytes() -> None:
 )
 def test_request_kinds(method: str, key: str | None, params: dict[str, str], kind: str) -> None:
     assert request_kind(method, key, params, {}) == kind
+
+
+def test_an_upload_part_copy_names_the_uploads_key_and_the_sources() -> None:
+    part = {"partNumber": "1", "uploadId": "u"}
+    assert request_kind("PUT", "k", part, {"x-amz-copy-source": "/b/s"}) == "part_copy"
+    sent = sse_headers(SSEC(KEY), "part_copy")
+    assert sent.keys() == {
+        *SSEC(KEY).read_headers(),
+        *SSEC(KEY).copy_source_headers(),
+    }
+    assert sse_headers(SSES3(), "part_copy") == {}  # the upload's Create chose it

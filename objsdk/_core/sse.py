@@ -34,7 +34,7 @@ from objsdk import errors
 __all__ = ["SSE", "SSEC", "SSEKMS", "SSES3", "RequestKind"]
 
 # What a request does to the object, as far as encryption headers go.
-RequestKind = str  # "create", "read" (GET, HEAD, UploadPart, Complete), "copy"
+RequestKind = str  # "create", "read" (GET, HEAD, UploadPart, Complete), "copy", "part_copy"
 
 
 class SSE:
@@ -137,14 +137,15 @@ def request_kind(
     method: str, key: str | None, params: Mapping[str, str], headers: Mapping[str, str]
 ) -> RequestKind | None:
     """What a request does to its object: ``"create"``, ``"copy"`` (a CopyObject),
-    ``"read"`` (GET, HEAD, UploadPart, UploadPartCopy, Complete), or None (bucket
-    requests and subresources such as ``?tagging``, ``?uploads`` listings)."""
+    ``"part_copy"`` (an UploadPartCopy: it extends an upload and reads a source),
+    ``"read"`` (GET, HEAD, UploadPart, Complete), or None (bucket requests and
+    subresources such as ``?tagging``, ``?uploads`` listings)."""
     if key is None:
         return None
     names = set(params)
     copying = any(h.lower() == "x-amz-copy-source" for h in headers)
     if method == "PUT" and "partNumber" in names:
-        return "read"  # UploadPart, UploadPartCopy
+        return "part_copy" if copying else "read"  # UploadPartCopy, UploadPart
     if method == "PUT" and not names:
         return "copy" if copying else "create"
     if method == "POST" and names == {"uploads"}:
@@ -165,7 +166,8 @@ def sse_headers(
         return {}
     if kind == "create":
         return sse.create_headers()
-    if kind == "copy":
+    if kind in ("copy", "part_copy"):
         source = copy_source if copy_source is not None else sse
-        return {**sse.create_headers(), **source.copy_source_headers()}
+        own = sse.create_headers() if kind == "copy" else sse.read_headers()
+        return {**own, **source.copy_source_headers()}
     return sse.read_headers()

@@ -18,12 +18,12 @@ from objsdk.models import ObjectInfo
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["CopiesAPI", "copy_object"]
+__all__ = ["REPLACED_HEADERS", "CopiesAPI", "copy_object", "copy_source"]
 
 # The headers that S3 copies from the source unless the request replaces them all
 # (x-amz-metadata-directive: REPLACE, CopyObject in the S3 API reference). The storage
 # class and encryption are the copy's own whatever the directive.
-_REPLACED = ("content-type", "cache-control", "content-encoding", "content-disposition")
+REPLACED_HEADERS = ("content-type", "cache-control", "content-encoding", "content-disposition")
 
 
 def copy_object(
@@ -37,9 +37,11 @@ def copy_object(
     content_type: str | None = None,
     metadata: Mapping[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
+    if_match: str | None = None,
 ) -> ObjectInfo:
     """Copy ``src_key`` (``version_id`` of it, else the current version) to ``dst_key``
-    on the server (up to 5 GiB, S3's single-copy limit).
+    on the server (up to 5 GiB, S3's single-copy limit); with ``if_match``, only while
+    the source has that ETag (412 ``PreconditionFailed`` otherwise).
 
     Metadata and the standard headers come from the source, unless any of
     ``content_type``, ``metadata`` or a replaced header (Cache-Control,
@@ -47,12 +49,11 @@ def copy_object(
     A 200 whose body is an error (CopyObject may fail after the server sent 200) is that
     error, retried like any failed PUT when S3 asks for it (InternalError, SlowDown).
     """
-    source = f"/{src_bucket}/{encode_key_path(src_key)}"
-    if version_id:
-        source += f"?versionId={quote(version_id, safe='')}"
     hdrs = {**object_headers(dst_bucket, dst_key, content_type, metadata), **(headers or {})}
-    replace = metadata is not None or any(h.lower() in _REPLACED for h in hdrs)
-    hdrs["x-amz-copy-source"] = source
+    replace = metadata is not None or any(h.lower() in REPLACED_HEADERS for h in hdrs)
+    hdrs["x-amz-copy-source"] = copy_source(src_bucket, src_key, version_id)
+    if if_match is not None:
+        hdrs["x-amz-copy-source-if-match"] = if_match
     if replace:
         hdrs["x-amz-metadata-directive"] = "REPLACE"
     resp = transport.request(
@@ -71,6 +72,15 @@ def copy_object(
         last_modified=last_modified,
         version_id=resp.headers.get("x-amz-version-id"),
     )
+
+
+def copy_source(bucket: str, key: str, version_id: str | None) -> str:
+    """The ``x-amz-copy-source`` naming an object, or one version of it (CopyObject,
+    UploadPartCopy: the key URL-encoded, the version id a query)."""
+    source = f"/{bucket}/{encode_key_path(key)}"
+    if version_id:
+        source += f"?versionId={quote(version_id, safe='')}"
+    return source
 
 
 class CopiesAPI:

@@ -1,5 +1,5 @@
-"""The five S3 calls of a multipart upload: create, upload a part (from memory or a
-file), complete, abort and list.
+"""The S3 calls of a multipart upload: create, upload a part (from memory or a file) or
+have the server copy one (UploadPartCopy), complete, abort and list.
 
 Retries are the request pipeline's, as its classifier
 (:func:`~objsdk._transport.retry.retry_kind`) sorts each call: parts are PUTs, retried
@@ -26,6 +26,7 @@ from objsdk._core.parts import Part
 from objsdk._core.s3xml import (
     build_complete_body,
     parse_complete_result,
+    parse_copy_result,
     parse_list_multipart_uploads,
     parse_upload_id,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "create_multipart_upload",
     "list_multipart_uploads",
     "upload_part",
+    "upload_part_copy",
     "upload_part_from_file",
     "with_crc",
 ]
@@ -187,6 +189,41 @@ def upload_part_from_file(
         params=[("partNumber", str(part.number)), ("uploadId", upload_id)],
     )
     return _completed(part, answer, bucket, key)
+
+
+def upload_part_copy(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    upload_id: str,
+    part: Part,
+    source: str,
+    *,
+    if_match: str,
+) -> CompletedPart:
+    """Have the server copy ``part``'s bytes of ``source`` (an ``x-amz-copy-source``)
+    into the upload, while the source has the ETag ``if_match`` (a 412
+    ``PreconditionFailed`` otherwise). Like CopyObject, it may fail after a 200: that
+    body is the error. A PUT: the transport retries it whole."""
+    resp = transport.request(
+        "PUT",
+        operation=f"upload_part_copy({part.number})",
+        bucket=bucket,
+        key=key,
+        params=[("partNumber", str(part.number)), ("uploadId", upload_id)],
+        headers={
+            "x-amz-copy-source": source,
+            "x-amz-copy-source-range": f"bytes={part.start}-{part.stop - 1}",
+            "x-amz-copy-source-if-match": if_match,
+        },
+        body_errors=True,
+    )
+    etag, _ = parse_copy_result(resp.content)
+    if not etag:
+        raise errors.ProtocolError(
+            f"no ETag for part {part.number}", operation="upload_part_copy", bucket=bucket, key=key
+        )
+    return CompletedPart(part.number, etag)
 
 
 def with_crc(completed: CompletedPart, crc: int) -> CompletedPart:

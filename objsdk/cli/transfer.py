@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from objsdk import errors
+from objsdk._transfer.copy import MAX_SINGLE_COPY
 from objsdk._transfer.download_stream import is_stream_file
 
 from .errors import EXIT_FAILED, CliError
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
     from .._core.metadata import ObjectHeaders
 
 __all__ = ["Runner", "stream_to_stdout"]
-
-MAX_COPY = 5 << 30  # S3's limit for one CopyObject
 
 
 class Runner:
@@ -55,6 +54,10 @@ class Runner:
     def callback(self) -> Callable[[int, Any], None]:
         assert self.progress is not None
         return self.progress.callback(self.check)
+
+    def _checking(self, done: int, total: Any) -> None:
+        """A progress callback that only stops the transfer once the run is cancelled."""
+        self.check()
 
     def writer_parallel(self) -> int:
         """The parts in flight of a writer (``open_write``), which does not adapt."""
@@ -192,25 +195,28 @@ class Runner:
         before = c.head_object(src.bucket, src.key) if self.opts.move else None
         size = job.size or ((before or c.head_object(src.bucket, src.key)).size or 0)
         acl: ObjectHeaders = {"acl": self.opts.acl} if self.opts.acl else {}
-        if size <= MAX_COPY:
+        threshold = self.opts.multipart_threshold
+        single = min(threshold if threshold is not None else MAX_SINGLE_COPY, MAX_SINGLE_COPY)
+        if size <= single:
             c.copy_object(src.bucket, src.key, dst.bucket, dst.key, **acl)
-            if before is not None:
-                _check_copy(before, c.head_object(dst.bucket, dst.key))
-            if self.progress is not None:
-                self.progress.add(size)
-            return size
-        # Above one CopyObject's limit: stream through this machine (resumable reader,
-        # multipart writer) rather than fail.
-        with (
-            c.open(src.bucket, src.key) as r,
-            c.open_write(dst.bucket, dst.key, parallel=self.writer_parallel(), **acl) as w,
-        ):
-            buf = bytearray(8 * STREAM_CHUNK)
-            while n := r.readinto(buf):
-                self.check()
-                w.write(memoryview(buf)[:n])
-                if self.progress is not None:
-                    self.progress.add(n)
+        else:
+            # Parts the server copies (UploadPartCopy), pinned to the source's ETag; the
+            # progress callback stops them at Ctrl-C (the upload is aborted).
+            c.copy(
+                src.bucket,
+                src.key,
+                dst.bucket,
+                dst.key,
+                multipart_threshold=0,
+                part_size=self.opts.part_size,
+                parallel=self.opts.parallel,
+                progress=self.callback() if self.progress is not None else self._checking,
+                **acl,
+            )
+        if before is not None:
+            _check_copy(before, c.head_object(dst.bucket, dst.key))
+        if self.progress is not None and size <= single:
+            self.progress.add(size)  # the parts of a larger copy were counted as they went
         return size
 
 

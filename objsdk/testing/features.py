@@ -35,6 +35,8 @@ class S3Features:
     applied and read back by GetObjectAcl; MinIO accepts and ignores it, and a new AWS
     bucket enforces object ownership (ACLs disabled).
     ``stores_line_feed_keys``: a key holding a line feed can be written.
+    ``checks_copy_source_if_match``: an UploadPartCopy whose source no longer has the
+    ETag ``x-amz-copy-source-if-match`` names is refused (412).
     """
 
     stores_put_checksum: bool = True
@@ -46,13 +48,15 @@ class S3Features:
     subsecond_last_modified: bool = False
     applies_acls: bool = False
     stores_line_feed_keys: bool = True
+    checks_copy_source_if_match: bool = True
 
 
 #: MinIO (the local one, single drive).
 MINIO = S3Features(refuses_dot_segment_keys=True, subsecond_last_modified=True)
 #: moto's standalone server (5.x): it ignores checksums on PUT and UploadPart, in
 #: us-east-1 lets CreateBucket succeed again, closes every connection, accepts any
-#: signature and answers a PUT of a key holding a line feed with 404 NoSuchKey.
+#: signature, answers a PUT of a key holding a line feed with 404 NoSuchKey and copies
+#: parts of whatever the source is now, whatever ETag the copy names.
 MOTO = S3Features(
     stores_put_checksum=False,
     checks_checksums=False,
@@ -61,6 +65,7 @@ MOTO = S3Features(
     checks_signatures=False,
     applies_acls=True,
     stores_line_feed_keys=False,
+    checks_copy_source_if_match=False,
 )
 #: AWS S3 in us-east-1, the assumption for an endpoint that says nothing else.
 AWS = S3Features(refuses_own_bucket=False)
