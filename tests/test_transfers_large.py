@@ -1,4 +1,5 @@
-"""Reads and uploads of 1 GiB and more, at the defaults, on loopback and a network profile.
+"""Reads, uploads and copies of 1 GiB and more, at the defaults, on loopback and a network
+profile.
 
 Plans change with the size (part sizes, adaptive levels, runs of parts), so every public
 transfer runs here once at a size users have, with nothing set: reads through
@@ -139,6 +140,23 @@ def test_open_read_at_defaults_is_verified_whole(any_client, stored) -> None:
         assert f.stats.verified == "crc32c", f.stats
     assert total == SIZE
     assert base64.b64encode(value.to_bytes(4, "big")).decode() == crc
+
+
+def test_copy_at_defaults_and_in_parts_keeps_every_byte(any_client, stored) -> None:
+    crc = stored
+    # At the defaults, 1 GiB is one CopyObject; in parts, 256 MiB ones the server copies.
+    any_client.copy(BUCKET, "read.bin", BUCKET, "copied.bin")
+    any_client.copy(BUCKET, "read.bin", BUCKET, "copied-in-parts.bin", multipart_threshold=0)
+    assert (any_client.head_object(BUCKET, "copied-in-parts.bin").etag or "").endswith('-5"')
+    for key in ("copied.bin", "copied-in-parts.bin"):
+        fn, value, total = crc_function("crc32c"), 0, 0
+        buf = bytearray(8 * MiB)
+        with any_client.open(BUCKET, key) as f:
+            while n := f.readinto(buf):
+                value = fn(memoryview(buf)[:n], value)
+                total += n
+        assert total == SIZE, key
+        assert base64.b64encode(value.to_bytes(4, "big")).decode() == crc, key
 
 
 # -- the tools built on the client: the command line and fsspec, on loopback ---------------
