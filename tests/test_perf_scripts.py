@@ -121,3 +121,11 @@ def test_bench_download_runs_every_variant_and_states_each_target(
     assert "target: download() at its defaults >= 1.0x boto3 download_file" in proc.stdout
     # obstore is measured where it is installed (the perf extra), else named as skipped.
     assert "obstore stream to a file" in proc.stdout or "obstore: skipped" in proc.stdout
+
+
+def test_bench_copy_runs_every_route(local_minio: LocalMinio, client: Client) -> None:
+    proc = run_perf_script("bench_copy.py", "--quick", endpoint=local_minio, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for variant in ("one CopyObject", "parts, server-copied", "streamed via client"):
+        assert variant in proc.stdout
+    assert not client.bucket_exists("objsdk-perf-copy")
