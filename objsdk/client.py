@@ -31,7 +31,7 @@ from objsdk._io.get import get_object
 from objsdk._io.objectfile import ObjectFile
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
 from objsdk._s3.buckets import BucketsAPI
-from objsdk._s3.copies import CopiesAPI
+from objsdk._s3.copies import CopiesAPI, check_copy_names
 from objsdk._s3.deletes import DeletesAPI
 from objsdk._s3.head import HeadAPI
 from objsdk._s3.listing import ListingAPI
@@ -495,9 +495,7 @@ class Client(
         headers as :meth:`copy_object`; ``progress(done, total)`` as :meth:`upload`'s,
         per part copied. Returns the copy as a HEAD describes it. See
         :mod:`objsdk._transfer.copy`."""
-        for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
-            check_bucket(b)
-            check_key(k)
+        check_copy_names(src_bucket, src_key, dst_bucket, dst_key)
         return _copy(
             self._transport,
             src_bucket,

@@ -18,7 +18,7 @@ from objsdk.models import ObjectInfo
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["REPLACED_HEADERS", "CopiesAPI", "copy_object", "copy_source"]
+__all__ = ["REPLACED_HEADERS", "CopiesAPI", "check_copy_names", "copy_object", "copy_source"]
 
 # The headers that S3 copies from the source unless the request replaces them all
 # (x-amz-metadata-directive: REPLACE, CopyObject in the S3 API reference). The storage
@@ -74,6 +74,13 @@ def copy_object(
     )
 
 
+def check_copy_names(src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> None:
+    """Refuse a bad bucket or key at either end of a copy, before any request."""
+    for bucket, key in ((src_bucket, src_key), (dst_bucket, dst_key)):
+        check_bucket(bucket)
+        check_key(key)
+
+
 def copy_source(bucket: str, key: str, version_id: str | None) -> str:
     """The ``x-amz-copy-source`` naming an object, or one version of it (CopyObject,
     UploadPartCopy: the key URL-encoded, the version id a query)."""
@@ -104,9 +111,7 @@ class CopiesAPI:
         ``version_id`` if given. The copy keeps the source's metadata and headers unless
         ``content_type``, ``metadata`` or a standard header (as :meth:`upload`) is given:
         then it has exactly those. See :func:`objsdk._s3.copies.copy_object`."""
-        for b, k in ((src_bucket, src_key), (dst_bucket, dst_key)):
-            check_bucket(b)
-            check_key(k)
+        check_copy_names(src_bucket, src_key, dst_bucket, dst_key)
         return copy_object(
             self._transport,
             src_bucket,
