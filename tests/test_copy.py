@@ -105,3 +105,25 @@ def test_bad_arguments_are_refused_naming_them(client: Client, bucket: str) -> N
         client.copy(bucket, "src", bucket, "dst", multipart_threshold=-1)
     with pytest.raises(InvalidArgument, match="part_size"):
         client.copy(bucket, "src", bucket, "dst", multipart_threshold=0, part_size=MiB)
+
+
+class Stop(Exception):
+    pass
+
+
+def test_progress_counts_the_parts_and_an_exception_from_it_aborts_the_copy(
+    client: Client, bucket: str
+) -> None:
+    data = _source(client, bucket)
+    calls: list[tuple[int, int | None]] = []
+    client.copy(bucket, "src", bucket, "dst", progress=lambda d, t: calls.append((d, t)), **PARTS)
+    assert calls[-1] == (len(data), len(data))
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+    def stop(done: int, total: int | None) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        client.copy(bucket, "src", bucket, "stopped", progress=stop, **PARTS)
+    assert "stopped" not in [o.key for o in client.list_objects(bucket)]
+    assert list(list_multipart_uploads(client.transport, bucket)) == []

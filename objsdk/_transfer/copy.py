@@ -126,7 +126,6 @@ def copy(
                 tracker,
             )
     copied = head_object(transport, dst_bucket, dst_key)
-    tracker.finish(size)
     if copied.size != size:
         raise errors.IntegrityError(
             f"the copy holds {copied.size} bytes where its source held {size} "
@@ -134,6 +133,7 @@ def copy(
             bucket=dst_bucket,
             key=dst_key,
         )
+    tracker.finish(size)
     return copied
 
 
