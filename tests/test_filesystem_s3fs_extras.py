@@ -273,6 +273,18 @@ def test_find_with_a_prefix_lists_only_names_starting_with_it(
     ]
 
 
+def test_a_leading_slash_names_the_same_objects_as_in_s3fs(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "d/k", b"abc")
+    assert fs.cat(f"/{bucket}/d/k") == b"abc"
+    assert fs.info(f"/{bucket}/d/k")["name"] == f"{bucket}/d/k"
+    assert fs.ls(f"/{bucket}/d") == [f"{bucket}/d/k"]
+    assert fs.find(f"/{bucket}") == [f"{bucket}/d/k"]
+    fs.pipe(f"/{bucket}/new", b"x")
+    assert client.get_object(bucket, "new") == b"x"
+
+
 def test_a_write_into_a_missing_bucket_is_file_not_found(fs: ObjsdkFileSystem) -> None:
     def write() -> None:
         with fs.open("no-such-bucket-for-writes/k", "wb") as f:

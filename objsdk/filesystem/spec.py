@@ -179,7 +179,8 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             if path.startswith(protocol + "://"):
                 path = path[len(protocol) + 3 :]
                 break
-        return path.rstrip("/")
+        # "/bucket/key" names the same object, as s3fs's split_path takes it.
+        return path.strip("/")
 
     def unstrip_protocol(self, name: str) -> str:
         return name if "://" in name else f"objsdk://{name}"
