@@ -18,7 +18,6 @@ Each part is itself fetched by a ``RangeReader`` window on a :class:`PartPool` w
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 from collections import deque
@@ -365,9 +364,11 @@ class PartStream:
         pool = self.pool
 
         def recycle(future: Future[PartResult]) -> None:
-            fetched = 0
-            with contextlib.suppress(BaseException):
-                fetched = future.result().nbytes
+            # exception(), not result(): re-raising the part's failure here would hang
+            # this frame, and the frames that closed the reader, on its traceback, in a
+            # cycle through the future that only a garbage collection breaks.
+            failed = future.cancelled() or future.exception() is not None
+            fetched = 0 if failed else future.result().nbytes
             with pool.lock:
                 pool.wasted += max(0, fetched - delivered)
             pool.give_back(part.buf)
