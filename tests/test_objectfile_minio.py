@@ -616,3 +616,24 @@ def test_a_range_reader_window_reads_only_up_to_its_end(client, objects):
 def test_a_range_reader_window_past_the_object_end_stops_at_the_end(client, objects):
     reader = RangeReader(client.transport, "objectfile", "obj/4095", end=10_000)
     assert read_all(reader) == objects[4095]
+
+
+@pytest.mark.parametrize("readahead", [0, None, 2], ids=["one stream", "adaptive", "parts"])
+def test_a_reader_nobody_closes_goes_with_its_last_reference(
+    client: Client, bucket: str, readahead: int | None
+) -> None:
+    # pyarrow leaves the files it reads through fsspec open: each must let go of its
+    # connection when dropped, not at some later garbage collection.
+    import gc
+    import weakref
+
+    client.put_object(bucket, "k", os.urandom(20 << 20))
+    gc.disable()
+    try:
+        f = client.open(bucket, "k", readahead=readahead, part_size=1 << 20)
+        f.read(2 << 20)  # a GET left in the middle of its body
+        dropped = weakref.ref(f)
+        del f
+        assert dropped() is None
+    finally:
+        gc.enable()

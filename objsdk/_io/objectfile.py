@@ -28,6 +28,7 @@ from objsdk._core.sizes import (
     DEFAULT_READAHEAD_PART_SIZE,
 )
 from objsdk._io.buffers import PartBuffer
+from objsdk._io.callbacks import weakly
 from objsdk._io.range_reader import (
     DEFAULT_MAX_RESUME,
     RangeReader,
@@ -113,6 +114,8 @@ class ObjectFile(io.BufferedIOBase):
         self.verify = verify
         self.part_size = part_size
         self.stats = ReadStats()
+        # Weakly: no callback keeps this file alive (see objsdk._io.callbacks).
+        observe = weakly(self._observe) if verify else None
         self._reader = RangeReader(
             self._transport,
             bucket,
@@ -120,8 +123,8 @@ class ObjectFile(io.BufferedIOBase):
             pin=pin_for(bucket, key, version_id, pin),
             max_resume=max_resume,
             checksum_mode=verify,
-            observer=self._observe if verify else None,
-            on_start=self._on_start if verify else None,
+            observer=observe,
+            on_start=weakly(self._on_start) if verify else None,
             stats=self.stats,
             max_stall=max_stall,
         )
@@ -132,9 +135,9 @@ class ObjectFile(io.BufferedIOBase):
             readahead=readahead,
             part_size=part_size,
             stats=self.stats,
-            size=lambda: self.size,
-            observer=self._observe if verify else None,
-            from_start=self._prime,
+            size=weakly(self._current_size),
+            observer=observe,
+            from_start=weakly(self._prime),
         )
         # _pos: the caller's position. Received but undelivered bytes sit in
         # _tail[_tail_off:] at _pos; _recv_pos is the next byte to take from the network
@@ -214,6 +217,9 @@ class ObjectFile(io.BufferedIOBase):
             self._head_info = self._reader.head()
         assert self._reader.size is not None
         return self._reader.size
+
+    def _current_size(self) -> int:
+        return self.size
 
     def tell(self) -> int:
         self._check_open()
