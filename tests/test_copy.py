@@ -5,13 +5,18 @@
 * ``content_type``, ``metadata`` or a standard header replace what the source had.
 * A source replaced mid-copy is never spliced: the copy fails, no upload is left.
 * A version of a versioned object is copied as named.
+* One CopyObject gives the copy a full-object CRC32C of its own, so its reads are
+  verified whatever checksum the source had.
 """
 
 from __future__ import annotations
 
+import io
 import os
+from typing import Any
 
 import pytest
+from s3_helpers import boto3_client
 
 from objsdk import Client, InvalidArgument, ObjectChangedError, ObjsdkError
 from objsdk._transfer import copy as copy_module
@@ -127,3 +132,22 @@ def test_progress_counts_the_parts_and_an_exception_from_it_aborts_the_copy(
         client.copy(bucket, "src", bucket, "stopped", progress=stop, **PARTS)
     assert "stopped" not in [o.key for o in client.list_objects(bucket)]
     assert list(list_multipart_uploads(client.transport, bucket)) == []
+
+
+@pytest.mark.parametrize("writer", ["boto3 multipart (CRC32)", "objsdk"])
+def test_one_copy_object_gives_the_copy_a_crc32c_its_reads_verify(
+    client: Client, bucket: str, s3_server: Any, writer: str
+) -> None:
+    data = os.urandom(12 * MiB)
+    if writer == "objsdk":
+        client.put_object(bucket, "src", data)
+    else:
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+        boto3_client(s3_server).upload_fileobj(io.BytesIO(data), bucket, "src", Config=config)
+    client.copy(bucket, "src", bucket, "dst")
+    assert "crc32c" in client.head_object(bucket, "dst").checksums
+    with client.open(bucket, "dst") as f:
+        assert f.read() == data
+        assert f.stats.verified == "crc32c"

@@ -40,8 +40,9 @@ def copy_object(
     if_match: str | None = None,
 ) -> ObjectInfo:
     """Copy ``src_key`` (``version_id`` of it, else the current version) to ``dst_key``
-    on the server (up to 5 GiB, S3's single-copy limit); with ``if_match``, only while
-    the source has that ETag (412 ``PreconditionFailed`` otherwise).
+    on the server (up to 5 GiB, S3's single-copy limit), with a full-object CRC32C the
+    server computes for the copy; with ``if_match``, only while the source has that
+    ETag (412 ``PreconditionFailed`` otherwise).
 
     Metadata and the standard headers come from the source, unless any of
     ``content_type``, ``metadata`` or a replaced header (Cache-Control,
@@ -52,6 +53,10 @@ def copy_object(
     hdrs = {**object_headers(dst_bucket, dst_key, content_type, metadata), **(headers or {})}
     replace = metadata is not None or any(h.lower() in REPLACED_HEADERS for h in hdrs)
     hdrs["x-amz-copy-source"] = copy_source(src_bucket, src_key, version_id)
+    # The copy gets a CRC32C of its own, computed by the server, as every object objsdk
+    # writes: a source's checksum may not describe the copy as a whole (moto carries a
+    # multipart source's composite CRC over to the single-part copy as if it were one).
+    hdrs["x-amz-checksum-algorithm"] = "CRC32C"
     if if_match is not None:
         hdrs["x-amz-copy-source-if-match"] = if_match
     if replace:

@@ -13,8 +13,10 @@ source's content type, metadata and standard headers, as CopyObject's ``COPY``
 directive does, unless ``content_type``, ``metadata`` or a standard header is given:
 then it has exactly those. The copy's size is checked against the source's.
 
-A copy made of parts carries no full-object checksum (computing one would mean reading
-every byte here); reads of it are checked against none.
+One CopyObject gives the copy a full-object CRC32C the server computes. A copy made of
+parts carries none (MinIO wants each part's CRC32C sent with an UploadPartCopy into an
+upload that asks for one: every byte would have to be read here); reads of it are
+checked against none.
 """
 
 from __future__ import annotations
