@@ -4,8 +4,7 @@ A reader hands its own methods (verification's observer, the size, the first ans
 headers) to the request and read-ahead objects it owns. Bound methods would make a
 cycle back to the reader, and a reader in a cycle is freed only by a later garbage
 collection, not with its last reference: a file nobody closes (pyarrow leaves the files
-it reads through fsspec open) would then hold its connections until a collection runs,
-or until interpreter exit, which pyarrow's threads do not always survive.
+it reads through fsspec open) would then hold its connection until a collection runs.
 """
 
 from __future__ import annotations
