@@ -197,12 +197,13 @@ class Runner:
         acl: ObjectHeaders = {"acl": self.opts.acl} if self.opts.acl else {}
         threshold = self.opts.multipart_threshold
         single = min(threshold if threshold is not None else MAX_SINGLE_COPY, MAX_SINGLE_COPY)
+        copied: ObjectInfo | None = None  # as a HEAD of the copy describes it
         if size <= single:
             c.copy_object(src.bucket, src.key, dst.bucket, dst.key, **acl)
         else:
             # Parts the server copies (UploadPartCopy), pinned to the source's ETag; the
             # progress callback stops them at Ctrl-C (the upload is aborted).
-            c.copy(
+            copied = c.copy(
                 src.bucket,
                 src.key,
                 dst.bucket,
@@ -214,7 +215,7 @@ class Runner:
                 **acl,
             )
         if before is not None:
-            _check_copy(before, c.head_object(dst.bucket, dst.key))
+            _check_copy(before, copied or c.head_object(dst.bucket, dst.key))
         if self.progress is not None and size <= single:
             self.progress.add(size)  # the parts of a larger copy were counted as they went
         return size
