@@ -206,6 +206,41 @@ def test_cp_json_prints_a_summary(run: Run, bucket: str, tmp_path: Path) -> None
     assert summary["bytes"] == sum(len(v) for v in tree(tmp_path / "src").values())
 
 
+def test_a_small_download_is_reported_only_once_its_file_has_its_name(
+    client: Client, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Keys "d/a" and "d/a/b" both listed (AWS and moto list both; MinIO keeps the second
+    # out of its listings): one job's file and the other's folder want the same name.
+    # The first job's temporary file waits for its batch; the second makes the folder;
+    # the first's rename then fails, and that job must be reported as failed only.
+    from objsdk.cli.jobs import Job, Outcome, TransferOptions
+    from objsdk.cli.output import Output
+    from objsdk.cli.paths import LocalPath, RemotePath
+    from objsdk.cli.run import run_jobs
+
+    client.put_object(bucket, "x", b"1")
+    client.put_object(bucket, "y", b"22")
+    out = tmp_path / "out"
+    jobs = [
+        Job("download", RemotePath(bucket, "x"), LocalPath(str(out / "a")), 1, listed=True),
+        Job("download", RemotePath(bucket, "y"), LocalPath(str(out / "a" / "b")), 2, listed=True),
+    ]
+    outcome = Outcome()
+    code = run_jobs(
+        client, jobs, TransferOptions(jobs=1), Output(json_mode=True, quiet=False), outcome
+    )
+    printed = capsys.readouterr()
+    lines = [json.loads(line) for line in printed.out.splitlines()]
+    assert code == 1
+    assert [line.get("source") for line in lines if "source" in line] == [f"s3://{bucket}/y"]
+    assert lines[-1]["transferred"] == 1
+    assert lines[-1]["failed"] == 1
+    assert lines[-1]["bytes"] == 2
+    assert (outcome.done, outcome.failed, outcome.bytes) == (1, 1, 2)
+    assert (out / "a" / "b").read_bytes() == b"22"
+    assert "a directory is there" in printed.err
+
+
 def test_download_leaves_no_temporary_files(
     run: Run, client: Client, bucket: str, tmp_path: Path
 ) -> None:

@@ -299,8 +299,8 @@ def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path
     batch = Batch()
     batch.add(Pending(str(tmp_path / "t"), str(tmp_path / "taken"), 1))
     batch.flush()
-    assert [(what, str(e), lost) for what, e, lost in batch.failures] == [
-        (f"download to {tmp_path / 'taken'}", f"a directory is there: {tmp_path / 'taken'}", 1)
+    assert [(what, str(e)) for what, e in batch.failures] == [
+        (f"download to {tmp_path / 'taken'}", f"a directory is there: {tmp_path / 'taken'}")
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
     assert (tmp_path / "taken" / "inside").read_bytes() == b"keep"
@@ -453,7 +453,7 @@ def test_a_pool_of_jobs_raises_the_first_failure_and_starts_nothing_after_it() -
     failed = threading.Event()
 
     class Stub(Runner):
-        def run_one(self, job: Job) -> int:
+        def run_one(self, job: Job, done: Any) -> None:
             n = int(job.dst.path)
             started.append(n)
             if n == 3:
@@ -462,7 +462,7 @@ def test_a_pool_of_jobs_raises_the_first_failure_and_starts_nothing_after_it() -
             while not self.cancel.is_set() and not (n > 3 and failed.is_set()):
                 time.sleep(0.001)
             self.check()
-            return 0
+            done(0)
 
     jobs = [Job("upload", LocalPath(str(i)), LocalPath(str(i))) for i in range(100)]
     runner = Stub(None, TransferOptions(jobs=4), Output(json_mode=False, quiet=True), Outcome())  # type: ignore[arg-type]

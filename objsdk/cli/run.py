@@ -1,12 +1,14 @@
 """A plan (from :mod:`.plan` or :mod:`.sync`) carried out: one job at a time in the
 calling thread for a single transfer, ``--jobs`` at a time on one worker pool for many,
 every worker on the client's one connection pool. Each finished job prints its line
-(``upload: a to s3://b/a``, or a JSON object with ``--json``), failures print theirs
+(``upload: a to s3://b/a``, or a JSON object with ``--json``; a small download once its
+file has its final name on disk, so never one whose rename then fails), failures print theirs
 on stderr, and a run of many ends with a summary line (files, bytes, rate).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -68,10 +70,8 @@ def run_jobs(
         # Files complete on disk take their names, durably, even when the run was
         # interrupted: their bytes were verified.
         runner.batch.flush()
-        for what, e, lost in runner.batch.failures:
+        for what, e in runner.batch.failures:
             outcome.failed += 1
-            outcome.done -= 1
-            outcome.bytes -= lost
             out.error(f"{what} failed: {message_for(e)}", error_record(e))
     if any(j.kind == "stdout" for j in jobs):
         # Standard output carries the object itself: no summary after it.
@@ -130,7 +130,7 @@ def _job_json(job: Job, opts: TransferOptions) -> dict[str, Any]:
 
 def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
     try:
-        n = runner.run_one(job)
+        runner.run_one(job, functools.partial(_done, runner, job))
     except (KeyboardInterrupt, Cancelled):
         raise
     except BrokenPipeError:
@@ -146,7 +146,11 @@ def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
             f"{_describe(job, runner.opts)} failed: {message_for(e)}",
             {**error_record(e), **_job_json(job, runner.opts)},
         )
-        return
+
+
+def _done(runner: Runner, job: Job, n: int) -> None:
+    """``job`` is done, ``n`` bytes moved: counted, and its line printed (a small
+    download's only once its file has its final name, from whichever thread flushed)."""
     with runner.lock:
         if job.kind == "delete":
             runner.outcome.deleted += 1

@@ -70,7 +70,7 @@ class Pending:
     tmp: str
     dest: str
     size: int
-    after: Callable[[], None] | None = None  # run once the file has its name, durably
+    after: Callable[[int], None] | None = None  # given the size once the file has its name
     source: str | None = None  # the object's s3:// URL, for messages
 
     @property
@@ -117,9 +117,9 @@ class Batch:
     waits for a flush under way.
 
     A rename that fails (a directory is at the name) is kept in :attr:`failures` for
-    the caller to report, as ``(what failed, error, bytes not delivered)``; its
-    temporary file is removed. So is an error of an item's ``after`` (its bytes were
-    delivered).
+    the caller to report, as ``(what failed, error)``; its temporary file is removed,
+    and its ``after`` is not run. So is an error of an item's ``after`` (its bytes were
+    delivered), except ``BrokenPipeError``: standard output is gone, which stops the run.
     """
 
     def __init__(self) -> None:
@@ -128,7 +128,7 @@ class Batch:
         self._pending: list[Pending] = []
         self._bytes = 0
         self._syncfs = _syncfs()
-        self.failures: list[tuple[str, Exception, int]] = []
+        self.failures: list[tuple[str, Exception]] = []
 
     def add(self, item: Pending) -> None:
         with self._lock:
@@ -177,7 +177,7 @@ class Batch:
                 failure: Exception = e
                 if isinstance(e, IsADirectoryError):
                     failure = _directory_there(item.dest)
-                self._failed(item.what, failure, item.size)
+                self._failed(item.what, failure)
                 continue
             dirs.add(os.path.dirname(item.tmp) or ".")
             named.append(item)
@@ -186,13 +186,15 @@ class Batch:
         for item in named:
             if item.after is not None:
                 try:
-                    item.after()
+                    item.after(item.size)
+                except BrokenPipeError:
+                    raise
                 except Exception as e:
-                    self._failed(f"removing the source of {item.dest}", e, 0)
+                    self._failed(f"removing the source of {item.dest}", e)
 
-    def _failed(self, what: str, e: Exception, lost: int) -> None:
+    def _failed(self, what: str, e: Exception) -> None:
         with self._lock:
-            self.failures.append((what, e, lost))
+            self.failures.append((what, e))
 
     def _sync(self, items: list[Pending]) -> None:
         """Put the bytes of ``items`` on disk: one ``syncfs`` per filesystem they are on,
@@ -245,15 +247,16 @@ def download_small(
     dest: str,
     mtime: datetime | None,
     batch: Batch,
-    after: Callable[[], None] | None = None,
+    after: Callable[[int], None] | None = None,
 ) -> int:
     """Write the object to a temporary file beside ``dest`` by one verified GET, and
-    hand it to ``batch`` to take its final name (then ``after`` runs); return its size.
+    hand it to ``batch`` to take its final name (then ``after`` runs, given the size);
+    return its size.
 
     The file gets ``mtime`` (the object's date) before it takes its final name.
     """
-    # A directory at the name fails the job now, not at the batch's rename: a job that
-    # returns is reported as downloaded (the batch still catches one made meanwhile).
+    # A directory at the name fails the job now, before its GET, not at the batch's
+    # rename (which still catches one made meanwhile, by another job).
     if os.path.isdir(dest):
         raise _directory_there(dest)
     # One GET read whole, its stored checksum checked (Client.get_object): an object

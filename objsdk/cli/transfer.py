@@ -97,20 +97,29 @@ class Runner:
         info = self.client.upload(dst.bucket, dst.key, src.path, **kwargs)
         return info.size or 0
 
-    def _download(self, job: Job, src: RemotePath, dst: LocalPath) -> int:
+    def _download(
+        self, job: Job, src: RemotePath, dst: LocalPath, done: Callable[[int], None]
+    ) -> int | None:
+        """The object to a file; None when the file is done only once its batch gives it
+        its final name (``done`` is called then, and never if that fails)."""
         move = self.opts.move
         # A device or FIFO at the name is written into by Client.download, never
         # renamed over (a named pipe another program reads, /dev/null as root).
         if job.listed and job.size <= SMALL_OBJECT and not is_stream_file(dst.path):
             self.check()
-            # mv: the object goes only once its file is on disk under its final name.
-            after = (lambda: self.remove_source(job)) if move else None
+
+            def named(size: int) -> None:
+                # mv: the object goes only once its file is on disk under its final name.
+                if move:
+                    self.remove_source(job)
+                done(size)
+
             n = download_small(
-                self.client, src.bucket, src.key, dst.path, job.mtime, self.batch, after
+                self.client, src.bucket, src.key, dst.path, job.mtime, self.batch, named
             )
             if self.progress is not None:
                 self.progress.add(n)
-            return n
+            return None
         parent = os.path.dirname(dst.path)
         if parent:
             os.makedirs(parent, exist_ok=True)
@@ -142,15 +151,19 @@ class Runner:
         elif isinstance(src, LocalPath) and not src.is_stdio:
             os.unlink(src.path)
 
-    def run_one(self, job: Job) -> int:
-        """Carry out ``job``; return the bytes moved. With ``mv``, the source goes once
-        the copy is verified (for a small download, once its file has its final name)."""
-        n = self._carry_out(job)
+    def run_one(self, job: Job, done: Callable[[int], None]) -> None:
+        """Carry out ``job``, then call ``done`` with the bytes moved. With ``mv``, the
+        source goes once the copy is verified. A small download is done once its file
+        has its final name on disk: ``done`` may come later, from the batch's flush, and
+        does not come if that rename fails (the batch keeps the failure)."""
+        n = self._carry_out(job, done)
+        if n is None:
+            return
         if self.opts.move and job.kind in ("upload", "copy"):
             self.remove_source(job)
-        return n
+        done(n)
 
-    def _carry_out(self, job: Job) -> int:
+    def _carry_out(self, job: Job, done: Callable[[int], None]) -> int | None:
         c = self.client
         self.check()
         src, dst = job.src, job.dst
@@ -185,7 +198,7 @@ class Runner:
         if job.kind == "download":
             assert isinstance(src, RemotePath)
             assert isinstance(dst, LocalPath)
-            return self._download(job, src, dst)
+            return self._download(job, src, dst, done)
         if job.kind == "stdout":
             assert isinstance(src, RemotePath)
             return stream_to_stdout(c, src, 0, None, self.check)
