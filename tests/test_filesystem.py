@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.metadata
 import io
 import os
@@ -115,6 +116,39 @@ def test_text_mode_write_and_read(fs: ObjsdkFileSystem, bucket: str) -> None:
         assert f.read() == b"h\xc3\xa9llo\nworld\n"
     with fs.open(f"{bucket}/t.txt", "r") as f:
         assert f.readlines() == ["héllo\n", "world\n"]
+
+
+@pytest.mark.parametrize("mode", ["r+b", "rb+", "w+", "a+b", "x+", "rw", "wbx"])
+def test_a_mode_that_updates_in_place_or_mixes_modes_is_refused_by_name(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, mode: str
+) -> None:
+    client.put_object(bucket, "kept", b"old")
+    with pytest.raises(ValueError, match=r"mode .* is not supported for"):
+        fs.open(f"{bucket}/kept", mode)
+    assert client.get_object(bucket, "kept") == b"old"
+
+
+def test_open_files_carry_fsspecs_path_fs_and_mode(fs: ObjsdkFileSystem, bucket: str) -> None:
+    for mode in ("wb", "xb", "ab"):
+        with fs.open(f"{bucket}/{mode}", mode) as w:
+            assert (w.path, w.fs, w.mode) == (f"{bucket}/{mode}", fs, mode)
+    with fs.open(f"{bucket}/wb", "rb") as r:
+        assert (r.path, r.fs, r.mode) == (f"{bucket}/wb", fs, "rb")
+
+
+def test_rmdir_removes_an_empty_folder_and_refuses_one_that_holds_objects(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "full/a", b"1")
+    client.put_object(bucket, "full/", b"")
+    client.put_object(bucket, "empty/", b"")
+    with pytest.raises(OSError, match="holds objects") as refused:
+        fs.rmdir(f"{bucket}/full")
+    assert refused.value.errno == errno.ENOTEMPTY
+    assert sorted(o.key for o in client.list_objects(bucket)) == ["empty/", "full/", "full/a"]
+    fs.rmdir(f"{bucket}/empty")
+    fs.rmdir(f"{bucket}/nothing-here")  # a folder exists only through its keys
+    assert sorted(o.key for o in client.list_objects(bucket)) == ["full/", "full/a"]
 
 
 def test_cat_ranges_returns_each_range_and_errors_in_place(

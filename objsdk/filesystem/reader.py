@@ -19,11 +19,13 @@ __all__ = ["FileReader"]
 
 class FileReader(ObjectFile):
     """An ObjectFile with fsspec's file attributes: ``blocksize`` (the unit fsspec's
-    caches fetch), ``path``, ``fs``, ``cache`` (None unless a cache layer sets one)."""
+    caches fetch), ``path``, ``fs``, ``mode``, ``cache`` (None unless a cache layer
+    sets one)."""
 
     blocksize: int
     path: str
     fs: Any
+    mode = "rb"
     cache: Any = None
 
     @property

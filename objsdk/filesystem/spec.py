@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import mimetypes
+from itertools import islice
 from typing import Any
 
 import fsspec  # type: ignore[import-untyped,unused-ignore]
@@ -53,6 +54,9 @@ __all__ = ["ObjsdkFileSystem", "register_s3_alias"]
 _PROTOCOLS = ("objsdk", "s3", "s3a")
 # What starts a version in a path, as in s3fs (any other "?" belongs to the key).
 _VERSION = "?versionId="
+# The binary modes _open is given (fsspec's open turns "r", "w", "rt"... into them): an
+# object is read, or written whole; there is no update in place ("r+b") on S3.
+_MODES = frozenset({"rb", "wb", "xb", "ab"})
 # Storage options that hold a secret: left out of pickles and to_dict()/to_json() unless
 # pickle_credentials=True, as a pickled Client leaves out its secret key.
 _SECRET_OPTIONS = ("secret", "password", "token")
@@ -387,10 +391,23 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
                 raise FileExistsError(errno.EEXIST, "bucket already exists", path)
 
     def rmdir(self, path: str) -> None:
+        """Remove a bucket, or a folder that holds nothing (its marker object ``key/``
+        goes, if there is one). A folder that holds objects is refused with ENOTEMPTY,
+        as ``os.rmdir`` refuses it; where nothing is, there is nothing to remove (a
+        folder exists only through its keys: ``mkdir`` of one makes nothing)."""
         bucket, key, _ = self.split_path(path)
-        if not key:
-            with translated(path):
+        with translated(path):
+            if not key:
                 self.client.delete_bucket(bucket)
+                return
+            marker = key.rstrip("/") + "/"
+            # Keys list in order, the marker first: two entries say all there is to know.
+            inside = islice(self.client.list_objects(bucket, prefix=marker, page_size=2), 2)
+            keys = [e.key for e in inside]
+            if keys and keys != [marker]:
+                raise OSError(errno.ENOTEMPTY, "the folder holds objects", path)
+            if keys:
+                self.client.delete_object(bucket, marker)
 
     # -- files ---------------------------------------------------------------------------
 
@@ -414,6 +431,11 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
         (see docs/fsspec.md); reads also take ``readahead`` and ``part_size``, writes
         ``content_type``, ``metadata``, the standard headers (``cache_control``...) or
         their boto3 names (``ContentType``...), ``parallel`` and ``part_size``."""
+        if mode not in _MODES:
+            raise ValueError(
+                f"mode {mode!r} is not supported for {path!r}: an object is read ('rb', "
+                "'r') or written whole ('wb', 'xb', 'ab', or their text forms)"
+            )
         if acl not in (False, None, "") and "r" not in mode:
             # s3fs's canned ACL for a write (ignored on reads, as s3fs does).
             kwargs["acl"] = acl
@@ -425,6 +447,11 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             raise ValueError(
                 f"cache_options={cache_options!r} is not supported: objsdk files use no "
                 "fsspec cache (chain one in the URL: blockcache::objsdk://...)"
+            )
+        if mode not in _MODES:
+            raise ValueError(
+                f"mode {mode!r} is not supported for {path!r}: an object is read ('rb', "
+                "'r') or written whole ('wb', 'xb', 'ab', or their text forms)"
             )
         bucket, key, in_path = self.split_path(path)
         self._check_version_aware(version_id)
@@ -521,6 +548,7 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             extra_headers=headers,
             **options,
         )
+        writer.path, writer.fs, writer.mode = path, self, mode
         if "a" in mode:
             copy_existing(self, path, writer)
         return writer

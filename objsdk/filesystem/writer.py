@@ -35,7 +35,12 @@ def raising_since(handled_before: BaseException | None) -> bool:
 class FileWriter(ObjectWriter):
     """An :class:`~objsdk.ObjectWriter` that commits only on a clean close (see the
     module docstring). ``autocommit=False`` holds the upload at ``close()`` until
-    :meth:`commit` or :meth:`discard`."""
+    :meth:`commit` or :meth:`discard`. fsspec's file attributes: ``path``, ``fs``,
+    ``mode``, ``blocksize``."""
+
+    path: str
+    fs: Any
+    mode: str = "wb"
 
     def __init__(
         self, client: Any, bucket: str, key: str, *, autocommit: bool = True, **kw: Any
