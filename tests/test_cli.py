@@ -77,6 +77,22 @@ def test_ls_shows_one_level_prefixes_first_and_sizes_in_bytes_as_aws(
     assert "Total Size: 2.0 KiB" in human.out
 
 
+def test_ls_of_a_prefix_that_matches_nothing_exits_1_as_aws(
+    run: Run, client: Client, bucket: str
+) -> None:
+    # Scripts test for a key with `aws s3 ls s3://b/k`: exit 1 when nothing matches.
+    assert run("ls", f"s3://{bucket}").code == 0  # a bucket, even empty
+    client.put_object(bucket, "dir/k", b"1")
+    for found in ("dir", "dir/", "dir/k", "di", "dir/*"):
+        res = run("ls", f"s3://{bucket}/{found}")
+        assert res.code == 0, (found, res.err)
+        assert res.out
+    for missing in ("nothing", "dir/x", "dir/*.gz"):
+        res = run("ls", f"s3://{bucket}/{missing}")
+        assert (res.code, res.out, res.err) == (1, "", ""), missing
+        assert run("ls", "--recursive", f"s3://{bucket}/{missing}").code == 1
+
+
 def test_ls_recursive_json_lists_every_key(run: Run, client: Client, bucket: str) -> None:
     client.put_object(bucket, "a/b/c", b"123")
     client.put_object(bucket, "d", b"")

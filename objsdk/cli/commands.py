@@ -163,12 +163,18 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
             404, "NoSuchBucket", "The specified bucket does not exist", bucket=where.bucket
         )
     count = total = 0
-    objects: Iterable[tuple[str, ObjectSummary]]
+    objects: Iterable[tuple[str, ObjectSummary | Prefix]]
     if has_wildcard(where.key):
         objects = ((s.key, s) for _rel, s in list_objects(client, where))
     else:
-        objects = _ls_entries(client, where, args.recursive, out)
+        objects = _ls_entries(client, where, args.recursive)
+    matched = False
     for name, entry in objects:
+        matched = True
+        if isinstance(entry, Prefix):
+            out.line(f"{'PRE':>30} {name}")
+            out.json({"prefix": entry.prefix})
+            continue
         count += 1
         total += entry.size
         out.line(f"{format_time(entry.last_modified)} {size(entry.size):>10} {name}")
@@ -185,7 +191,9 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
         out.line(f"Total Objects: {count}")
         out.line(f"   Total Size: {size(total)}")
         out.json({"total_objects": count, "total_size": total})
-    return EXIT_OK
+    # As the aws CLI: a prefix that matches nothing exits 1 (scripts test a key with
+    # `ls s3://b/k`); a bucket listed whole exits 0 even when it is empty.
+    return EXIT_FAILED if where.key and not matched else EXIT_OK
 
 
 # The aws CLI prints each page of a listing (1000 entries) as its prefixes, then its
@@ -194,11 +202,11 @@ _LS_PAGE = 1000
 
 
 def _ls_entries(
-    client: Client, where: RemotePath, recursive: bool, out: Output
-) -> Iterator[tuple[str, ObjectSummary]]:
-    """One level's prefixes printed (PRE lines, first in each page of the listing),
-    then its objects yielded as (name shown, summary); with ``recursive``, every object
-    under the prefix."""
+    client: Client, where: RemotePath, recursive: bool
+) -> Iterator[tuple[str, ObjectSummary | Prefix]]:
+    """(name shown, entry) of one level: in each page of the listing its prefixes
+    first (the PRE lines), then its objects; with ``recursive``, every object under
+    the prefix."""
     base = _dir_of(where.key)
     listing = client.list_objects(
         where.bucket, prefix=where.key, delimiter=None if recursive else "/"
@@ -206,8 +214,7 @@ def _ls_entries(
     held: list[ObjectSummary] = []
     for entries, entry in enumerate(listing, 1):
         if isinstance(entry, Prefix):
-            out.line(f"{'PRE':>30} {entry.prefix[len(base) :]}")
-            out.json({"prefix": entry.prefix})
+            yield entry.prefix[len(base) :], entry
         elif recursive:
             yield entry.key, entry
         else:
