@@ -421,22 +421,105 @@ def test_per_file_lines_never_land_inside_the_progress_bar(
     assert quiet.count("download: s3://") == 4
 
 
+_COPY_KEEPS = "on a server-side copy needs --metadata-directive REPLACE"
+
+
+_SRC, _DST = "s3://{b}/a", "s3://{b}/c"
+
+
 @pytest.mark.parametrize(
-    ("args", "flag"),
+    ("args", "message"),
     [
-        (["cp", "-", "s3://{b}/k", "--storage-class", "STANDARD"], "--storage-class"),
-        (["cp", "s3://{b}/a", "s3://{b}/c", "--metadata", "k=v"], "--metadata"),
-        (["cp", "s3://{b}/a", "s3://{b}/c", "--cache-control", "no-cache"], "--cache-control"),
+        (["cp", "-", "s3://{b}/k", "--storage-class", "X"], "--storage-class is not supported"),
+        (["cp", _SRC, _DST, "--cache-control", "no-cache"], "--cache-control " + _COPY_KEEPS),
+        (["cp", _SRC, _DST, "--content-type", "a/b"], "--content-type " + _COPY_KEEPS),
+        (["sync", "s3://{b}/", _DST, "--content-encoding", "br"], "--content-encoding "),
+        (["cp", _SRC, _DST, "--metadata", "k=v", "--metadata-directive", "COPY"], "--metadata "),
     ],
-)
+)  # fmt: skip
 def test_a_field_that_cannot_be_stored_is_an_error_not_dropped(
-    run: Run, client: Client, bucket: str, args: list[str], flag: str
+    run: Run, client: Client, bucket: str, args: list[str], message: str
 ) -> None:
+    # A server-side copy under the COPY directive (the default without --metadata)
+    # keeps its source's fields: the service would ignore those given, and aws s3 cp
+    # drops them without a word.
     client.put_object(bucket, "a", b"a")
     res = run(*(a.format(b=bucket) for a in args), stdin=b"data")
     assert res.code == 252
-    assert f"{flag} is not supported" in res.err
+    assert message in res.err
+    assert message.endswith("supported") or _COPY_KEEPS in res.err
     assert keys(client, bucket) == ["a"]
+
+
+def test_a_copy_stores_the_fields_given_under_replace_and_its_sources_under_copy(
+    run: Run, client: Client, bucket: str
+) -> None:
+    client.put_object(
+        bucket, "a.txt", b"fields", content_type="application/x-mine", metadata={"from": "src"},
+        cache_control="max-age=1",
+    )  # fmt: skip
+
+    def copied(*flags: str) -> Any:
+        res = run("cp", f"s3://{bucket}/a.txt", f"s3://{bucket}/b.txt", *flags)
+        assert res.code == 0, res.err
+        return client.head_object(bucket, "b.txt")
+
+    kept = copied("--storage-class", "STANDARD")  # COPY: the source's fields
+    assert (kept.content_type, dict(kept.metadata), kept.cache_control) == (
+        "application/x-mine", {"from": "src"}, "max-age=1",
+    )  # fmt: skip
+    # --metadata implies REPLACE (as aws): the copy has only what is given, and a type
+    # guessed from the source's name.
+    meta = copied("--metadata", "k=v")
+    assert (meta.content_type, dict(meta.metadata), meta.cache_control) == (
+        "text/plain",
+        {"k": "v"},
+        None,
+    )
+    replaced = copied(
+        "--metadata-directive",
+        "replace",
+        "--content-type",
+        "text/html",
+        "--cache-control",
+        "no-cache",
+    )
+    assert (replaced.content_type, dict(replaced.metadata), replaced.cache_control) == (
+        "text/html",
+        {},
+        "no-cache",
+    )
+    # In place: the usual way to fix an object's type.
+    res = run(
+        "cp",
+        f"s3://{bucket}/a.txt",
+        f"s3://{bucket}/a.txt",
+        "--metadata-directive",
+        "REPLACE",
+        "--content-type",
+        "text/csv",
+    )
+    assert res.code == 0, res.err
+    again = client.head_object(bucket, "a.txt")
+    assert (again.content_type, dict(again.metadata)) == ("text/csv", {})
+    assert client.get_object(bucket, "a.txt") == b"fields"
+
+
+def test_mv_of_an_object_onto_itself_is_refused_and_keeps_it(
+    run: Run, client: Client, bucket: str
+) -> None:
+    # With REPLACE fields the service accepts the copy onto itself; the move would then
+    # remove its source: the object.
+    client.put_object(bucket, "k", b"keep")
+    res = run("mv", f"s3://{bucket}/k", f"s3://{bucket}/k", "--metadata", "a=b")
+    assert res.code == 252
+    assert "onto itself" in res.err
+    assert client.get_object(bucket, "k") == b"keep"
+    res = run(
+        "mv", "--recursive", f"s3://{bucket}/", f"s3://{bucket}/", "--storage-class", "STANDARD"
+    )
+    assert res.code == 252
+    assert client.get_object(bucket, "k") == b"keep"
 
 
 def test_json_warnings_are_objects_on_stderr(run: Run, bucket: str, tmp_path: Path) -> None:

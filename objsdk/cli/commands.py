@@ -127,8 +127,19 @@ def _transfer_options(
         content_encoding=getattr(args, "content_encoding", None),
         storage_class=getattr(args, "storage_class", None),
         acl=getattr(args, "acl", None),
+        replace_fields=_replaces_fields(args),
         move=move,
     )
+
+
+def _replaces_fields(args: argparse.Namespace) -> bool:
+    """Whether copies store the fields given instead of their source's: REPLACE, as
+    ``--metadata-directive`` says or, without it, when ``--metadata`` is given (the aws
+    CLI's rule)."""
+    directive = getattr(args, "metadata_directive", None)
+    if directive is None:
+        return getattr(args, "metadata", None) is not None
+    return bool(directive == "REPLACE")
 
 
 def plan_options(args: argparse.Namespace) -> PlanOptions:
@@ -277,6 +288,12 @@ def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int
     )
     if move and any(j.kind in ("stdin", "stdout") for j in jobs):
         raise CliError("mv works on files and objects, not standard streams", EXIT_BAD_ARGS)
+    if move:
+        for job in jobs:
+            # A copy onto itself that the service accepts (a new storage class, REPLACE
+            # fields) would be followed by the removal of its source: the object itself.
+            if job.kind == "copy" and job.src == job.dst:
+                raise CliError(f"cannot move {job.src} onto itself", EXIT_BAD_ARGS)
     _check_fields_apply(args, jobs)
     if not args.dry_run:
         check_dest_bucket(client, jobs)
@@ -294,29 +311,36 @@ def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int
     )
 
 
-# What each kind of job can store with an object: a server-side copy keeps its source's
-# fields (its ACL is the request's, as with aws s3 cp), and a stream from standard input
-# goes through the writer, which takes a Content-Type, metadata and an ACL only.
+# What each kind of job can store with an object: a stream from standard input goes
+# through the writer, which takes a Content-Type, metadata and an ACL only. A server-side
+# copy takes them all, the fields (type, metadata, headers) only with the REPLACE
+# directive: under COPY the service keeps the source's and would ignore them.
 _FIELDS = {
-    "--content-type": ("content_type", ("upload", "stdin")),
-    "--metadata": ("metadata", ("upload", "stdin")),
-    "--cache-control": ("cache_control", ("upload",)),
-    "--content-encoding": ("content_encoding", ("upload",)),
-    "--storage-class": ("storage_class", ("upload",)),
-    "--acl": ("acl", ("upload", "stdin", "copy")),
+    "--content-type": ("content_type", ("upload", "stdin", "copy"), True),
+    "--metadata": ("metadata", ("upload", "stdin", "copy"), True),
+    "--cache-control": ("cache_control", ("upload", "copy"), True),
+    "--content-encoding": ("content_encoding", ("upload", "copy"), True),
+    "--storage-class": ("storage_class", ("upload", "copy"), False),
+    "--acl": ("acl", ("upload", "stdin", "copy"), False),
 }
 
 
 def _check_fields_apply(args: argparse.Namespace, jobs: list[Job]) -> None:
     """A field given for objects that cannot take it is an error, not silently dropped
     (downloads have nothing to store it on, as with the aws CLI, and are left alone)."""
-    for flag, (name, kinds) in _FIELDS.items():
+    replace = _replaces_fields(args)
+    for flag, (name, kinds, is_field) in _FIELDS.items():
         if getattr(args, name, None) is None:
             continue
         for job in jobs:
             if job.kind in ("copy", "stdin") and job.kind not in kinds:
-                what = "server-side copies" if job.kind == "copy" else "standard input"
-                raise CliError(f"{flag} is not supported for {what}", EXIT_BAD_ARGS)
+                raise CliError(f"{flag} is not supported for standard input", EXIT_BAD_ARGS)
+            if job.kind == "copy" and is_field and not replace:
+                raise CliError(
+                    f"{flag} on a server-side copy needs --metadata-directive REPLACE "
+                    "(with COPY the copy keeps its source's type, metadata and headers)",
+                    EXIT_BAD_ARGS,
+                )
 
 
 def cmd_mv(ctx: Context, args: argparse.Namespace) -> int:
@@ -333,6 +357,7 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
         out=ctx.out,
         outcome=outcome,
     )
+    _check_fields_apply(args, jobs)
     if not args.dry_run:
         check_dest_bucket(client, jobs)
     options = _transfer_options(args, len(jobs))

@@ -69,6 +69,7 @@ class TransferOptions:
     content_encoding: str | None = None
     storage_class: str | None = None
     acl: str | None = None  # a canned ACL (x-amz-acl) for uploads and copies
+    replace_fields: bool = False  # copies store the fields given, not their source's
     move: bool = False  # mv: each source is removed once its copy is verified
 
 

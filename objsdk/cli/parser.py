@@ -217,6 +217,14 @@ def _object_fields(p: argparse.ArgumentParser) -> None:
         "--storage-class", default=None, help="storage class (STANDARD, STANDARD_IA, GLACIER...)"
     )
     p.add_argument(
+        "--metadata-directive",
+        type=str.upper,
+        choices=("COPY", "REPLACE"),
+        default=None,
+        help="server-side copies: COPY keeps the source's type, metadata and headers (the "
+        "default), REPLACE stores only those given (implied by --metadata), as aws s3 cp",
+    )
+    p.add_argument(
         "--acl",
         default=None,
         choices=CANNED_ACLS,

@@ -29,7 +29,6 @@ from .smallfile import SMALL_OBJECT, Batch, download_small
 if TYPE_CHECKING:
     from objsdk import Client, ObjectInfo
 
-    from .._core.metadata import ObjectHeaders
 
 __all__ = ["Runner", "stream_to_stdout"]
 
@@ -143,6 +142,27 @@ class Runner:
             self.remove_source(job)
         return size
 
+    def _copy_fields(self, src: RemotePath) -> dict[str, Any]:
+        """What a server-side copy stores besides the bytes: the ACL and storage class
+        given, and under the REPLACE directive exactly the fields given (no metadata if
+        none; a Content-Type guessed from the source's name unless given or
+        ``--no-guess-mime-type``, as aws s3 cp does); under COPY the source's."""
+        o = self.opts
+        fields: dict[str, Any] = {}
+        if o.acl:
+            fields["acl"] = o.acl
+        if o.storage_class:
+            fields["storage_class"] = o.storage_class
+        if o.replace_fields:
+            fields["metadata"] = o.metadata or {}
+            guessed = mimetypes.guess_type(src.key)[0] if o.guess_mime_type else None
+            if o.content_type or guessed:
+                fields["content_type"] = o.content_type or guessed
+            for name in ("cache_control", "content_encoding"):
+                if getattr(o, name):
+                    fields[name] = getattr(o, name)
+        return fields
+
     def remove_source(self, job: Job) -> None:
         """``mv``: the source of a finished, verified copy goes."""
         src = job.src
@@ -207,12 +227,12 @@ class Runner:
         assert isinstance(dst, RemotePath)
         before = c.head_object(src.bucket, src.key) if self.opts.move else None
         size = job.size or ((before or c.head_object(src.bucket, src.key)).size or 0)
-        acl: ObjectHeaders = {"acl": self.opts.acl} if self.opts.acl else {}
+        fields = self._copy_fields(src)
         threshold = self.opts.multipart_threshold
         single = min(threshold if threshold is not None else MAX_SINGLE_COPY, MAX_SINGLE_COPY)
         copied: ObjectInfo | None = None  # as a HEAD of the copy describes it
         if size <= single:
-            c.copy_object(src.bucket, src.key, dst.bucket, dst.key, **acl)
+            c.copy_object(src.bucket, src.key, dst.bucket, dst.key, **fields)
         else:
             # Parts the server copies (UploadPartCopy), pinned to the source's ETag; the
             # progress callback stops them at Ctrl-C (the upload is aborted).
@@ -225,7 +245,7 @@ class Runner:
                 part_size=self.opts.part_size,
                 parallel=self.opts.parallel,
                 progress=self.callback() if self.progress is not None else self._checking,
-                **acl,
+                **fields,
             )
         if before is not None:
             _check_copy(before, copied or c.head_object(dst.bucket, dst.key))
