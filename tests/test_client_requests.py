@@ -373,6 +373,14 @@ def test_delete_objects_batches_1000_keys_per_request_with_content_md5(client, r
     assert rsps.calls[2].request.body.count(b"<Object>") == 500
 
 
+@pytest.mark.parametrize("keys", ["logs", b"logs"])
+def test_delete_objects_refuses_one_key_given_as_a_string(client, rsps, keys):
+    # A str is an iterable of one-character keys: "logs" would delete l, o, g and s.
+    with pytest.raises(objsdk.InvalidArgument, match=r"iterable of keys, not one .*'b'"):
+        client.delete_objects("b", keys)
+    assert len(rsps.calls) == 0
+
+
 def test_delete_objects_reports_per_key_errors(client, rsps):
     rsps.post(
         f"{EP}/b",

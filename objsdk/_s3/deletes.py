@@ -90,6 +90,13 @@ class DeletesAPI:
         delete_object(self._transport, bucket, key, version_id)
 
     def delete_objects(self, bucket: str, keys: Iterable[str]) -> list[DeleteError]:
-        """Delete many keys, 1000 per request; return the keys that failed (empty if none)."""
+        """Delete many keys, 1000 per request; return the keys that failed (empty if none).
+        A str is refused, not taken as the keys of its characters."""
         check_bucket(bucket)
+        if isinstance(keys, str | bytes | bytearray | memoryview):
+            # Iterating "logs" names the keys "l", "o", "g" and "s": never what was meant.
+            raise errors.InvalidArgument(
+                f"delete_objects takes an iterable of keys, not one {type(keys).__name__} "
+                f"({keys!r:.60}), for bucket {bucket!r}: pass [key], or call delete_object"
+            )
         return delete_objects(self._transport, bucket, keys)
