@@ -244,7 +244,7 @@ def test_the_writer_keeps_no_hold_on_the_callers_buffer(client, s3, tmp_path):
 
 def test_write_of_a_str_raises_type_error_and_the_writer_stays_usable(client, s3):
     with writer(client) as w:
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match=r"not str \(bucket 'b', key 'k'\)"):
             w.write("text")  # type: ignore[arg-type]
         w.write(b"bytes")
     assert s3.objects["k"] == b"bytes"

@@ -196,6 +196,11 @@ class ObjectWriter(io.BufferedIOBase):
                 return n
         self._check_open()
         self._check_failed()
+        if isinstance(b, str):
+            raise TypeError(
+                f"write() takes bytes-like data, not str (bucket {self.bucket!r}, key "
+                f"{self.key!r}): encode it, or wrap the writer in io.TextIOWrapper"
+            )
         with memoryview(b) as outer, outer.cast("B") as view:
             n = view.nbytes
             if n == 0:
