@@ -572,3 +572,17 @@ def _from_a_bytesio(send: Callable[..., object], bucket: str, key: str, data: by
     with io.BytesIO() as buf:
         buf.write(data)
         send(bucket, key, buf.getbuffer())
+
+
+def test_access_denied_to_a_client_without_credentials_says_the_request_was_unsigned(client, rsps):
+    # boto3 finds keys in the environment; Client(endpoint) alone sends anonymous requests.
+    denied = b"<Error><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>"
+    rsps.get(f"{EP}/b/k", body=denied, status=403)
+    with Client(EP) as anonymous, pytest.raises(objsdk.AccessDenied) as refused:
+        anonymous.get_object("b", "k")
+    assert "Access Denied; the request was unsigned" in str(refused.value)
+    assert "Client.from_env()" in str(refused.value)
+    assert (refused.value.bucket, refused.value.key) == ("b", "k")
+    with pytest.raises(objsdk.AccessDenied) as signed:
+        client.get_object("b", "k")
+    assert "unsigned" not in str(signed.value)

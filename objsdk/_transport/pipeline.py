@@ -195,6 +195,8 @@ class Pipeline:
                     continue
                 nxt = next_policy(policy, kind, status=e.status, code=e.code)
                 if nxt is None:
+                    if isinstance(e, errors.AccessDenied) and self.signer.credentials is None:
+                        raise _unsigned(e) from e
                     raise
                 failed: errors.ObjsdkError = e
                 retry_after = _retry_after(e)
@@ -471,3 +473,18 @@ def _chain(first: BaseException | None) -> Iterator[BaseException]:
         inner += [a for a in e.args if isinstance(a, BaseException)]
         inner += [x for x in (e.__cause__, e.__context__) if x is not None]
         stack.extend(inner)
+
+
+def _unsigned(e: errors.AccessDenied) -> errors.AccessDenied:
+    """``e``, saying the request went unsigned: a client made without credentials
+    (``Client(endpoint)``) sends anonymous requests, where boto3 would have found keys."""
+    return type(e)(
+        e.status,
+        e.code,
+        f"{e.message.rstrip('.')}; the request was unsigned: this client has no credentials "
+        "(Client.from_env() reads AWS_ACCESS_KEY_ID and the AWS config files)",
+        request_id=e.request_id,
+        bucket=e.bucket,
+        key=e.key,
+        operation=e.operation,
+    )
