@@ -169,6 +169,7 @@ def test_missing_shard_raises_naming_the_shard(client, bucket, damaged):
     with pytest.raises(ShardError, match=rf"'{bucket}/d-2.tar'") as info:
         list(ShardDataset(client, f"{bucket}/d-2.tar"))
     assert "NoSuchKey" in type(info.value.__cause__).__name__
+    assert "reading failed before any member: " in str(info.value)
 
 
 def test_skip_logs_counts_and_delivers_the_good_shards(client, bucket, damaged, caplog):

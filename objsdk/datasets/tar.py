@@ -174,7 +174,7 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
                 return  # the object ends at a block boundary: no end-of-archive blocks
             if len(header) < BLOCK:
                 raise ShardError(
-                    f"truncated tar header after member {last!r}",
+                    f"truncated tar header {_after(last)}",
                     shard=shard,
                     member=last,
                     offset=pos,
@@ -182,13 +182,13 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
             if header.count(0) == BLOCK:
                 return  # end-of-archive block
             if not _checksum_ok(header):
-                what = "not a tar archive" if pos == 0 else f"bad tar header after member {last!r}"
+                what = "not a tar archive" if pos == 0 else f"bad tar header {_after(last)}"
                 raise ShardError(what, shard=shard, offset=pos)
             try:
                 size = _size(_number(header[124:136]))
             except ValueError:
                 raise ShardError(
-                    f"bad size field in tar header after member {last!r}", shard=shard, offset=pos
+                    f"bad size field in tar header {_after(last)}", shard=shard, offset=pos
                 ) from None
             kind = header[156:157]
             data_at = pos + BLOCK
@@ -245,8 +245,13 @@ def iter_members(f: SeekableReader, shard: str, start: int = 0) -> Iterator[Memb
         raise
     except (ObjsdkError, OSError) as e:
         raise ShardError(
-            f"reading failed after member {last!r}: {e}", shard=shard, member=last, offset=pos
+            f"reading failed {_after(last)}: {e}", shard=shard, member=last, offset=pos
         ) from e
+
+
+def _after(last: str | None) -> str:
+    """Where in the shard a failure is, for its message."""
+    return "before any member" if last is None else f"after member {last!r}"
 
 
 def group_samples(members: Iterator[Member], shard: str) -> Iterator[RawSample]:
