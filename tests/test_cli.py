@@ -257,6 +257,27 @@ def test_a_small_download_is_reported_only_once_its_file_has_its_name(
     assert "a directory is there" in printed.err
 
 
+def test_a_small_download_to_a_name_too_long_fails_naming_it_before_the_get(
+    client: Client, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Keys on AWS and moto may have a 300-byte last segment; Linux file names stop at 255.
+    from objsdk.cli.jobs import Job, Outcome, TransferOptions
+    from objsdk.cli.output import Output
+    from objsdk.cli.paths import LocalPath, RemotePath
+    from objsdk.cli.run import run_jobs
+
+    client.put_object(bucket, "x", b"1")
+    dest = tmp_path / ("n" * 300)
+    jobs = [Job("download", RemotePath(bucket, "x"), LocalPath(str(dest)), 1, listed=True)]
+    out = Output(json_mode=False, quiet=False)
+    code = run_jobs(client, jobs, TransferOptions(jobs=1), out, Outcome())
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "its file name is 300 bytes, and its directory allows 255" in err
+    assert ".objsdk-" not in err  # not a temporary file's rename
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_download_leaves_no_temporary_files(
     run: Run, client: Client, bucket: str, tmp_path: Path
 ) -> None:

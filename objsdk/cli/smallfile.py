@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
+from objsdk._transfer.download_file import checked_path
 
 if TYPE_CHECKING:
     from objsdk import Client
@@ -259,6 +260,9 @@ def download_small(
     # rename (which still catches one made meanwhile, by another job).
     if os.path.isdir(dest):
         raise _directory_there(dest)
+    # A name longer than its directory takes fails now too, named as Client.download
+    # names it, not as a rename of a temporary file after the GET.
+    checked_path(dest, bucket, key)
     # One GET read whole, its stored checksum checked (Client.get_object): an object
     # that arrives in one answer needs neither a pinned, resumable reader nor a buffer
     # sized from the listing (it may have changed since).
