@@ -7,12 +7,24 @@ Variants (each reads the whole object, the way pandas and pyarrow do):
   objsdk cat_file                the same
 Target: objsdk's open().read at least 2x s3fs's (issue 28), median of --runs.
 
-    python perf/bench_fsspec.py [--size-mib 64] [--runs 5] [--quick] [--json out.json]
+Then random access, on each ``--profile`` (loopback, lan, wan: per-connection Toxiproxy
+toxics, objsdk.bench.profiles): ``pyarrow.parquet.read_table`` of 3 columns of 20 from
+a Parquet file of 400,000 rows in 8 row groups (~46 MB), through each filesystem; the
+new TCP connections each read opened are counted beside the time.
+
+    python perf/bench_fsspec.py [--size-mib 64] [--runs 5] [--profile wan ...]
+                                [--quick] [--json out.json]
 
 ``--quick`` checks the script end to end (8 MiB, one run): its numbers mean nothing.
 """
 
 from __future__ import annotations
+
+import io
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from common import MiB, interleave, parser, report, server, upload_random, write_json
 
@@ -23,6 +35,12 @@ def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--size-mib", type=int, default=64)
     p.add_argument("--quick", action="store_true", help="8 MiB, one run: a smoke test")
+    p.add_argument(
+        "--profile",
+        action="append",
+        default=None,
+        help="network profile(s) of the Parquet reads (default: loopback and wan)",
+    )
     args = p.parse_args()
     size_mib, runs = (8, 1) if args.quick else (args.size_mib, args.runs)
     key = f"fsspec-{size_mib}m"
@@ -68,7 +86,101 @@ def main() -> None:
             "s3fs open().read(1 MiB)",
             targets={"objsdk open().read(1 MiB)": ("s3fs open().read(1 MiB)", 2.0)},
         )
-        write_json(args.json, [section])
+        sections = [section]
+        for name in args.profile or ["loopback", "wan"]:
+            sections.append(parquet_columns(srv, name, runs, quick=args.quick))
+        write_json(args.json, sections)
+
+
+# New TCP connections opened by this process (socket.connect), counted per variant.
+_CONNECTS = [0]
+
+
+@contextmanager
+def counting_connections() -> Iterator[None]:
+    connect = socket.socket.connect
+
+    def counted(sock: socket.socket, address: Any) -> None:
+        _CONNECTS[0] += 1
+        connect(sock, address)
+
+    socket.socket.connect = counted  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        socket.socket.connect = connect  # type: ignore[method-assign]
+
+
+def parquet_columns(srv: Any, profile: str, runs: int, *, quick: bool) -> dict[str, object]:
+    """pyarrow reading 3 of 20 columns through s3fs and objsdk, on ``profile``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import s3fs
+
+    from objsdk.bench.profiles import PROFILES, proxied_endpoint
+    from objsdk.filesystem import ObjsdkFileSystem
+    from objsdk.testing import Toxiproxy
+
+    rows = 50_000 if quick else 400_000
+    table = pa.table({f"c{i}": pa.array(range(rows)) for i in range(20)})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=rows // 8)
+    key = f"columns-{rows}.parquet"
+    srv.client.put_object(BUCKET, key, buf.getvalue())
+    columns = ["c3", "c11", "c17"]
+    wanted = table.select(columns)
+    chosen = PROFILES[profile]
+    with (
+        toxiproxy_if(chosen.proxied, Toxiproxy) as toxiproxy,
+        proxied_endpoint(srv.endpoint, chosen, toxiproxy) as endpoint,
+    ):
+        options = {"key": srv.access_key, "secret": srv.secret_key, "skip_instance_cache": True}
+        theirs = s3fs.S3FileSystem(
+            endpoint_url=endpoint, client_kwargs={"region_name": "us-east-1"}, **options
+        )
+        ours = ObjsdkFileSystem(endpoint_url=endpoint, **options)
+        connects: dict[str, list[int]] = {"s3fs": [], "objsdk": []}
+
+        def columns_of(name: str, fs: Any) -> Callable[[], int]:
+            def read() -> int:
+                before = _CONNECTS[0]
+                got = pq.read_table(f"{BUCKET}/{key}", filesystem=fs, columns=columns)
+                connects[name].append(_CONNECTS[0] - before)
+                if not got.equals(wanted):
+                    raise SystemExit(f"{name} read other columns than were written")
+                return int(got.nbytes)
+
+            return read
+
+        with counting_connections():
+            results = interleave(
+                {
+                    "s3fs read_table(3 columns)": columns_of("s3fs", theirs),
+                    "objsdk read_table(3 columns)": columns_of("objsdk", ours),
+                },
+                runs,
+                warmup=not quick,
+            )
+    for name, counts in connects.items():
+        print(f"{name}: new connections per read {sorted(counts)}")
+    section = report(
+        f"Parquet, 3 of 20 columns of {rows} rows ({len(buf.getvalue()) / MiB:.0f} MiB), "
+        f"{profile}, {runs} runs",
+        results,
+        "s3fs read_table(3 columns)",
+    )
+    section["new_connections"] = {k: sorted(v) for k, v in connects.items()}
+    return section
+
+
+@contextmanager
+def toxiproxy_if(needed: bool, toxiproxy: Any) -> Iterator[Any]:
+    """A running Toxiproxy when the profile needs one, else None."""
+    if not needed:
+        yield None
+        return
+    with toxiproxy() as running:
+        yield running
 
 
 if __name__ == "__main__":

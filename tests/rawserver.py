@@ -132,6 +132,12 @@ class RawServer:
 
     # -- lifecycle ---------------------------------------------------------------------
 
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far."""
+        with self._lock:
+            return len(self._threads)
+
     def __enter__(self) -> RawServer:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import itertools
 import logging
 import mmap
 import random
@@ -483,6 +484,51 @@ def test_a_read_with_a_seek_gap_is_not_verified_and_does_not_raise(serve):
         f.seek(far)
         assert f.read() == data[far:]
     assert server.requests[1].headers["Range"] == f"bytes={far}-"
+
+
+# -- random access ---------------------------------------------------------------------------
+
+
+def test_reads_after_far_seeks_ask_for_what_they_read_on_one_connection(serve):
+    # Parquet through fsspec: seek to a column chunk, read it, seek to the next. An
+    # open-ended GET dropped after its chunk took its connection down with it: a new
+    # handshake per seek. A GET for the bytes wanted is read whole, and its connection
+    # serves the next one; a read smaller than 64 KiB asks for 64 KiB, and what is left
+    # of that is read off at the next seek rather than lose the connection.
+    data = random.Random(5).randbytes(4 << 20)
+    server, client = serve(correct(S3Object(data)))
+    offsets = random.Random(6).sample(range(0, len(data) - 300_000, 4096), 8)
+    with client.open(BUCKET, KEY) as f:
+        for off in offsets:
+            f.seek(off)
+            assert f.read(200_000) == data[off : off + 200_000]
+        for off in offsets:
+            f.seek(off)
+            assert f.read(100) == data[off : off + 100]
+    assert [r.headers["Range"] for r in server.requests] == [
+        *(f"bytes={o}-{o + 200_000 - 1}" for o in offsets),
+        *(f"bytes={o}-{o + 65536 - 1}" for o in offsets),
+    ]
+    assert server.connections == 1
+
+
+def test_reading_on_after_a_far_seek_doubles_the_window_then_streams_to_the_end(serve):
+    data = random.Random(7).randbytes(20 << 20)
+    server, client = serve(correct(S3Object(data)))
+    far = 1 << 20
+    with client.open(BUCKET, KEY, readahead=0) as f:
+        f.seek(far)
+        got = bytearray()
+        while chunk := f.read(64 * 1024):
+            got += chunk
+    assert bytes(got) == data[far:]
+    sizes = [64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20]
+    starts = [far + sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    assert [r.headers["Range"] for r in server.requests] == [
+        *(f"bytes={a}-{b - 1}" for a, b in itertools.pairwise(starts)),
+        f"bytes={starts[-1]}-",  # past 8 MiB in sequence: one stream again
+    ]
+    assert server.connections == 1
 
 
 # -- logging ---------------------------------------------------------------------------------

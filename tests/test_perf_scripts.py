@@ -96,7 +96,11 @@ def test_bench_fsspec_quick_mode_runs_and_checks_the_target(tmp_path: Path) -> N
     proc = run_perf_script("bench_fsspec.py", "--quick", "--json", str(out), timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "target: objsdk open().read(1 MiB) >= 2.0x s3fs open().read(1 MiB)" in proc.stdout
-    assert out.exists()
+    sections = json.loads(out.read_text())["sections"]
+    parquet = [s for s in sections if s["title"].startswith("Parquet, 3 of 20 columns")]
+    assert [s["title"].split(", ")[2] for s in parquet] == ["loopback", "wan"]
+    for section in parquet:
+        assert set(section["new_connections"]) == {"s3fs", "objsdk"}
 
 
 def test_bench_lines_runs_every_variant_on_a_small_object(local_minio: LocalMinio) -> None:

@@ -308,6 +308,8 @@ class ObjectFile(io.BufferedIOBase):
             return self._read_all()
         chunks: list[bytes | memoryview] = []
         got = self._take_tail(size, chunks)
+        if got < size:
+            self._source.expect(size - got)
         while got < size:
             need = size - got
             if need >= self.chunk_size:
@@ -358,6 +360,8 @@ class ObjectFile(io.BufferedIOBase):
                 view[:n] = memoryview(self._tail)[self._tail_off : self._tail_off + n]
                 self._tail_off += n
                 self._tail_gen += 1
+            if n < len(view):
+                self._source.expect(len(view) - n)
             while n < len(view) and not (one and n):
                 # Received straight into the caller's memory: no intermediate object.
                 k = self._net(methodcaller("readinto", view[n:]), 0)
@@ -480,6 +484,7 @@ class ObjectFile(io.BufferedIOBase):
     def _read_all(self) -> bytes:
         chunks: list[bytes | memoryview] = []
         got = self._take_tail(len(self._tail), chunks)
+        self._source.expect(-1)
         # To the end: pieces of at least 64 KiB, however small chunk_size is (each piece
         # is kept if the stream breaks in a later one).
         read = methodcaller("read", max(self.chunk_size, 64 * 1024))

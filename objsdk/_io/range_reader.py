@@ -10,6 +10,7 @@ downloads all read through this one class.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -50,6 +51,14 @@ DEFAULT_MAX_RESUME = 6
 # A forward seek this close to the open stream reads through instead of paying for a
 # new request (tarfile's "r:" mode skips member padding and small members like this).
 SKIP_THRESHOLD = 256 * 1024
+# After a far seek, a GET asks for the bytes the caller wants (this much when it does
+# not say, as a readline), not the rest of the object: a body read to its end gives its
+# connection back to the pool, where an open-ended GET dropped after a few KiB takes
+# its connection down with it, and the next seek pays a new TCP (and TLS) handshake
+# (Parquet footers and column chunks, zip members). While reading goes on in sequence
+# each window doubles; past RANDOM_WINDOW_CAP the stream is open-ended again.
+RANDOM_WINDOW = 64 * 1024
+RANDOM_WINDOW_CAP = 8 << 20
 
 
 T = TypeVar("T")
@@ -135,6 +144,12 @@ class RangeReader:
         self.strict_range = strict_range
         self.stats = stats if stats is not None else ReadStats()
         self.pos = 0  # the next byte to receive
+        # After a far seek: the span of the next GET (None: to the end; 0: not chosen
+        # yet), the caller's hint of how many bytes it wants (taken by the next open),
+        # and where the last GET ended.
+        self._span_size: int | None = None
+        self.expect = 0
+        self._span_end: int | None = None
         self._stream: BodyStream | None = None
         self._policy = resume_policy(max_resume)
         self._retry = self._policy
@@ -205,8 +220,25 @@ class RangeReader:
         past_end = stream is not None and stream.end is not None and pos > stream.end
         if stream is not None and 0 <= pos - stream.pos <= SKIP_THRESHOLD and not past_end:
             return True
+        if (
+            stream is not None
+            and stream.end is not None
+            and stream.end - stream.pos <= RANDOM_WINDOW
+        ):
+            # The little left of a window is read off: its connection stays open for
+            # the next GET, which costs less than a new handshake.
+            with contextlib.suppress(Broken):
+                stream.discard(stream.end - stream.pos)
+                self.stats.bytes_discarded += stream.end - stream.pos
         self.drop()
         return False
+
+    def jumped(self, pos: int) -> None:
+        """The caller moved far from where it read (its own seek, not a resume): GETs
+        ask for windows from here (see :data:`RANDOM_WINDOW`). A reader with an end
+        reads one window already."""
+        if self.end is None and pos != self._span_end:
+            self._span_size, self._span_end = 0, None
 
     def head(self) -> ObjectInfo:
         """Size, ETag and version from HEAD, pinned like a GET answer."""
@@ -301,10 +333,33 @@ class RangeReader:
             return None
         return self._open(want)
 
+    def _span(self, want: int) -> int | None:
+        """Where a GET from ``want`` ends (exclusive; None: at the object's end): the
+        reader's end, or, after a far seek, the window (see :data:`RANDOM_WINDOW`)."""
+        expect, self.expect = self.expect, 0
+        if expect < 0:  # the caller reads to the end: one stream
+            self._span_size = self._span_end = None
+        if self._span_size is None:
+            return self.end
+        if want == self._span_end and self._span_size:
+            # Read on past the last window: sequential again, the windows double.
+            if 2 * self._span_size > RANDOM_WINDOW_CAP:
+                self._span_size = self._span_end = None
+                return self.end
+            self._span_size = max(2 * self._span_size, RANDOM_WINDOW)
+        else:
+            self._span_size = self._span_size or RANDOM_WINDOW
+        end = want + max(self._span_size, expect)
+        if self.end is not None:
+            end = min(end, self.end)
+        self._span_end = end
+        return end
+
     def _open(self, want: int) -> BodyStream | None:
         headers = {"Accept-Encoding": "identity"}  # offsets must be stored bytes
-        if self.end is not None:
-            headers["Range"] = format_range(want, self.end - 1)
+        end = self._span(want)
+        if end is not None:
+            headers["Range"] = format_range(want, end - 1)
         elif want:
             headers["Range"] = format_range(want)
         conditions = self.pin.conditions()
@@ -354,7 +409,7 @@ class RangeReader:
                 want=want,
                 etag=self.pin.etag,
                 size=self.pin.size,
-                end=self.end,
+                end=end,
                 last_modified=self.pin.last_modified,
             )
         except Changed as e:
@@ -370,7 +425,7 @@ class RangeReader:
                 return None
             raise Broken(f"416 for offset {want} of a {self.size}-byte object") from None
         ignored = cont.discard or (
-            resp.status == 200 and self.end is not None and (cont.size or 0) > self.end
+            resp.status == 200 and end is not None and (cont.size or 0) > end
         )
         if ignored and self.strict_range:
             resp.close()
@@ -395,7 +450,7 @@ class RangeReader:
                 resp.close()
                 raise
         size = self.size
-        stop = size if self.end is None or size is None else min(size, self.end)
+        stop = size if end is None or size is None else min(size, end)
         stream = BodyStream(resp, cont.start, stop, self.observer)
         self._stream = stream
         if cont.discard:

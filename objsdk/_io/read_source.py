@@ -106,6 +106,13 @@ class ReadSource:
             # else the next receive skips forward through the parts
         elif not self.reader.seek(target):
             self.run = 0  # far or backward: reopened lazily at the new offset
+            self.reader.jumped(target)
+
+    def expect(self, n: int) -> None:
+        """The caller wants ``n`` bytes from where it is (-1: all the rest): after a far
+        seek, the single stream's next GET asks for that many (see
+        :data:`~objsdk._io.range_reader.RANDOM_WINDOW`)."""
+        self.reader.expect = n
 
     def settle(self, keep: bytes | memoryview) -> None:
         """Recycle read-ahead buffers no longer referenced, except ``keep``'s."""
