@@ -505,6 +505,17 @@ def test_a_copy_stores_the_fields_given_under_replace_and_its_sources_under_copy
     assert client.get_object(bucket, "a.txt") == b"fields"
 
 
+def test_sync_from_a_file_or_nothing_says_which(run: Run, bucket: str, tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_bytes(b"x")
+    res = run("sync", "f.txt", f"s3://{bucket}/p/")
+    assert (res.code, res.err.strip()) == (
+        252,
+        "objsdk: error: sync needs a local directory: f.txt is not one",
+    )
+    res = run("sync", "missing", f"s3://{bucket}/p/")
+    assert "sync needs a local directory: missing does not exist" in res.err
+
+
 def test_mv_of_an_object_onto_itself_is_refused_and_keeps_it(
     run: Run, client: Client, bucket: str
 ) -> None:

@@ -116,7 +116,8 @@ def _sync_up(
 ) -> list[Job]:
     """A local directory to a prefix: uploads, and deletions of objects with no file."""
     if not os.path.isdir(src.path):
-        raise CliError(f"no such directory: {src.path}", EXIT_BAD_ARGS)
+        found = "is not one" if os.path.lexists(src.path) else "does not exist"
+        raise CliError(f"sync needs a local directory: {src.path} {found}", EXIT_BAD_ARGS)
     accepts = opts.filters.accepts
     jobs: list[Job] = []
     remote = {rel: s for rel, s in list_objects(client, dst) if accepts(rel)}
