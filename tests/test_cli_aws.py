@@ -516,6 +516,26 @@ def test_sync_from_a_file_or_nothing_says_which(run: Run, bucket: str, tmp_path:
     assert "sync needs a local directory: missing does not exist" in res.err
 
 
+def test_expected_size_makes_parts_of_standard_input_large_enough(
+    run: Run, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # 10,000 parts of 16 MiB hold 156 GiB: a larger stream needs larger parts, known
+    # before its first byte (aws s3 cp's --expected-size).
+    data = os.urandom(40 << 20)
+    assert run("cp", "-", f"s3://{bucket}/default", stdin=data).code == 0
+    sized = run("cp", "-", f"s3://{bucket}/sized", "--expected-size", "300GiB", stdin=data)
+    assert sized.code == 0, sized.err
+    assert client.head_object(bucket, "default").etag.endswith('-3"')  # 16 + 16 + 8 MiB
+    assert client.head_object(bucket, "sized").etag.endswith('-2"')  # 31 + 9 MiB
+    assert client.get_object(bucket, "sized") == data
+    (tmp_path / "f").write_bytes(b"x")
+    res = run("cp", "f", f"s3://{bucket}/f", "--expected-size", "1GiB")
+    assert (res.code, "--expected-size applies to standard input" in res.err) == (252, True)
+    res = run("cp", "-", f"s3://{bucket}/huge", "--expected-size", "6TiB", stdin=b"x")
+    assert (res.code, "more than an S3 object holds" in res.err) == (252, True)
+    assert keys(client, bucket) == ["default", "sized"]
+
+
 def test_mv_of_an_object_onto_itself_is_refused_and_keeps_it(
     run: Run, client: Client, bucket: str
 ) -> None:

@@ -73,7 +73,8 @@ def test_safe_relative_never_leaves_the_destination(
 
 
 @pytest.mark.parametrize(
-    ("text", "n"), [("10", 10), ("8MiB", 8 << 20), ("5MB", 5_000_000), ("1 GiB", 1 << 30)]
+    ("text", "n"),
+    [("10", 10), ("8MiB", 8 << 20), ("5MB", 5_000_000), ("1 GiB", 1 << 30), ("2TiB", 2 << 40)],
 )
 def test_sizes_parse(text: str, n: int) -> None:
     assert parse_size(text) == n

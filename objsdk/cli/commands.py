@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from objsdk import ObjectSummary, Prefix, errors
 
+from .._core.sizes import MAX_OBJECT_SIZE
 from .._core.wildcards import has_wildcard
 from .errors import EXIT_BAD_ARGS, EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CliError
 from .extract import cmd_extract
@@ -128,6 +129,7 @@ def _transfer_options(
         storage_class=getattr(args, "storage_class", None),
         acl=getattr(args, "acl", None),
         replace_fields=_replaces_fields(args),
+        expected_size=getattr(args, "expected_size", None),
         move=move,
     )
 
@@ -295,6 +297,7 @@ def cmd_cp(ctx: Context, args: argparse.Namespace, *, move: bool = False) -> int
             if job.kind == "copy" and job.src == job.dst:
                 raise CliError(f"cannot move {job.src} onto itself", EXIT_BAD_ARGS)
     _check_fields_apply(args, jobs)
+    _check_expected_size(args, jobs)
     if not args.dry_run:
         check_dest_bucket(client, jobs)
     many = args.recursive or len(jobs) != 1
@@ -341,6 +344,21 @@ def _check_fields_apply(args: argparse.Namespace, jobs: list[Job]) -> None:
                     "(with COPY the copy keeps its source's type, metadata and headers)",
                     EXIT_BAD_ARGS,
                 )
+
+
+def _check_expected_size(args: argparse.Namespace, jobs: list[Job]) -> None:
+    """``--expected-size`` sizes the parts of a stream from standard input; files and
+    objects have a size of their own."""
+    size = getattr(args, "expected_size", None)
+    if size is None:
+        return
+    if not any(job.kind == "stdin" for job in jobs):
+        raise CliError("--expected-size applies to standard input (cp - s3://...)", EXIT_BAD_ARGS)
+    if size > MAX_OBJECT_SIZE:
+        raise CliError(
+            f"--expected-size {size} is more than an S3 object holds ({MAX_OBJECT_SIZE} bytes)",
+            EXIT_BAD_ARGS,
+        )
 
 
 def cmd_mv(ctx: Context, args: argparse.Namespace) -> int:

@@ -70,6 +70,7 @@ class TransferOptions:
     storage_class: str | None = None
     acl: str | None = None  # a canned ACL (x-amz-acl) for uploads and copies
     replace_fields: bool = False  # copies store the fields given, not their source's
+    expected_size: int | None = None  # of standard input: parts large enough to hold it
     move: bool = False  # mv: each source is removed once its copy is verified
 
 

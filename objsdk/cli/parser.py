@@ -27,6 +27,9 @@ _UNITS = {
     "g": 1000**3,
     "gb": 1000**3,
     "gib": 1 << 30,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1 << 40,
 }
 
 
@@ -305,6 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     _transfer_options(p)
     _selection_options(p)
     _filter_options(p)
+
+    p.add_argument(
+        "--expected-size",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
+        help="standard input: its size, if near or above 10,000 parts (156 GiB at 16 MiB "
+        "parts), so the parts are made large enough, as aws s3 cp takes it",
+    )
 
     p = add("mv", "move: copy, then remove the source once the copy is verified")
     p.add_argument("source")

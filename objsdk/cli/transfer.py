@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from objsdk import errors
+from objsdk._core.sizes import DEFAULT_PART_SIZE, MAX_PARTS, MiB
 from objsdk._transfer.copy import MAX_SINGLE_COPY
 from objsdk._transfer.download_stream import is_stream_file
 
@@ -58,6 +59,16 @@ class Runner:
         """A progress callback that only stops the transfer once the run is cancelled."""
         self.check()
 
+    def writer_part_size(self) -> int | None:
+        """A stream's part size: ``--part-size``, or, with ``--expected-size``, large
+        enough that S3's 10,000 parts hold the stream (whole MiB)."""
+        part = self.opts.part_size
+        expected = self.opts.expected_size
+        if expected is None:
+            return part
+        needed = -(-expected // (MAX_PARTS * MiB)) * MiB
+        return max(part or DEFAULT_PART_SIZE, needed)
+
     def writer_parallel(self) -> int:
         """The parts in flight of a writer (``open_write``), which does not adapt."""
         return self.opts.parallel or PARALLEL_PER_FILE
@@ -69,8 +80,9 @@ class Runner:
         parallel = self.writer_parallel() if writer else self.opts.parallel
         if parallel is not None:
             kwargs["parallel"] = parallel
-        if self.opts.part_size is not None:
-            kwargs["part_size"] = self.opts.part_size
+        part = self.writer_part_size() if writer else self.opts.part_size
+        if part is not None:
+            kwargs["part_size"] = part
         if self.opts.content_type:
             kwargs["content_type"] = self.opts.content_type
         if self.opts.metadata:
