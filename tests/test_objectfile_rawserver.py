@@ -512,7 +512,7 @@ def test_reads_after_far_seeks_ask_for_what_they_read_on_one_connection(serve):
     assert server.connections == 1
 
 
-def test_reading_on_after_a_far_seek_doubles_the_window_then_streams_to_the_end(serve):
+def test_reading_on_after_a_far_seek_grows_the_window_then_streams_to_the_end(serve):
     data = random.Random(7).randbytes(20 << 20)
     server, client = serve(correct(S3Object(data)))
     far = 1 << 20
@@ -522,11 +522,11 @@ def test_reading_on_after_a_far_seek_doubles_the_window_then_streams_to_the_end(
         while chunk := f.read(64 * 1024):
             got += chunk
     assert bytes(got) == data[far:]
-    sizes = [64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20]
+    sizes = [64 << 10, 256 << 10, 1 << 20, 4 << 20]
     starts = [far + sum(sizes[:i]) for i in range(len(sizes) + 1)]
     assert [r.headers["Range"] for r in server.requests] == [
         *(f"bytes={a}-{b - 1}" for a, b in itertools.pairwise(starts)),
-        f"bytes={starts[-1]}-",  # past 8 MiB in sequence: one stream again
+        f"bytes={starts[-1]}-",  # past these windows in sequence: one stream again
     ]
     assert server.connections == 1
 

@@ -56,7 +56,8 @@ SKIP_THRESHOLD = 256 * 1024
 # connection back to the pool, where an open-ended GET dropped after a few KiB takes
 # its connection down with it, and the next seek pays a new TCP (and TLS) handshake
 # (Parquet footers and column chunks, zip members). While reading goes on in sequence
-# each window doubles; past RANDOM_WINDOW_CAP the stream is open-ended again.
+# each window is four times the last; past RANDOM_WINDOW_CAP the stream is open-ended
+# again (a tar member read after a seek pays 4 windows, not 8).
 RANDOM_WINDOW = 64 * 1024
 RANDOM_WINDOW_CAP = 8 << 20
 
@@ -342,11 +343,11 @@ class RangeReader:
         if self._span_size is None:
             return self.end
         if want == self._span_end and self._span_size:
-            # Read on past the last window: sequential again, the windows double.
-            if 2 * self._span_size > RANDOM_WINDOW_CAP:
+            # Read on past the last window: sequential again, the windows grow.
+            if 4 * self._span_size > RANDOM_WINDOW_CAP:
                 self._span_size = self._span_end = None
                 return self.end
-            self._span_size = max(2 * self._span_size, RANDOM_WINDOW)
+            self._span_size = max(4 * self._span_size, RANDOM_WINDOW)
         else:
             self._span_size = self._span_size or RANDOM_WINDOW
         end = want + max(self._span_size, expect)
