@@ -251,6 +251,44 @@ def test_mkdir_creates_a_bucket_and_rm_recursive_removes_it(
     assert not client.bucket_exists(fresh_bucket_name)
 
 
+def test_rm_recursive_removes_the_whole_tree_folder_markers_too(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    # Folder markers ("a/sub/", as consoles and s3fs's mkdir-like tools make them) are
+    # objects: a tree with one left behind still exists.
+    for key in ("mk/", "mk/a", "mk/sub/", "mk/sub/deeper/", "mk-sibling"):
+        client.put_object(bucket, key, b"")
+    deleted = fs.rm(f"{bucket}/mk", recursive=True)
+    assert sorted(deleted) == [
+        f"{bucket}/{k}" for k in ("mk/", "mk/a", "mk/sub/", "mk/sub/deeper/")
+    ]
+    assert [o.key for o in client.list_objects(bucket)] == ["mk-sibling"]
+    assert not fs.exists(f"{bucket}/mk")
+    with pytest.raises(FileNotFoundError):
+        fs.rm(f"{bucket}/nothing-here", recursive=True)
+
+
+def test_rm_recursive_deletes_the_keys_listed_and_invents_none(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In a versioned bucket AWS writes a delete marker for each key deleted, there or
+    # not: a "dir/" marker never stored must not be asked to go.
+    client.put_object(bucket, "a/b/c", b"1")
+    client.put_object(bucket, "a/d", b"2")
+    asked: list[str] = []
+    delete_objects = client.delete_objects
+
+    def recorded(b: str, keys: Any) -> Any:
+        keys = list(keys)
+        asked.extend(keys)
+        return delete_objects(b, keys)
+
+    monkeypatch.setattr(fs.client, "delete_objects", recorded)
+    fs.rm(f"{bucket}/a", recursive=True)
+    assert sorted(asked) == ["a/b/c", "a/d"]
+    assert list(client.list_objects(bucket)) == []
+
+
 def test_put_and_get_a_tree(fs: ObjsdkFileSystem, bucket: str, tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec  # type: ignore[import-untyped,unused-ignore]
 from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unused-ignore]
+from fsspec.core import has_magic  # type: ignore[import-untyped,unused-ignore]
 
-from objsdk import errors
+from objsdk import ObjectSummary, errors
 from objsdk.filesystem.oserrors import as_oserror, translated
 
 if TYPE_CHECKING:
@@ -227,6 +228,10 @@ class Transfers:
         """Delete files (``delete_objects``, 1000 per request; a path naming a version
         deletes that version); with ``recursive``, a bare bucket name also deletes the
         bucket once it is empty. Returns the paths deleted (as s3fs)."""
+        if recursive and maxdepth is None and isinstance(path, str) and not has_magic(path):
+            bucket, key, version_id = self.split_path(path)
+            if not version_id:
+                return self._rm_tree(bucket, key)
         paths = self.expand_path(path, recursive=recursive, maxdepth=maxdepth)
         by_bucket: dict[str, list[str]] = {}
         buckets: list[str] = []
@@ -260,6 +265,48 @@ class Transfers:
             self.rmdir(bucket)
         # The objects (and buckets) deleted: not the "directories" above them.
         return [p for p in paths if p not in parents or not self.split_path(p)[1]]
+
+    def _rm_tree(self, bucket: str, key: str) -> list[str]:
+        """``rm(recursive=True)`` of one path: every object a listing finds under it
+        (folder markers too: the tree is gone, not just its files), then the bucket if
+        the path is one. Only keys that exist are deleted, so a versioned bucket gets no
+        delete markers for objects that never were."""
+        path = f"{bucket}/{key}" if key else bucket
+        with translated(path):
+            keys = _rm_tree_keys(self.client, bucket, key)
+            if not keys and key:
+                raise FileNotFoundError(errno.ENOENT, "nothing to delete", path)
+            failed = self.client.delete_objects(bucket, keys) if keys else []
+        if failed:
+            first = failed[0]
+            raise OSError(
+                errno.EIO,
+                f"could not delete {len(failed)} of {len(keys)} keys, e.g. "
+                f"{first.key!r}: {first.code}",
+                bucket,
+            )
+        deleted = [f"{bucket}/{k}" for k in keys]
+        if not key:
+            self.rmdir(bucket)
+            deleted.append(bucket)
+        return deleted
+
+
+def _rm_tree_keys(client: Client, bucket: str, key: str) -> list[str]:
+    """The keys ``rm(recursive=True)`` of ``bucket/key`` deletes, as listed: the object
+    at ``key`` and every one under ``key/``, folder markers (``a/b/``) included."""
+    prefix = f"{key}/" if key else ""
+    keys = [
+        e.key for e in client.list_objects(bucket, prefix=prefix) if isinstance(e, ObjectSummary)
+    ]
+    if key:
+        try:
+            client.head_object(bucket, key)
+        except errors.NoSuchKey:
+            pass
+        else:
+            keys.insert(0, key)
+    return keys
 
 
 def _progress(callback: Any) -> Callable[[int, Any], None]:
