@@ -368,6 +368,19 @@ def test_rm_single_and_recursive_with_dry_run(run: Run, client: Client, bucket: 
     assert keys(client, bucket) == []
 
 
+def test_rm_recursive_deletes_folder_markers_too_as_aws(
+    run: Run, client: Client, bucket: str
+) -> None:
+    # Consoles and tools store "folders" as empty keys ending in "/": one left behind
+    # keeps the folder in every listing.
+    for key in ("cm/", "cm/a", "cm/sub/", "cm/sub/deeper/", "keep/"):
+        client.put_object(bucket, key, b"")
+    res = run("rm", "--recursive", f"s3://{bucket}/cm")
+    assert res.code == 0, res.err
+    assert keys(client, bucket) == ["keep/"]
+    assert "deleted 4 objects, 0 failed" in res.err
+
+
 def test_rm_of_a_prefix_needs_recursive(run: Run, bucket: str) -> None:
     res = run("rm", f"s3://{bucket}/dir/")
     assert res.code == 252

@@ -408,7 +408,8 @@ def cmd_rm(ctx: Context, args: argparse.Namespace) -> int:
         out.json({"action": "delete", "dest": str(where), "dryrun": args.dry_run})
         return EXIT_OK
     accepts = plan_options(args).filters.accepts
-    keys = [s.key for rel, s in list_objects(client, where) if accepts(rel)]
+    # Folder markers go too, as with aws s3 rm: a marker left keeps the "folder".
+    keys = [s.key for rel, s in list_objects(client, where, markers=True) if accepts(rel)]
     if args.dry_run:
         for k in keys:
             out.note(f"(dryrun) delete: s3://{where.bucket}/{k}")

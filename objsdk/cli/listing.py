@@ -122,13 +122,16 @@ def key_prefix(src: RemotePath) -> str:
     return src.as_prefix().key if src.key else ""
 
 
-def list_objects(client: Client, src: RemotePath) -> Iterator[tuple[str, ObjectSummary]]:
+def list_objects(
+    client: Client, src: RemotePath, *, markers: bool = False
+) -> Iterator[tuple[str, ObjectSummary]]:
     """Objects under ``src`` as a prefix (or matching its wildcards, ``*`` crossing
-    ``/`` as in s5cmd), as (key relative to the prefix, summary)."""
+    ``/`` as in s5cmd), as (key relative to the prefix, summary). Folder markers (keys
+    ending in ``/``: no file to copy) only with ``markers`` (what ``rm`` deletes)."""
     prefix = key_prefix(src)
     pattern = key_pattern(src.key) if has_wildcard(src.key) else None
     for entry in client.list_objects(src.bucket, prefix=prefix):
-        if not isinstance(entry, ObjectSummary) or entry.key.endswith("/"):
+        if not isinstance(entry, ObjectSummary) or (entry.key.endswith("/") and not markers):
             continue
         if pattern is not None and not pattern.match(entry.key):
             continue
