@@ -381,6 +381,27 @@ def test_rm_recursive_deletes_folder_markers_too_as_aws(
     assert "deleted 4 objects, 0 failed" in res.err
 
 
+def test_cp_and_mv_recursive_between_prefixes_carry_folder_markers(
+    run: Run, client: Client, bucket: str
+) -> None:
+    for key in ("src/", "src/a", "src/empty/"):
+        client.put_object(bucket, key, b"" if key.endswith("/") else b"a")
+    assert run("cp", "--recursive", f"s3://{bucket}/src", f"s3://{bucket}/copy").code == 0
+    assert run("mv", "--recursive", f"s3://{bucket}/src", f"s3://{bucket}/moved/").code == 0
+    assert keys(client, bucket) == [
+        "copy/", "copy/a", "copy/empty/", "moved/", "moved/a", "moved/empty/",
+    ]  # fmt: skip
+    # To a bucket's root, the prefix's own marker has nowhere to go: it is left out.
+    other = f"{bucket}-root"
+    client.create_bucket(other)
+    try:
+        assert run("cp", "--recursive", f"s3://{bucket}/copy", f"s3://{other}").code == 0
+        assert keys(client, other) == ["a", "empty/"]
+    finally:
+        client.delete_objects(other, ["a", "empty/"])
+        client.delete_bucket(other)
+
+
 def test_rm_of_a_prefix_needs_recursive(run: Run, bucket: str) -> None:
     res = run("rm", f"s3://{bucket}/dir/")
     assert res.code == 252

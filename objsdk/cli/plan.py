@@ -92,8 +92,11 @@ def _plan_recursive(
     if isinstance(dst, LocalPath) and dst.is_stdio:
         raise CliError("--recursive cannot write to standard output", EXIT_BAD_ARGS)
     jobs: list[Job] = []
-    for rel, summary in list_objects(client, src):
-        if not accepts(rel):
+    # Folder markers (empty keys ending in "/") are copied between prefixes, as aws
+    # copies them (a mv leaves no folder behind); a download has no file to make of one.
+    remote = isinstance(dst, RemotePath)
+    for rel, summary in list_objects(client, src, markers=remote):
+        if not accepts(rel) or (isinstance(dst, RemotePath) and not dst.join(rel).key):
             continue
         if isinstance(dst, LocalPath):
             safe = safe_local_name(src, summary.key, out, outcome)
