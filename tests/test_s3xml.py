@@ -182,6 +182,21 @@ def test_a_bare_400_on_a_bucket_name_few_services_accept_names_the_bucket_rule()
     assert "3-63 characters" in str(e)
 
 
+def test_a_services_invalid_bucket_name_answer_gains_the_bucket_rule():
+    body = (
+        b"<Error><Code>InvalidBucketName</Code>"
+        b"<Message>The specified bucket is not valid.</Message></Error>"
+    )
+    e = error_from_response(400, {}, body, operation="create_bucket", bucket="ux", key=None)
+    assert e.message == (
+        "The specified bucket is not valid; bucket names are 3-63 characters from a-z, "
+        "0-9, '.' and '-', starting and ending with a letter or digit"
+    )
+    # A name the rule allows: the service has another reason, its message stands alone.
+    fine = error_from_response(400, {}, body, operation="create_bucket", bucket="fine", key=None)
+    assert fine.message == "The specified bucket is not valid."
+
+
 def test_a_bare_400_on_a_portable_bucket_name_says_bad_request_not_http400():
     e = error_from_response(400, {}, b"", operation="head_object", bucket="fine-name", key="k")
     assert e.code == "BadRequest"

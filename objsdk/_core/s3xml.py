@@ -211,6 +211,8 @@ def error_from_response(
     message = parsed.message if parsed else headers.get("x-minio-error-desc", "")
     if status == 400 and not message:
         code, message = _bad_request(code, bucket)
+    elif code == "InvalidBucketName" and bucket is not None and not _PORTABLE_BUCKET.match(bucket):
+        message = f"{message.strip().rstrip('.')}; {_BUCKET_RULE}"
     return errors.s3_error(
         status,
         code,
@@ -226,14 +228,18 @@ def error_from_response(
 # client lets others through (old regions allow upper case and '_'), so a bare 400 on
 # one of those is most likely the name.
 _PORTABLE_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_BUCKET_RULE = (
+    "bucket names are 3-63 characters from a-z, 0-9, '.' and '-', starting and ending "
+    "with a letter or digit"
+)
 
 
 def _bad_request(code: str, bucket: str | None) -> tuple[str, str]:
     """Code and message for a 400 that says nothing (a HEAD answer has no body)."""
     if bucket is not None and not _PORTABLE_BUCKET.match(bucket):
-        return "InvalidBucketName", (
-            f"the service refused the bucket name {bucket!r}; bucket names are 3-63 "
-            "characters from a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
+        return (
+            "InvalidBucketName",
+            f"the service refused the bucket name {bucket!r}; {_BUCKET_RULE}",
         )
     return ("BadRequest" if code == "HTTP400" else code), "Bad Request (the answer gave no reason)"
 
