@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import importlib.metadata
 import io
+import logging
 import os
 import pickle
 import sys
@@ -287,6 +288,31 @@ def test_rm_recursive_deletes_the_keys_listed_and_invents_none(
     fs.rm(f"{bucket}/a", recursive=True)
     assert sorted(asked) == ["a/b/c", "a/d"]
     assert list(client.list_objects(bucket)) == []
+
+
+def test_copy_and_mv_recursive_keep_empty_folders(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    for key in ("fc/", "fc/a", "fc/empty/"):
+        client.put_object(bucket, key, b"" if key.endswith("/") else b"a")
+    fs.copy(f"{bucket}/fc", f"{bucket}/copied", recursive=True)
+    fs.mv(f"{bucket}/fc", f"{bucket}/moved", recursive=True)
+    assert sorted(o.key for o in client.list_objects(bucket)) == [
+        "copied/", "copied/a", "copied/empty/", "moved/", "moved/a", "moved/empty/",
+    ]  # fmt: skip
+
+
+def test_cp_file_of_an_object_asks_for_it_once(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The copy's own HEAD says whether it is an object; asking first whether it is a
+    # directory cost each file of a recursive copy one request more.
+    client.put_object(bucket, "one", b"1")
+    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+        fs.cp_file(f"{bucket}/one", f"{bucket}/two")
+    sent = [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
+    assert [m for m in sent if m.startswith(f"HEAD {bucket}/one ")] == [f"HEAD {bucket}/one -> 200"]
+    assert client.get_object(bucket, "two") == b"1"
 
 
 def test_put_and_get_a_tree(fs: ObjsdkFileSystem, bucket: str, tmp_path: Path) -> None:

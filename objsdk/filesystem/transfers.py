@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mimetypes
 import os
@@ -206,14 +207,24 @@ class Transfers:
             )
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        """Copy one object on the server. A directory is implied by its keys: nothing
+        to copy, except its folder marker (``key/``) if it has one, which is copied as
+        s3fs copies it (``copy(recursive=True)`` keeps empty folders)."""
         b1, k1, version_id = self.split_path(path1)
         b2, k2, _ = self.split_path(path2)
-        if not k1 or (version_id is None and self.isdir(path1)):
-            return  # directories are implied by keys
-        with translated(path1):
-            # One CopyObject up to its 5 GiB limit, else parts the server copies; either
-            # way no byte passes through here and the metadata is kept (as s3fs does).
-            self.client.copy(b1, k1, b2, k2, version_id=version_id)
+        if not k1:
+            return  # a bucket: its objects are copied by their own paths
+        try:
+            with translated(path1):
+                # One CopyObject up to its 5 GiB limit, else parts the server copies;
+                # either way no byte passes through here and the metadata is kept.
+                self.client.copy(b1, k1, b2, k2, version_id=version_id)
+            return
+        except FileNotFoundError:
+            if version_id is not None or not self.isdir(path1):
+                raise
+        with translated(path1), contextlib.suppress(errors.NoSuchKey):
+            self.client.copy(b1, k1 + "/", b2, k2 + "/")
 
     def rm_file(self, path: str) -> None:
         bucket, key, version_id = self.split_path(path)
