@@ -262,16 +262,7 @@ class Transfers:
             else:
                 buckets.append(bucket)
         for bucket, keys in by_bucket.items():
-            with translated(bucket):
-                failed = self.client.delete_objects(bucket, keys)
-            if failed:
-                first = failed[0]
-                raise OSError(
-                    errno.EIO,
-                    f"could not delete {len(failed)} of {len(keys)} keys, e.g. "
-                    f"{first.key!r}: {first.code}",
-                    bucket,
-                )
+            _delete_all(self.client, bucket, keys, bucket)
         for bucket in buckets:
             self.rmdir(bucket)
         # The objects (and buckets) deleted: not the "directories" above them.
@@ -285,22 +276,28 @@ class Transfers:
         path = f"{bucket}/{key}" if key else bucket
         with translated(path):
             keys = _rm_tree_keys(self.client, bucket, key)
-            if not keys and key:
-                raise FileNotFoundError(errno.ENOENT, "nothing to delete", path)
-            failed = self.client.delete_objects(bucket, keys) if keys else []
-        if failed:
-            first = failed[0]
-            raise OSError(
-                errno.EIO,
-                f"could not delete {len(failed)} of {len(keys)} keys, e.g. "
-                f"{first.key!r}: {first.code}",
-                bucket,
-            )
+        if not keys and key:
+            raise FileNotFoundError(errno.ENOENT, "nothing to delete", path)
+        if keys:
+            _delete_all(self.client, bucket, keys, path)
         deleted = [f"{bucket}/{k}" for k in keys]
         if not key:
             self.rmdir(bucket)
             deleted.append(bucket)
         return deleted
+
+
+def _delete_all(client: Client, bucket: str, keys: list[str], path: str) -> None:
+    """Delete ``keys``; an OSError naming how many failed, and one of them, if any did."""
+    with translated(path):
+        failed = client.delete_objects(bucket, keys)
+    if failed:
+        first = failed[0]
+        raise OSError(
+            errno.EIO,
+            f"could not delete {len(failed)} of {len(keys)} keys, e.g. {first.key!r}: {first.code}",
+            bucket,
+        )
 
 
 def _rm_tree_keys(client: Client, bucket: str, key: str) -> list[str]:
