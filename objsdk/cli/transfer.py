@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from objsdk import errors
-from objsdk._core.sizes import DEFAULT_PART_SIZE, MAX_PARTS, MiB
+from objsdk._core.parts import upload_part_size
 from objsdk._transfer.copy import MAX_SINGLE_COPY
 from objsdk._transfer.download_stream import is_stream_file
 
@@ -62,12 +62,9 @@ class Runner:
     def writer_part_size(self) -> int | None:
         """A stream's part size: ``--part-size``, or, with ``--expected-size``, large
         enough that S3's 10,000 parts hold the stream (whole MiB)."""
-        part = self.opts.part_size
-        expected = self.opts.expected_size
-        if expected is None:
-            return part
-        needed = -(-expected // (MAX_PARTS * MiB)) * MiB
-        return max(part or DEFAULT_PART_SIZE, needed)
+        if self.opts.expected_size is None:
+            return self.opts.part_size
+        return upload_part_size(self.opts.expected_size, self.opts.part_size)
 
     def writer_parallel(self) -> int:
         """The parts in flight of a writer (``open_write``), which does not adapt."""
