@@ -1,11 +1,16 @@
-"""Client CPU per small request: sequential 4 KiB GET, HEAD and PUT, and GETs/s on 16 threads.
+"""Client CPU per small request: sequential 4 KiB GET, HEAD, PUT and download to a file,
+and GETs/s on 16 threads.
 
 Each client sends ``--objects`` requests of each kind, one after another, to the same
 server; ``time.process_time()`` (this process, all threads) around each batch gives the
 client's CPU per request, the median of ``--runs`` interleaved runs after a warm-up. Then
 16 threads GET the same objects (each thread its own share) and the wall time gives
-GETs/s. Clients: objsdk, boto3 (at its defaults, CRC32 on PUT), minio-py and obstore (its
-synchronous API) when installed (``pip install 'objsdk[perf]'``).
+GETs/s. A download writes the object to a file of its own name in a scratch directory:
+``Client.download`` (the file fsynced and renamed into place when it returns), boto3's
+``download_file``, minio-py's ``fget_object``, obstore's ``get`` written to a file (the
+last three leave the bytes in the page cache). Clients: objsdk, boto3 (at its defaults,
+CRC32 on PUT), minio-py and obstore (its synchronous API) when installed
+(``pip install 'objsdk[perf]'``).
 
 Target (issue 27): objsdk at most 0.25 ms of client CPU per GET, HEAD and PUT; with 16
 threads, GETs/s at least minio-py's and 0.7x obstore's.
@@ -18,7 +23,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +35,10 @@ from urllib.parse import urlsplit
 from common import Server, server
 
 BUCKET = "bench-requests"
+SCRATCH = os.path.join(tempfile.gettempdir(), f"objsdk-bench-requests-{os.getpid()}")
 BODY = os.urandom(4096)
 THREADS = 16
+KINDS = ("GET", "HEAD", "PUT", "FILE")
 
 Ops = dict[str, Callable[[str], Any]]
 
@@ -40,7 +49,13 @@ def objsdk_ops(srv: Server) -> Ops:
         "GET": lambda key: client.get_object(BUCKET, key),
         "HEAD": lambda key: client.head_object(BUCKET, key),
         "PUT": lambda key: client.put_object(BUCKET, key, BODY),
+        "FILE": lambda key: client.download(BUCKET, key, local(key)),
     }
+
+
+def local(key: str) -> str:
+    """The file a download of ``key`` writes."""
+    return os.path.join(SCRATCH, key.replace("/", "_"))
 
 
 def boto3_ops(srv: Server) -> Ops:
@@ -49,6 +64,7 @@ def boto3_ops(srv: Server) -> Ops:
         "GET": lambda key: s3.get_object(Bucket=BUCKET, Key=key)["Body"].read(),
         "HEAD": lambda key: s3.head_object(Bucket=BUCKET, Key=key),
         "PUT": lambda key: s3.put_object(Bucket=BUCKET, Key=key, Body=BODY),
+        "FILE": lambda key: s3.download_file(BUCKET, key, local(key)),
     }
 
 
@@ -74,6 +90,7 @@ def minio_ops(srv: Server) -> Ops:
         "GET": get,
         "HEAD": lambda key: mc.stat_object(BUCKET, key),
         "PUT": lambda key: mc.put_object(BUCKET, key, io.BytesIO(BODY), len(BODY)),
+        "FILE": lambda key: mc.fget_object(BUCKET, key, local(key)),
     }
 
 
@@ -94,7 +111,13 @@ def obstore_ops(srv: Server) -> Ops:
         "GET": lambda key: obstore.get(store, key).bytes(),
         "HEAD": lambda key: obstore.head(store, key),
         "PUT": lambda key: obstore.put(store, key, BODY),
+        "FILE": lambda key: to_file(obstore.get(store, key).bytes(), local(key)),
     }
+
+
+def to_file(data: Any, path: str) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 CLIENTS: dict[str, tuple[str | None, Callable[[Server], Ops]]] = {
@@ -129,6 +152,14 @@ def main() -> None:
     ap.add_argument("--clients", nargs="*", default=list(CLIENTS))
     args = ap.parse_args()
     keys = [f"small/{i:05d}" for i in range(args.objects)]
+    os.makedirs(SCRATCH)
+    try:
+        measure(args, keys)
+    finally:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, keys: list[str]) -> None:
     with server() as srv:
         srv.scratch_bucket(BUCKET)
         for key in keys:
@@ -146,7 +177,7 @@ def main() -> None:
         for run in range(args.runs + 1):  # the first round warms up and is not counted
             order = names[run % len(names) :] + names[: run % len(names)]
             for name in order:
-                for kind in ("GET", "HEAD", "PUT"):
+                for kind in KINDS:
                     ms = sequential(clients[name][kind], keys)
                     if run:
                         cpu.setdefault((name, kind), []).append(ms)
@@ -154,14 +185,14 @@ def main() -> None:
                 if run:
                     rate[name].append(gets)
     print(f"\n{args.objects} objects of 4 KiB, median of {args.runs} interleaved runs\n")
-    print(f"| client CPU ms per request | GET | HEAD | PUT | {THREADS} threads, GETs/s |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(
+        f"| client CPU ms per request | GET | HEAD | PUT | download to a file "
+        f"| {THREADS} threads, GETs/s |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name in names:
-        row = [statistics.median(cpu[(name, k)]) for k in ("GET", "HEAD", "PUT")]
-        print(
-            f"| {name} | {row[0]:.2f} | {row[1]:.2f} | {row[2]:.2f} "
-            f"| {statistics.median(rate[name]):,.0f} |"
-        )
+        row = " | ".join(f"{statistics.median(cpu[(name, k)]):.2f}" for k in KINDS)
+        print(f"| {name} | {row} | {statistics.median(rate[name]):,.0f} |")
 
 
 if __name__ == "__main__":

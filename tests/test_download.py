@@ -451,3 +451,87 @@ def test_a_byte_changed_on_the_way_fails_the_combined_crc32c(parallel):
             parallel=parallel,
             part_size=1000,
         )
+
+
+# -- objects of one part ------------------------------------------------------------------
+
+
+class StreamSpy(MockTransport):
+    """A MockTransport that records, per GET, whether its answer was asked to stream."""
+
+    def __init__(self, handler) -> None:
+        super().__init__(handler)
+        self.streamed: list[bool] = []
+
+    def request(self, method, **kwargs):
+        if method == "GET":
+            self.streamed.append(kwargs.get("stream", False))
+        return super().request(method, **kwargs)
+
+
+def test_an_object_of_one_part_is_downloaded_in_the_callers_thread_with_no_record(
+    tmp_path, monkeypatch
+):
+    import objsdk._io.pool as pool
+    import objsdk._transfer.download_file as download_file
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a thread pool or a resume record for one part")
+
+    monkeypatch.setattr(pool.PartPool, "__init__", refused)
+    monkeypatch.setattr(download_file, "save_state", refused)
+    data = os.urandom(4096)
+    dest = tmp_path / "out.bin"
+    result = download(ranged(data, data), "b", "k", str(dest))
+    assert dest.read_bytes() == data
+    assert result.verified == "crc32c"
+    assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_a_failed_download_of_one_part_leaves_no_temp_file_behind(tmp_path):
+    data = os.urandom(4096)
+    rotten = bytes([data[0] ^ 1]) + data[1:]
+    with pytest.raises(objsdk.IntegrityError):
+        download(ranged(data, rotten), "b", "k", str(tmp_path / "out.bin"))
+    whole = ranged(data, data).handler
+
+    def cut(request: Request) -> MockResponse:
+        answer = whole(request)  # every GET's body breaks off before its first byte
+        return MockResponse(answer.status, answer.headers, b"")
+
+    with pytest.raises(objsdk.ResumeLimitError):
+        download(MockTransport(cut), "b", "k", str(tmp_path / "out.bin"), max_resume=1)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_small_object_of_known_size_is_read_as_one_whole_answer():
+    data = os.urandom(4096)
+    spy = StreamSpy(ranged(data, data).handler)
+    download(spy, "b", "k", bytearray(len(data)))
+    assert spy.streamed == [False]
+
+
+def test_an_object_over_whole_answer_size_is_streamed():
+    from objsdk._io.range_reader import WHOLE_ANSWER
+
+    data = os.urandom(WHOLE_ANSWER + 1)
+    spy = StreamSpy(ranged(data, data).handler)
+    download(spy, "b", "k", bytearray(len(data)), parallel=1)
+    assert spy.streamed == [True]
+
+
+def test_after_a_break_a_small_object_is_streamed_so_no_received_byte_is_lost():
+    data = os.urandom(4096)
+    inner = ranged(data, data).handler
+    calls = itertools.count()
+
+    def once_broken(request: Request) -> MockResponse:
+        if request.method == "GET" and next(calls) == 0:
+            raise objsdk.errors.ProtocolError("connection broken", operation="read")
+        return inner(request)
+
+    spy = StreamSpy(once_broken)
+    buf = bytearray(len(data))
+    download(spy, "b", "k", buf)
+    assert buf == data
+    assert spy.streamed == [False, True]

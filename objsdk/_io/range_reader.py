@@ -60,6 +60,12 @@ SKIP_THRESHOLD = 256 * 1024
 # again (a tar member read after a seek pays 4 windows, not 8).
 RANDOM_WINDOW = 64 * 1024
 RANDOM_WINDOW_CAP = 8 << 20
+# A GET of an object known to be this small is read whole by the transport's own
+# connections (httptools) instead of streamed through requests: streaming a 4 KiB object
+# cost three times the client CPU of reading it whole (docs/perf.md, "Downloads of small
+# objects"). Its size, not the window's, decides: a server that ignores Range answers
+# with the whole object, which must fit in memory. After a break the reader streams.
+WHOLE_ANSWER = 1 << 20
 
 
 T = TypeVar("T")
@@ -157,6 +163,9 @@ class RangeReader:
         self._opened_once = False
         self.max_stall = max_stall
         self._stalled_since: float | None = None
+        # Whether a small object may be read whole (WHOLE_ANSWER): not after a break,
+        # which loses all a whole answer received, where a stream keeps every byte.
+        self._whole = True
 
     def window(
         self,
@@ -378,6 +387,7 @@ class RangeReader:
             headers["x-amz-checksum-mode"] = "ENABLED"
         params = self.pin.params()
         self.stats.requests += 1
+        size = self.pin.size
         try:
             resp = self.transport.request(
                 "GET",
@@ -386,7 +396,7 @@ class RangeReader:
                 key=self.key,
                 params=params,
                 headers=headers,
-                stream=True,
+                stream=not (self._whole and size is not None and size <= WHOLE_ANSWER),
                 ok=(200, 206, 412, 416),
                 # This reader's own policy retries (backoff, max_resume): the transport
                 # retries only connect errors, so a silent server costs at most
@@ -468,6 +478,7 @@ class RangeReader:
 
     def _on_break(self, e: Broken) -> None:
         self.drop()
+        self._whole = False
         cause = e.cause
         if self.cancel is not None and self.cancel.is_set():
             raise self._cancelled() from cause

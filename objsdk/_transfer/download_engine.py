@@ -120,11 +120,11 @@ class _PartCrc:
             self._cut = self.crcs.next_cut(self.pos)
 
 
-def into_file(fd: int, crcs: RangeCrc | None, writeback: Writeback) -> Sink:
+def into_file(fd: int, crcs: RangeCrc | None, writeback: Writeback | None) -> Sink:
     """Parts land in the open file ``fd`` at their offsets; with ``crcs``, each part's
-    CRC is added to it, hashed from the receive buffer. ``writeback`` flushes the file
-    in the background as parts are written; a part is durable once it hands the part
-    on (the caller reports it written: :meth:`Writeback.written`).
+    CRC is added to it, hashed from the receive buffer. ``writeback`` (if any) flushes
+    the file in the background as parts are written; a part is durable once it hands
+    the part on (the caller reports it written: :meth:`Writeback.written`).
 
     Why pwrite from a small buffer and not readinto on an mmap of the file, which saves
     a copy: on a 2-vCPU VM, 1 GiB with 4 parts in flight and a flush per part took a
@@ -146,7 +146,8 @@ def into_file(fd: int, crcs: RangeCrc | None, writeback: Writeback) -> Sink:
                     hasher.update(buf[:k])
                 _pwrite_all(fd, buf[:k], pos)
                 pos += k
-                writeback.wrote(k)
+                if writeback is not None:
+                    writeback.wrote(k)
                 tick(k)
         hasher.flush()
 
@@ -180,11 +181,12 @@ def fetch_parts(
     on_done: Callable[[Part], None] | None = None,
     on_start: Callable[[Mapping[str, str]], None] | None = None,
 ) -> int:
-    """Fetch ``parts`` on a :class:`PartPool` of up to ``parallel`` threads, each through
-    a :class:`RangeReader` window pinned to ``info``'s ETag, size and version; return
-    the number of parts that were in flight at the end. ``on_start`` gets the headers
-    of the answer for byte 0, if a part starts there (with the stored checksums: GET
-    may state ``x-amz-checksum-type`` where HEAD did not).
+    """Fetch ``parts`` on a :class:`PartPool` of up to ``parallel`` threads (one part: in
+    the caller's thread), each through a :class:`RangeReader` window pinned to
+    ``info``'s ETag, size and version; return the number of parts that were in flight
+    at the end. ``on_start`` gets the headers of the answer for byte 0, if a part starts
+    there (with the stored checksums: GET may state ``x-amz-checksum-type`` where HEAD
+    did not).
 
     ``parallel=None`` adapts (:class:`~objsdk._core.adaptive.Preset.download`): one
     part at a time first, more while the aggregate rate keeps rising, up to
@@ -202,6 +204,23 @@ def fetch_parts(
     if not pin.pinned:
         # Nothing ties parts to one version: one stream, which refuses to resume unpinned.
         parts = [Part(parts[0].index, parts[0].start, parts[-1].stop)]
+    if len(parts) == 1:
+        # One part runs in the caller's thread: a pool would start a thread for it, which
+        # cost more client CPU than the GET itself for a small object (docs/perf.md,
+        # "Downloads of small objects").
+        _one_stream(
+            transport,
+            info,
+            pin,
+            parts,
+            sink,
+            max_resume,
+            progress,
+            progress.done,
+            on_done,
+            on_start,
+        )
+        return 1
     finished: set[int] = set()
     start = progress.done
     level = SharedLevel.unless(parallel, preset=Preset.download())

@@ -125,6 +125,8 @@ def download_to_path(
         dest=os.path.abspath(path),
     )
     fd = _open_locked(temp, path, info)
+    if len(parts) <= 1:
+        return _download_whole(transport, info, path, fd, parts, progress, max_resume, check)
     try:
         reused = reusable_parts(load_state(state_path), wanted, os.fstat(fd).st_size)
         if not reused:
@@ -173,17 +175,7 @@ def download_to_path(
     except BaseException:
         os.close(fd)  # temp and state stay: the next call resumes
         raise
-    try:
-        # Still under the lock: no other download can write the temp file while it
-        # becomes dest (one that opened it before the rename finds, once it has the
-        # lock, that the name no longer leads to it: _open_locked).
-        os.replace(temp, path)
-        _fsync_dir(os.path.dirname(os.path.abspath(path)))
-        _remove(state_path, state_path + ".tmp")
-    except OSError as e:
-        _raise_write_error(e, info, path)
-    finally:
-        os.close(fd)
+    _rename(fd, temp, state_path, path, info)
     fetched = sum(p.length for p in todo)
     return DownloadResult(
         info,
@@ -195,6 +187,68 @@ def download_to_path(
         check.verified,
         check.unverified_reason,
     )
+
+
+def _download_whole(
+    transport: Transport,
+    info: ObjectInfo,
+    path: str,
+    fd: int,
+    parts: Sequence[Part],
+    progress: Progress | None,
+    max_resume: int,
+    check: Check,
+) -> DownloadResult:
+    """An object of at most one part into the open, locked temp file ``fd``: nothing is
+    recorded (there is no part to resume short of the whole) and nothing is flushed in
+    the background; a failure removes the temp file. The whole file is fsynced before
+    the rename, as in a download of many parts."""
+    size = object_size(info)
+    temp, state_path = download_paths(path)
+    try:
+        # A record left by an earlier download into this temp file would claim bytes
+        # about to be overwritten: it goes first.
+        _remove(state_path, state_path + ".tmp")
+        os.ftruncate(fd, 0)
+        tracker = ProgressTracker(progress, size, announce=True)
+        used = fetch_parts(
+            transport,
+            info,
+            parts,
+            into_file(fd, check.crcs, None),
+            1,
+            max_resume,
+            tracker,
+            on_start=check.on_start,
+        )
+        check.verify(lambda update, start, stop: _hash_file(fd, start, stop, update))
+        os.fsync(fd)
+    except BaseException as e:
+        _remove(temp)
+        os.close(fd)
+        if isinstance(e, OSError):
+            _raise_write_error(e, info, path)
+        raise
+    _rename(fd, temp, state_path, path, info)
+    return DownloadResult(
+        info, len(parts), len(parts), 0, size, used, check.verified, check.unverified_reason
+    )
+
+
+def _rename(fd: int, temp: str, state_path: str, path: str, info: ObjectInfo) -> None:
+    """Give the complete, fsynced temp file its final name, durably, and remove the
+    record beside it; close ``fd``."""
+    try:
+        # Still under the lock: no other download can write the temp file while it
+        # becomes dest (one that opened it before the rename finds, once it has the
+        # lock, that the name no longer leads to it: _open_locked).
+        os.replace(temp, path)
+        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+        _remove(state_path, state_path + ".tmp")
+    except OSError as e:
+        _raise_write_error(e, info, path)
+    finally:
+        os.close(fd)
 
 
 def _open_locked(temp: str, path: str, info: ObjectInfo) -> int:
