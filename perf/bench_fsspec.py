@@ -13,7 +13,11 @@ a Parquet file of 400,000 rows in 8 row groups (~46 MB), through each filesystem
 new TCP connections each read opened are counted beside the time.
 
     python perf/bench_fsspec.py [--size-mib 64] [--runs 5] [--profile wan ...]
-                                [--quick] [--json out.json]
+                                [--files 1000] [--quick] [--json out.json]
+
+Then many small files (``--files``, 1,000 of 4 KiB by default): ``put`` of a local tree
+and ``get`` of it back (``recursive=True``) through each filesystem, the destination
+removed and the page cache flushed (``sync``) before every run, outside the timing.
 
 ``--quick`` checks the script end to end (8 MiB, one run): its numbers mean nothing.
 """
@@ -21,7 +25,11 @@ new TCP connections each read opened are counted beside the time.
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import socket
+import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -41,6 +49,7 @@ def main() -> None:
         default=None,
         help="network profile(s) of the Parquet reads (default: loopback and wan)",
     )
+    p.add_argument("--files", type=int, default=1000, help="small files put and got (1000)")
     args = p.parse_args()
     size_mib, runs = (8, 1) if args.quick else (args.size_mib, args.runs)
     key = f"fsspec-{size_mib}m"
@@ -89,6 +98,7 @@ def main() -> None:
         sections = [section]
         for name in args.profile or ["loopback", "wan"]:
             sections.append(parquet_columns(srv, name, runs, quick=args.quick))
+        sections += many_files(theirs, ours, 20 if args.quick else args.files, runs, args.quick)
         write_json(args.json, sections)
 
 
@@ -171,6 +181,65 @@ def parquet_columns(srv: Any, profile: str, runs: int, *, quick: bool) -> dict[s
     )
     section["new_connections"] = {k: sorted(v) for k, v in connects.items()}
     return section
+
+
+def many_files(
+    theirs: Any, ours: Any, count: int, runs: int, quick: bool
+) -> list[dict[str, object]]:
+    """``put`` and ``get`` of ``count`` files of 4 KiB, recursive, through each filesystem."""
+    scratch = tempfile.mkdtemp(prefix="objsdk-bench-fsspec-")
+    try:
+        src = os.path.join(scratch, "src")
+        for i in range(count):
+            path = os.path.join(src, f"d{i % 10}", f"f{i}.bin")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(os.urandom(4096))
+        fss = {"s3fs": theirs, "objsdk": ours}
+
+        def put(name: str) -> Callable[[], int]:
+            def run() -> int:
+                # Trailing slashes: the tree's contents, whether or not the prefix exists.
+                fss[name].put(src + "/", f"{BUCKET}/many-{name}/", recursive=True)
+                return count * 4096
+
+            return run
+
+        def get(name: str) -> Callable[[], int]:
+            def run() -> int:
+                dest = os.path.join(scratch, f"got-{name}")
+                fss[name].get(f"{BUCKET}/many-{name}/", dest + "/", recursive=True)
+                got = sum(len(files) for _, _, files in os.walk(dest))
+                if got != count:
+                    raise SystemExit(f"{name} get wrote {got} files, not {count}")
+                return count * 4096
+
+            return run
+
+        def settle() -> None:
+            for name in fss:
+                shutil.rmtree(os.path.join(scratch, f"got-{name}"), ignore_errors=True)
+                fss[name].invalidate_cache()
+            subprocess.run(["sync"], check=False)
+
+        sections = []
+        for verb, make in (("put", put), ("get", get)):
+            results = interleave(
+                {f"{name} {verb}(recursive)": make(name) for name in fss},
+                runs,
+                warmup=not quick,
+                settle=settle,
+            )
+            sections.append(
+                report(
+                    f"{verb} of {count} files of 4 KiB, {runs} runs",
+                    results,
+                    f"s3fs {verb}(recursive)",
+                )
+            )
+        return sections
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextmanager

@@ -199,7 +199,7 @@ def test_bench_without_the_suite_is_a_clear_error(
 
 
 def test_a_batch_names_its_files_only_once_flushed(tmp_path: Any) -> None:
-    from objsdk.cli.smallfile import Batch, Pending
+    from objsdk._transfer.smallfile import Batch, Pending
 
     batch = Batch()
     tmp = tmp_path / ".objsdk-0.tmp"
@@ -213,7 +213,7 @@ def test_a_batch_names_its_files_only_once_flushed(tmp_path: Any) -> None:
 
 
 def test_a_full_batch_flushes_itself(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from objsdk.cli import smallfile
+    from objsdk._transfer import smallfile
 
     monkeypatch.setattr(smallfile, "BATCH_FILES", 3)
     batch = smallfile.Batch()
@@ -228,7 +228,7 @@ class _SlowDisk:
     writes temporary files ``t<i>`` bound for ``f<i>``."""
 
     def __init__(self, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-        from objsdk.cli import smallfile
+        from objsdk._transfer import smallfile
 
         monkeypatch.setattr(smallfile, "BATCH_FILES", 2)
         monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
@@ -292,7 +292,7 @@ def test_a_worker_waits_for_the_disk_once_two_batches_wait(
 
 
 def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path: Any) -> None:
-    from objsdk.cli.smallfile import Batch, Pending
+    from objsdk._transfer.smallfile import Batch, Pending
 
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "inside").write_bytes(b"keep")
@@ -300,16 +300,17 @@ def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path
     batch = Batch()
     batch.add(Pending(str(tmp_path / "t"), str(tmp_path / "taken"), 1))
     batch.flush()
-    assert [(what, str(e)) for what, e in batch.failures] == [
-        (f"download to {tmp_path / 'taken'}", f"a directory is there: {tmp_path / 'taken'}")
-    ]
+    [(what, e)] = batch.failures
+    assert what == f"download to {tmp_path / 'taken'}"
+    assert isinstance(e, IsADirectoryError)
+    assert (e.strerror, e.filename) == ("a directory is there", str(tmp_path / "taken"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
     assert (tmp_path / "taken" / "inside").read_bytes() == b"keep"
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="Linux's /proc/meminfo")
 def test_the_data_waiting_for_the_disk_is_read_from_the_system() -> None:
-    from objsdk.cli.smallfile import dirty_bytes
+    from objsdk._transfer.smallfile import dirty_bytes
 
     waiting = dirty_bytes()
     assert isinstance(waiting, int)
@@ -319,7 +320,7 @@ def test_the_data_waiting_for_the_disk_is_read_from_the_system() -> None:
 def _batch_of(paths: list[Any]) -> tuple[Any, list[int], list[str]]:
     """A batch of temporary files at ``paths`` whose flushes are recorded: the device of
     each ``syncfs`` and the path of each single-file fsync."""
-    from objsdk.cli import smallfile
+    from objsdk._transfer import smallfile
 
     synced_devices: list[int] = []
     fsynced: list[str] = []
@@ -334,7 +335,7 @@ def _batch_of(paths: list[Any]) -> tuple[Any, list[int], list[str]]:
 def test_a_batch_is_flushed_by_one_syncfs_when_little_else_is_waiting_for_the_disk(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from objsdk.cli import smallfile
+    from objsdk._transfer import smallfile
 
     monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 4096)
     batch, synced_devices, fsynced = _batch_of([tmp_path / "a.tmp", tmp_path / "b.tmp"])
@@ -350,7 +351,7 @@ def test_a_batch_fsyncs_its_own_files_rather_than_flush_others_pending_writes(
 ) -> None:
     # syncfs would also wait for every other program's unwritten data on the filesystem
     # (a checkpoint being written): past SYNCFS_MAX_FOREIGN, only the batch is flushed.
-    from objsdk.cli import smallfile
+    from objsdk._transfer import smallfile
 
     monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 20 + smallfile.SYNCFS_MAX_FOREIGN + 1)
     paths = [tmp_path / "a.tmp", tmp_path / "b.tmp"]
@@ -371,7 +372,7 @@ def test_a_batch_across_a_mount_point_syncs_each_filesystem(
     import tempfile
     from pathlib import Path
 
-    from objsdk.cli import smallfile
+    from objsdk._transfer import smallfile
 
     monkeypatch.setattr(smallfile, "dirty_bytes", lambda: 0)
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:

@@ -163,7 +163,7 @@ def test_cli_cp_of_one_object_to_a_full_disk_names_it_and_the_rerun_completes(
 def test_cli_small_object_downloads_to_a_full_disk_name_each_file_and_leave_no_partial_file(
     env: dict[str, str], client: Client, bucket: str, disk: SmallDisk
 ) -> None:
-    # Listed objects up to 8 MiB take the small-object path (objsdk/cli/smallfile.py):
+    # Listed objects up to 8 MiB take the small-object path (objsdk/_transfer/smallfile.py):
     # one GET into memory, a temporary file, a batched rename.
     objects = {f"p/{i}.bin": os.urandom(768 << 10) for i in range(4)}  # 3 MiB in all
     for key, data in objects.items():

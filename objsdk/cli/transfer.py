@@ -19,13 +19,13 @@ from objsdk import errors
 from objsdk._core.parts import upload_part_size
 from objsdk._transfer.copy import MAX_SINGLE_COPY
 from objsdk._transfer.download_stream import is_stream_file
+from objsdk._transfer.smallfile import SMALL_OBJECT, Batch, download_small
 
 from .errors import EXIT_FAILED, CliError
 from .jobs import PARALLEL_PER_FILE, STREAM_CHUNK, Cancelled, Job, Outcome, TransferOptions
 from .listing import inside
 from .output import Output, Progress
 from .paths import LocalPath, RemotePath
-from .smallfile import SMALL_OBJECT, Batch, download_small
 
 if TYPE_CHECKING:
     from objsdk import Client, ObjectInfo

@@ -6,8 +6,9 @@
 * Writes go through :class:`~objsdk.filesystem.FileWriter` (bounded memory, multipart,
   stored only on a clean close: a failed write never leaves a partial object); ``"ab"``
   stores the old bytes and the new ones as one new object.
-* ``cat_ranges`` fetches its ranges in parallel; ``put``/``get`` use the parallel,
-  resumable upload and download.
+* ``cat_ranges`` fetches its ranges in parallel; ``put``/``get`` run many files at once
+  (:mod:`objsdk.filesystem.many`), each through the parallel, resumable upload and
+  download.
 * Storage options: objsdk's (``endpoint_url``, ``key``, ``secret``, ``token``, ``region``,
   ``profile``, ``anon``, ``client_kwargs``, ``readahead``, ``parallel``, ``part_size``,
   ``pickle_credentials``) and s3fs's, each honoured or refused by name
@@ -34,6 +35,7 @@ from objsdk._core.metadata import standard_headers
 from objsdk._core.pin import VersionPin
 from objsdk.filesystem import entries
 from objsdk.filesystem.extras import S3fsExtras
+from objsdk.filesystem.many import ManyFiles, recording
 from objsdk.filesystem.options import (
     OPEN_READ_OPTIONS,
     OPEN_WRITE_OPTIONS,
@@ -82,7 +84,7 @@ def register_s3_alias() -> None:
     fsspec.register_implementation("s3a", ObjsdkFileSystem, clobber=True)
 
 
-class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # type: ignore[misc]
+class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSystem):  # type: ignore[misc]
     """fsspec filesystem over objsdk (see the module docstring)."""
 
     protocol = ("objsdk",)
@@ -315,6 +317,9 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             found = super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs)
             head = f"{path}/{start}"
             found = {n: e for n, e in found.items() if not start or n.startswith(head)}
+            plan = recording()
+            if plan is not None:  # what get/put will find the files to be
+                plan.entries.update(found)
             return found if detail else sorted(found)
         bucket, key, _ = self.split_path(path)
         prefix = (key + "/" if key else "") + start
@@ -347,6 +352,9 @@ class ObjsdkFileSystem(S3fsExtras, Transfers, fsspec.AbstractFileSystem):  # typ
             if info is not None and info["type"] == "file":
                 out[path] = info
         names = sorted(out)
+        plan = recording()
+        if plan is not None:  # what get/put will find the files to be
+            plan.entries.update(out)
         return {n: out[n] for n in names} if detail else names
 
     def created(self, path: str) -> Any:

@@ -18,6 +18,7 @@ from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unu
 from fsspec.core import has_magic  # type: ignore[import-untyped,unused-ignore]
 
 from objsdk import ObjectSummary, errors
+from objsdk.filesystem.many import recording
 from objsdk.filesystem.oserrors import as_oserror, translated
 
 if TYPE_CHECKING:
@@ -140,7 +141,11 @@ class Transfers:
         outfile: Any = None,
         **kwargs: Any,
     ) -> None:
-        bucket, key, version_id = self.split_path(rpath)
+        plan = recording()
+        if plan is not None:  # fsspec's get is naming the files: ManyFiles runs them
+            plan.calls.append((rpath, lpath, kwargs))
+            return
+        _, key, version_id = self.split_path(rpath)
         if outfile is None and fsspec.utils.isfilelike(lpath):
             outfile = lpath
         if outfile is None and (not key or (version_id is None and self.isdir(rpath))):
@@ -154,15 +159,20 @@ class Transfers:
                     outfile.write(chunk)
                     callback.relative_update(len(chunk))
             return
-        parent = os.path.dirname(os.fspath(lpath))
+        self._get_object(rpath, os.fspath(lpath), callback, self.parallel)
+
+    def _get_object(self, rpath: str, lpath: str, callback: Any, parallel: int | None) -> None:
+        """Download the object ``rpath`` to the file ``lpath`` (its folder made)."""
+        bucket, key, version_id = self.split_path(rpath)
+        parent = os.path.dirname(lpath)
         if parent:
             os.makedirs(parent, exist_ok=True)
         with translated(rpath):
             self.client.download(
                 bucket,
                 key,
-                os.fspath(lpath),
-                parallel=self.parallel,
+                lpath,
+                parallel=parallel,
                 progress=_progress(callback),
                 version_id=version_id,
             )
@@ -188,6 +198,10 @@ class Transfers:
         mode: str = "overwrite",
         **kwargs: Any,
     ) -> None:
+        plan = recording()
+        if plan is not None:  # fsspec's put is naming the files: ManyFiles runs them
+            plan.calls.append((lpath, rpath, {"mode": mode, **kwargs}))
+            return
         if mode == "create" and self.exists(rpath):
             raise FileExistsError(errno.EEXIST, "the object exists", rpath)
         if os.path.isdir(lpath):

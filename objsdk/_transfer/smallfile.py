@@ -1,13 +1,11 @@
-"""Objects that arrive in one response, written to local files without the machinery of
-large downloads.
+"""Many objects that arrive in one response each, written to local files as a batch.
 
-``Client.download`` keeps a resume record beside a temporary file, locks it, and fetches
-parts in threads: worth it for an object of many parts, pure cost for a 4 KiB one (four
-opens, three fsyncs, three unlinks, two renames and a thread per object). An object up
-to :data:`SMALL_OBJECT` is instead read whole by one verified GET (``Client.open`` with
-no read-ahead: pinned to the first answer's ETag, its stored checksum checked) and
-written to a temporary name in the destination's directory (``.objsdk-<random>.tmp``,
-created exclusively). Nothing is kept to resume: there is nothing worth resuming.
+A tool that knows from a listing that an object is small (``objsdk cp --recursive``,
+the fsspec filesystem's ``get``) needs neither ``Client.download``'s HEAD nor its lock
+and fsync per file. An object up to :data:`SMALL_OBJECT` is read whole by one verified
+GET (``Client.get_object``: its stored checksum checked) and written to a temporary
+name in the destination's directory (``.objsdk-<random>.tmp``, created exclusively).
+Nothing is kept to resume: there is nothing worth resuming.
 
 Durability is batched (:class:`Batch`): a temporary file takes its final name only once
 its bytes are on disk, and that is done for many files at once: when
@@ -29,19 +27,17 @@ which a rerun ignores and ``sync --delete`` removes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from objsdk import errors
 from objsdk._transfer.download_file import checked_path
-
-if TYPE_CHECKING:
-    from objsdk import Client
 
 __all__ = [
     "BATCH_BYTES",
@@ -49,6 +45,8 @@ __all__ = [
     "SMALL_OBJECT",
     "SYNCFS_MAX_FOREIGN",
     "Batch",
+    "Getter",
+    "Pending",
     "download_small",
 ]
 
@@ -228,8 +226,9 @@ class Batch:
             os.close(fd)
 
 
-def _directory_there(dest: str) -> errors.InvalidArgument:
-    return errors.InvalidArgument(f"a directory is there: {dest}")
+def _directory_there(dest: str) -> IsADirectoryError:
+    # As Client.download and open(dest, "wb") refuse it: the path's fault, Python's error.
+    return IsADirectoryError(errno.EISDIR, "a directory is there", dest)
 
 
 def _fsync_path(path: str, flags: int) -> None:
@@ -241,8 +240,14 @@ def _fsync_path(path: str, flags: int) -> None:
             os.close(fd)
 
 
+class Getter(Protocol):
+    """What :func:`download_small` needs of a client (``Client`` is one)."""
+
+    def get_object(self, bucket: str, key: str) -> bytes: ...
+
+
 def download_small(
-    client: Client,
+    client: Getter,
     bucket: str,
     key: str,
     dest: str,

@@ -1,0 +1,192 @@
+"""``get`` and ``put`` of many files at once (a base of ObjsdkFileSystem).
+
+fsspec's own ``get`` and ``put`` decide which file goes where (globs, ``recursive``,
+``maxdepth``, a trailing ``/``, lists): that is run unchanged, with ``get_file`` and
+``put_file`` recording their calls instead of sending anything (:func:`recording`).
+The recorded files are then transferred :data:`FILES_AT_ONCE` at a time (``batch_size=``
+sets it, as in s3fs), each with at most :data:`PARTS_PER_FILE` parts in flight unless
+the filesystem's ``parallel`` says otherwise: one file alone keeps the adaptive
+defaults.
+
+Objects the listing showed to be small (up to
+:data:`~objsdk._transfer.smallfile.SMALL_OBJECT`) are fetched by one verified GET each
+and made durable together, as ``objsdk cp --recursive`` does it
+(:mod:`objsdk._transfer.smallfile`: a temporary name, one ``syncfs`` per batch, then the
+final name): a ``get`` that returns has every file on disk under its name, and none
+ever holds a partial file. Larger ones go through ``Client.download``.
+
+The first failure stops files not yet started; those under way finish, and the failure
+is raised once they have (as the OSError :mod:`objsdk.filesystem.oserrors` decides).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unused-ignore]
+
+from objsdk._transfer.download_stream import is_stream_file
+from objsdk._transfer.smallfile import SMALL_OBJECT, Batch, download_small
+from objsdk.filesystem.oserrors import translated
+
+if TYPE_CHECKING:
+    from objsdk import Client
+
+__all__ = ["FILES_AT_ONCE", "PARTS_PER_FILE", "ManyFiles", "Plan", "recording"]
+
+# Files in flight at once, as `objsdk cp --recursive` runs them (its --jobs default).
+FILES_AT_ONCE = 16
+# Parts in flight per file when several files share the connections: each file's own
+# climb would only take bandwidth from the others.
+PARTS_PER_FILE = 4
+
+
+@dataclass
+class Plan:
+    """What fsspec's ``get``/``put`` asked for: ``(source, destination, kwargs)`` per
+    file, and the entries the listings along the way found, by name."""
+
+    calls: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+# Set only in the thread planning a get/put: the workers' own calls run for real.
+_PLAN: contextvars.ContextVar[Plan | None] = contextvars.ContextVar("objsdk_plan", default=None)
+
+
+def recording() -> Plan | None:
+    """The plan being recorded in this thread, if any (``get_file``/``put_file`` and
+    listings report to it)."""
+    return _PLAN.get()
+
+
+@contextmanager
+def _planning() -> Iterator[Plan]:
+    plan = Plan()
+    token = _PLAN.set(plan)
+    try:
+        yield plan
+    finally:
+        _PLAN.reset(token)
+
+
+class ManyFiles:
+    """``get`` and ``put`` that run their files at once (see the module docstring)."""
+
+    client: Client
+    parallel: int | None
+
+    if TYPE_CHECKING:
+
+        def split_path(self, path: str) -> tuple[str, str, str | None]: ...
+        def get_file(self, rpath: str, lpath: Any, **kwargs: Any) -> None: ...
+        def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None: ...
+        def _strip_protocol(self, path: Any) -> Any: ...
+        def _get_object(self, rpath: str, lpath: str, callback: Any, parallel: Any) -> None: ...
+
+    def get(
+        self,
+        rpath: Any,
+        lpath: Any,
+        recursive: bool = False,
+        callback: Any = DEFAULT_CALLBACK,
+        maxdepth: int | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Copy files to local paths, as fsspec's ``get`` names them; ``batch_size``
+        files at once (default :data:`FILES_AT_ONCE`)."""
+        with _planning() as plan:
+            super().get(  # type: ignore[misc]
+                rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs
+            )
+        if len(plan.calls) <= 1:
+            for r, loc, kw in plan.calls:
+                callback.set_size(1)
+                with callback.branched(r, loc) as child:
+                    self.get_file(r, loc, callback=child, **kw)
+                callback.relative_update(1)
+            return
+        batch = Batch()
+        parallel = self.parallel or PARTS_PER_FILE
+
+        def one(r: str, loc: Any, kw: dict[str, Any], child: Any) -> None:
+            entry = plan.entries.get(self._strip_protocol(r))
+            if entry is None or kw or not isinstance(loc, (str, os.PathLike)):
+                self.get_file(r, loc, callback=child, **kw)  # nothing known: as asked
+            elif entry["type"] == "directory":
+                os.makedirs(loc, exist_ok=True)
+            elif entry["size"] <= SMALL_OBJECT and not is_stream_file(os.fspath(loc)):
+                bucket, key, _ = self.split_path(r)
+                with translated(r):
+                    download_small(self.client, bucket, key, os.fspath(loc), None, batch)
+            else:
+                self._get_object(r, os.fspath(loc), child, parallel)
+
+        try:
+            _run(plan.calls, one, callback, batch_size)
+        finally:
+            batch.flush()
+        if batch.failures:
+            raise batch.failures[0][1]
+
+    def put(
+        self,
+        lpath: Any,
+        rpath: Any,
+        recursive: bool = False,
+        callback: Any = DEFAULT_CALLBACK,
+        maxdepth: int | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Copy local files to objects, as fsspec's ``put`` names them; ``batch_size``
+        files at once (default :data:`FILES_AT_ONCE`)."""
+        with _planning() as plan:
+            super().put(  # type: ignore[misc]
+                lpath, rpath, recursive=recursive, maxdepth=maxdepth, **kwargs
+            )
+        several = len(plan.calls) > 1
+
+        def one(loc: str, r: str, kw: dict[str, Any], child: Any) -> None:
+            if several and "max_concurrency" not in kw:
+                kw = {**kw, "max_concurrency": self.parallel or PARTS_PER_FILE}
+            self.put_file(loc, r, callback=child, **kw)
+
+        _run(plan.calls, one, callback, batch_size if several else 1)
+
+
+def _run(
+    calls: list[tuple[str, Any, dict[str, Any]]],
+    one: Callable[[Any, Any, dict[str, Any], Any], None],
+    callback: Any,
+    batch_size: int | None,
+) -> None:
+    """``one(source, destination, kwargs, child_callback)`` for every call, ``batch_size``
+    at a time; ``callback`` counts the files done. The first failure cancels the calls
+    not started and is raised once the running ones have ended."""
+    callback.set_size(len(calls))
+    if not calls:
+        return
+    workers = max(1, min(batch_size or FILES_AT_ONCE, len(calls)))
+
+    def run(source: Any, dest: Any, kw: dict[str, Any]) -> None:
+        with callback.branched(source, dest) as child:
+            one(source, dest, kw, child)
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="objsdk-files")
+    try:
+        pending = {pool.submit(run, *call) for call in calls}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in done:
+                future.result()  # the first failure leaves here; the rest is cancelled
+                callback.relative_update(1)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

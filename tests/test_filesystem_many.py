@@ -1,0 +1,163 @@
+"""ObjsdkFileSystem's ``get`` and ``put`` of many files: fsspec's path rules, the files
+transferred at once, small objects made durable as a batch."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fsspec.callbacks import Callback
+
+from objsdk import Client
+from objsdk.filesystem import ObjsdkFileSystem, many
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fs(s3_server: Any) -> ObjsdkFileSystem:
+    return ObjsdkFileSystem(
+        endpoint_url=s3_server.endpoint,
+        key=s3_server.access_key,
+        secret=s3_server.secret_key,
+        skip_instance_cache=True,
+    )
+
+
+class MostAtOnce:
+    """Wraps a method: how many calls ran at the same time, at most."""
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+        self.running = self.most = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.02)  # long enough for the others to start
+            return self.method(*args, **kwargs)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def tree(root: Path, count: int) -> dict[str, bytes]:
+    files = {f"d{i % 3}/f{i}": os.urandom(100 + i) for i in range(count)}
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+def test_get_of_a_tree_fetches_its_files_at_once_and_leaves_no_temporary_file(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    files = {f"tree/d{i % 3}/f{i}": os.urandom(100 + i) for i in range(24)}
+    for key, data in files.items():
+        client.put_object(bucket, key, data)
+    spy = MostAtOnce(fs.client.get_object)
+    monkeypatch.setattr(fs.client, "get_object", spy)
+    fs.get(f"{bucket}/tree/", str(tmp_path / "out") + "/", recursive=True)
+    got = {
+        str(p.relative_to(tmp_path / "out")): p.read_bytes()
+        for p in (tmp_path / "out").rglob("*")
+        if p.is_file()
+    }
+    assert got == {k.removeprefix("tree/"): v for k, v in files.items()}
+    assert spy.most == many.FILES_AT_ONCE
+
+
+def test_batch_size_sets_how_many_files_are_in_flight(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    for i in range(12):
+        client.put_object(bucket, f"t/{i}", b"x")
+    spy = MostAtOnce(fs.client.get_object)
+    monkeypatch.setattr(fs.client, "get_object", spy)
+    fs.get(f"{bucket}/t", str(tmp_path / "out"), recursive=True, batch_size=3)
+    assert spy.most == 3
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(str(i) for i in range(12))
+
+
+def test_objects_larger_than_a_small_one_are_downloaded_and_land_beside_the_small_ones(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(many, "SMALL_OBJECT", 1000)
+    small, large = b"s" * 10, os.urandom(5000)
+    client.put_object(bucket, "mix/small", small)
+    client.put_object(bucket, "mix/sub/large", large)
+    downloads = MostAtOnce(fs.client.download)
+    monkeypatch.setattr(fs.client, "download", downloads)
+    fs.get(f"{bucket}/mix", str(tmp_path / "out"), recursive=True)
+    assert (tmp_path / "out" / "small").read_bytes() == small
+    assert (tmp_path / "out" / "sub" / "large").read_bytes() == large
+    assert downloads.most == 1  # the large one only
+
+
+def test_a_directory_at_a_files_name_fails_that_file_as_fsspec_does(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "p/a", b"1")
+    client.put_object(bucket, "p/b", b"2")
+    (tmp_path / "out" / "a").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError) as caught:
+        fs.get(f"{bucket}/p/", str(tmp_path / "out") + "/", recursive=True)
+    assert caught.value.filename == str(tmp_path / "out" / "a")
+    assert [p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_missing_object_stops_the_get_with_file_not_found(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "here", b"1")
+    with pytest.raises(FileNotFoundError, match="gone"):
+        fs.get([f"{bucket}/here", f"{bucket}/gone"], [str(tmp_path / "h"), str(tmp_path / "g")])
+    assert not (tmp_path / "g").exists()
+
+
+def test_the_callback_counts_the_files_done(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    for i in range(5):
+        client.put_object(bucket, f"c/{i}", b"x")
+
+    class Counting(Callback):  # type: ignore[misc]
+        pass
+
+    counted = Counting()
+    fs.get(f"{bucket}/c", str(tmp_path / "out"), recursive=True, callback=counted)
+    # As fsspec counts them: the five files and the folder they land in.
+    assert (counted.size, counted.value) == (6, 6)
+
+
+def test_put_of_a_tree_sends_its_files_at_once(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    files = tree(tmp_path / "src", 20)
+    spy = MostAtOnce(fs.client.upload)
+    monkeypatch.setattr(fs.client, "upload", spy)
+    fs.put(str(tmp_path / "src"), f"{bucket}/up", recursive=True)
+    assert {o.key: client.get_object(bucket, o.key) for o in client.list_objects(bucket)} == {
+        f"up/{rel}": data for rel, data in files.items()
+    }
+    assert spy.most == many.FILES_AT_ONCE
+
+
+def test_put_of_one_file_keeps_the_adaptive_upload(
+    fs: ObjsdkFileSystem, bucket: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    (tmp_path / "one").write_bytes(b"1")
+    seen: list[Any] = []
+    upload = fs.client.upload
+    monkeypatch.setattr(
+        fs.client, "upload", lambda *a, **kw: (seen.append(kw.get("parallel")), upload(*a, **kw))
+    )
+    fs.put(str(tmp_path / "one"), f"{bucket}/one")
+    assert seen == [None]
