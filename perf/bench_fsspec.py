@@ -15,9 +15,10 @@ new TCP connections each read opened are counted beside the time.
     python perf/bench_fsspec.py [--size-mib 64] [--runs 5] [--profile wan ...]
                                 [--files 1000] [--quick] [--json out.json]
 
-Then many small files (``--files``, 1,000 of 4 KiB by default): ``put`` of a local tree
-and ``get`` of it back (``recursive=True``) through each filesystem, the destination
-removed and the page cache flushed (``sync``) before every run, outside the timing.
+Then many small files (``--files``, 1,000 of 4 KiB by default): ``put`` of a local tree,
+``get`` of it back and ``copy`` of it to another prefix (``recursive=True``) through each
+filesystem, the destination removed and the page cache flushed (``sync``) before every
+run, outside the timing.
 
 ``--quick`` checks the script end to end (8 MiB, one run): its numbers mean nothing.
 """
@@ -186,7 +187,8 @@ def parquet_columns(srv: Any, profile: str, runs: int, *, quick: bool) -> dict[s
 def many_files(
     theirs: Any, ours: Any, count: int, runs: int, quick: bool
 ) -> list[dict[str, object]]:
-    """``put`` and ``get`` of ``count`` files of 4 KiB, recursive, through each filesystem."""
+    """``put``, ``get`` and ``copy`` of ``count`` files of 4 KiB, recursive, through each
+    filesystem."""
     scratch = tempfile.mkdtemp(prefix="objsdk-bench-fsspec-")
     try:
         src = os.path.join(scratch, "src")
@@ -216,6 +218,13 @@ def many_files(
 
             return run
 
+        def copy(name: str) -> Callable[[], int]:
+            def run() -> int:
+                fss[name].copy(f"{BUCKET}/many-{name}/", f"{BUCKET}/copy-{name}/", recursive=True)
+                return count * 4096
+
+            return run
+
         def settle() -> None:
             for name in fss:
                 shutil.rmtree(os.path.join(scratch, f"got-{name}"), ignore_errors=True)
@@ -223,7 +232,7 @@ def many_files(
             subprocess.run(["sync"], check=False)
 
         sections = []
-        for verb, make in (("put", put), ("get", get)):
+        for verb, make in (("put", put), ("get", get), ("copy", copy)):
             results = interleave(
                 {f"{name} {verb}(recursive)": make(name) for name in fss},
                 runs,

@@ -161,3 +161,37 @@ def test_put_of_one_file_keeps_the_adaptive_upload(
     )
     fs.put(str(tmp_path / "one"), f"{bucket}/one")
     assert seen == [None]
+
+
+def test_copy_of_a_tree_copies_its_objects_at_once(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, monkeypatch: Any
+) -> None:
+    for i in range(20):
+        client.put_object(bucket, f"from/d{i % 2}/{i}", str(i).encode())
+    spy = MostAtOnce(fs.client.copy)
+    monkeypatch.setattr(fs.client, "copy", spy)
+    fs.copy(f"{bucket}/from/", f"{bucket}/to/", recursive=True)
+    assert {
+        o.key: client.get_object(bucket, o.key) for o in client.list_objects(bucket, prefix="to/")
+    } == {f"to/d{i % 2}/{i}": str(i).encode() for i in range(20)}
+    assert spy.most == many.FILES_AT_ONCE
+
+
+def test_copy_of_a_missing_source_raises_unless_recursive_skips_it(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "here", b"1")
+    with pytest.raises(FileNotFoundError):
+        fs.copy([f"{bucket}/here", f"{bucket}/gone"], [f"{bucket}/h2", f"{bucket}/g2"])
+    fs.copy(
+        [f"{bucket}/here", f"{bucket}/gone"], [f"{bucket}/h3", f"{bucket}/g3"], on_error="ignore"
+    )
+    assert client.get_object(bucket, "h3") == b"1"
+    assert not fs.exists(f"{bucket}/g3")
+
+
+def test_mv_of_a_tree_moves_every_object(fs: ObjsdkFileSystem, client: Client, bucket: str) -> None:
+    for i in range(5):
+        client.put_object(bucket, f"a/{i}", b"x")
+    fs.mv(f"{bucket}/a", f"{bucket}/b", recursive=True)
+    assert sorted(o.key for o in client.list_objects(bucket)) == [f"b/{i}" for i in range(5)]

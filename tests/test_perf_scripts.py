@@ -102,7 +102,7 @@ def test_bench_fsspec_quick_mode_runs_and_checks_the_target(tmp_path: Path) -> N
     for section in parquet:
         assert set(section["new_connections"]) == {"s3fs", "objsdk"}
     many = [s["title"] for s in sections if "files of 4 KiB" in s["title"]]
-    assert many == ["put of 20 files of 4 KiB, 1 runs", "get of 20 files of 4 KiB, 1 runs"]
+    assert many == [f"{verb} of 20 files of 4 KiB, 1 runs" for verb in ("put", "get", "copy")]
 
 
 def test_bench_lines_runs_every_variant_on_a_small_object(local_minio: LocalMinio) -> None:

@@ -1,12 +1,12 @@
-"""``get`` and ``put`` of many files at once (a base of ObjsdkFileSystem).
+"""``get``, ``put`` and ``copy`` of many files at once (a base of ObjsdkFileSystem).
 
-fsspec's own ``get`` and ``put`` decide which file goes where (globs, ``recursive``,
-``maxdepth``, a trailing ``/``, lists): that is run unchanged, with ``get_file`` and
-``put_file`` recording their calls instead of sending anything (:func:`recording`).
-The recorded files are then transferred :data:`FILES_AT_ONCE` at a time (``batch_size=``
-sets it, as in s3fs), each with at most :data:`PARTS_PER_FILE` parts in flight unless
-the filesystem's ``parallel`` says otherwise: one file alone keeps the adaptive
-defaults.
+fsspec's own ``get``, ``put`` and ``copy`` decide which file goes where (globs,
+``recursive``, ``maxdepth``, a trailing ``/``, lists): that is run unchanged, with
+``get_file``, ``put_file`` and ``cp_file`` recording their calls instead of sending
+anything (:func:`recording`). The recorded files are then transferred
+:data:`FILES_AT_ONCE` at a time (``batch_size=`` sets it, as in s3fs), each with at
+most :data:`PARTS_PER_FILE` parts in flight unless the filesystem's ``parallel`` says
+otherwise: one file alone keeps the adaptive defaults.
 
 Objects the listing showed to be small (up to
 :data:`~objsdk._transfer.smallfile.SMALL_OBJECT`) are fetched by one verified GET each
@@ -77,7 +77,8 @@ def _planning() -> Iterator[Plan]:
 
 
 class ManyFiles:
-    """``get`` and ``put`` that run their files at once (see the module docstring)."""
+    """``get``, ``put`` and ``copy`` that run their files at once (see the module
+    docstring); ``mv`` is fsspec's ``copy`` then ``rm``."""
 
     client: Client
     parallel: int | None
@@ -87,6 +88,7 @@ class ManyFiles:
         def split_path(self, path: str) -> tuple[str, str, str | None]: ...
         def get_file(self, rpath: str, lpath: Any, **kwargs: Any) -> None: ...
         def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None: ...
+        def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None: ...
         def _strip_protocol(self, path: Any) -> Any: ...
         def _get_object(self, rpath: str, lpath: str, callback: Any, parallel: Any) -> None: ...
 
@@ -160,6 +162,35 @@ class ManyFiles:
             self.put_file(loc, r, callback=child, **kw)
 
         _run(plan.calls, one, callback, batch_size if several else 1)
+
+    def copy(
+        self,
+        path1: Any,
+        path2: Any,
+        recursive: bool = False,
+        maxdepth: int | None = None,
+        on_error: str | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Copy objects on the server, as fsspec's ``copy`` names them (``on_error``:
+        ``"ignore"`` skips sources not found, the default with ``recursive``);
+        ``batch_size`` copies at once (default :data:`FILES_AT_ONCE`)."""
+        if on_error is None:
+            on_error = "ignore" if recursive else "raise"
+        with _planning() as plan:
+            super().copy(  # type: ignore[misc]
+                path1, path2, recursive=recursive, maxdepth=maxdepth, on_error="raise", **kwargs
+            )
+
+        def one(source: str, dest: str, kw: dict[str, Any], child: Any) -> None:
+            try:
+                self.cp_file(source, dest, **kw)
+            except FileNotFoundError:
+                if on_error == "raise":
+                    raise
+
+        _run(plan.calls, one, DEFAULT_CALLBACK, batch_size)
 
 
 def _run(
