@@ -195,3 +195,32 @@ def test_mv_of_a_tree_moves_every_object(fs: ObjsdkFileSystem, client: Client, b
         client.put_object(bucket, f"a/{i}", b"x")
     fs.mv(f"{bucket}/a", f"{bucket}/b", recursive=True)
     assert sorted(o.key for o in client.list_objects(bucket)) == [f"b/{i}" for i in range(5)]
+
+
+def test_a_failure_stops_the_downloads_under_way_at_their_next_progress_report(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(many, "SMALL_OBJECT", 0)  # every object through Client.download
+    client.put_object(bucket, "large", os.urandom(8 << 20))
+    download = fs.client.download
+    ended: list[str] = []
+
+    def slow(*args: Any, progress: Any = None, **kwargs: Any) -> Any:
+        def report(done: int, total: Any) -> None:
+            time.sleep(0.05)  # a slow link: the missing object fails meanwhile
+            progress(done, total)
+
+        try:
+            return download(*args, progress=report, **kwargs)
+        except BaseException as e:
+            ended.append(type(e).__name__)
+            raise
+
+    monkeypatch.setattr(fs.client, "download", slow)
+    with pytest.raises(FileNotFoundError, match="missing"):
+        fs.get(
+            [f"{bucket}/large", f"{bucket}/missing"],
+            [str(tmp_path / "large"), str(tmp_path / "missing")],
+        )
+    assert sorted(ended) == ["Cancelled", "NoSuchKey"]  # the large one stopped
+    assert not (tmp_path / "large").exists()

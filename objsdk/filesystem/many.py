@@ -23,14 +23,19 @@ from __future__ import annotations
 
 import contextvars
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unused-ignore]
+from fsspec.callbacks import (  # type: ignore[import-untyped,unused-ignore]
+    DEFAULT_CALLBACK,
+    Callback,
+)
 
+from objsdk import errors
 from objsdk._transfer.download_stream import is_stream_file
 from objsdk._transfer.smallfile import SMALL_OBJECT, Batch, download_small
 from objsdk.filesystem.oserrors import translated
@@ -200,16 +205,21 @@ def _run(
     batch_size: int | None,
 ) -> None:
     """``one(source, destination, kwargs, child_callback)`` for every call, ``batch_size``
-    at a time; ``callback`` counts the files done. The first failure cancels the calls
-    not started and is raised once the running ones have ended."""
+    at a time; ``callback`` counts the files done. The first failure (or a
+    KeyboardInterrupt while waiting) cancels the calls not started and stops those under
+    way at their next progress report (a download keeps its resumable temp file, an
+    upload aborts its multipart upload); it is raised once they have ended."""
     callback.set_size(len(calls))
     if not calls:
         return
     workers = max(1, min(batch_size or FILES_AT_ONCE, len(calls)))
+    stop = threading.Event()
 
     def run(source: Any, dest: Any, kw: dict[str, Any]) -> None:
+        if stop.is_set():
+            raise errors.Cancelled("not started: another file failed")
         with callback.branched(source, dest) as child:
-            one(source, dest, kw, child)
+            one(source, dest, kw, _Stoppable(child, stop))
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="objsdk-files")
     try:
@@ -217,7 +227,32 @@ def _run(
         while pending:
             done, pending = wait(pending, return_when=FIRST_EXCEPTION)
             for future in done:
-                future.result()  # the first failure leaves here; the rest is cancelled
+                future.result()  # the first failure leaves here
                 callback.relative_update(1)
+    except BaseException:
+        stop.set()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Stoppable(Callback):  # type: ignore[misc]
+    """A file's progress callback that stops its transfer once ``stop`` is set."""
+
+    def __init__(self, inner: Any, stop: threading.Event) -> None:
+        super().__init__()
+        self._inner = inner
+        self._stop = stop
+
+    def set_size(self, size: Any) -> None:
+        self._inner.set_size(size)
+
+    def absolute_update(self, value: Any) -> None:
+        if self._stop.is_set():
+            raise errors.Cancelled("stopped: another file failed")
+        self._inner.absolute_update(value)
+
+    def relative_update(self, inc: int = 1) -> None:
+        if self._stop.is_set():
+            raise errors.Cancelled("stopped: another file failed")
+        self._inner.relative_update(inc)
