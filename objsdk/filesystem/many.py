@@ -15,8 +15,9 @@ and made durable together, as ``objsdk cp --recursive`` does it
 final name): a ``get`` that returns has every file on disk under its name, and none
 ever holds a partial file. Larger ones go through ``Client.download``.
 
-The first failure stops files not yet started; those under way finish, and the failure
-is raised once they have (as the OSError :mod:`objsdk.filesystem.oserrors` decides).
+The first failure (or a KeyboardInterrupt) cancels the files not yet started and stops
+those under way at their next progress report; it is raised once they have ended (an S3
+error as the OSError :mod:`objsdk.filesystem.oserrors` decides).
 """
 
 from __future__ import annotations
