@@ -343,3 +343,21 @@ def test_put_and_pipe_take_s3fs_part_size_and_concurrency(
     fs.client.upload = spy  # type: ignore[method-assign]
     fs.pipe_file(f"{bucket}/k", b"x", chunksize=6 << 20, max_concurrency=3)
     assert (seen[0]["part_size"], seen[0]["parallel"]) == (6 << 20, 3)
+
+
+def test_an_open_file_has_s3fs_files_details_loc_full_name_and_url(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "d.txt", b"hello")
+    with fs.open(f"{bucket}/d.txt") as f:
+        assert f.details == fs.info(f"{bucket}/d.txt") == f.info()
+        assert (f.details["size"], f.details["type"]) == (5, "file")
+        assert f.loc == 0
+        f.read(2)
+        assert f.loc == 2
+        assert f.full_name == f"objsdk://{bucket}/d.txt"
+        with urllib.request.urlopen(f.url(expires=60)) as got:  # presigned
+            assert got.read() == b"hello"
+    with fs.open(f"{bucket}/w.txt", "wb") as w:
+        w.write(b"abc")
+        assert (w.loc, w.full_name) == (3, f"objsdk://{bucket}/w.txt")

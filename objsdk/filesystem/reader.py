@@ -20,13 +20,44 @@ __all__ = ["FileReader"]
 class FileReader(ObjectFile):
     """An ObjectFile with fsspec's file attributes: ``blocksize`` (the unit fsspec's
     caches fetch), ``path``, ``fs``, ``mode``, ``cache`` (None unless a cache layer
-    sets one)."""
+    sets one), and s3fs's file's ``details``/``info()``, ``loc``, ``full_name`` and
+    ``url()``."""
 
     blocksize: int
     path: str
     fs: Any
     mode = "rb"
     cache: Any = None
+    _details: dict[str, Any] | None = None
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The file's entry, as ``fs.info`` gives it (from the HEAD ``open`` sent)."""
+        if self._details is None:
+            self._details = self.fs.info(self.path)
+        return self._details
+
+    @details.setter
+    def details(self, entry: dict[str, Any]) -> None:
+        self._details = entry
+
+    def info(self) -> dict[str, Any]:
+        """:attr:`details` (as s3fs's files)."""
+        return self.details
+
+    @property
+    def loc(self) -> int:
+        """The position (fsspec's files' name for ``tell()``)."""
+        return self.tell()
+
+    @property
+    def full_name(self) -> str:
+        """The path with its protocol (``objsdk://bucket/key``)."""
+        return str(self.fs.unstrip_protocol(self.path))
+
+    def url(self, **kwargs: Any) -> str:
+        """A presigned URL of the object (``fs.url``)."""
+        return str(self.fs.url(self.path, **kwargs))
 
     @property
     def closed(self) -> bool:

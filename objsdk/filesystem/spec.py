@@ -504,6 +504,7 @@ class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSyst
         options: dict[str, Any] = {"readahead": readahead}
         if part:
             options["part_size"] = part
+        head = None
         if size is None:
             with translated(path):
                 head = self.client.head_object(bucket, key, version_id=version_id)
@@ -512,6 +513,8 @@ class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSyst
         else:  # the caller knows the size (fsspec's caches): no HEAD; pinned at first read
             pin = VersionPin(size=size, version_id=version_id)
         reader = FileReader(self.client, bucket, key, pin=pin, **options)
+        if head is not None:
+            reader.details = entries.head_entry(path, head)
         reader.blocksize = block_size or self.blocksize
         reader.path, reader.fs = path, self
         return reader

@@ -36,11 +36,21 @@ class FileWriter(ObjectWriter):
     """An :class:`~objsdk.ObjectWriter` that commits only on a clean close (see the
     module docstring). ``autocommit=False`` holds the upload at ``close()`` until
     :meth:`commit` or :meth:`discard`. fsspec's file attributes: ``path``, ``fs``,
-    ``mode``, ``blocksize``."""
+    ``mode``, ``blocksize``, ``loc`` (bytes written) and ``full_name``."""
 
     path: str
     fs: Any
     mode: str = "wb"
+
+    @property
+    def loc(self) -> int:
+        """Bytes written so far (fsspec's files' name for ``tell()``)."""
+        return self.tell()
+
+    @property
+    def full_name(self) -> str:
+        """The path with its protocol (``objsdk://bucket/key``)."""
+        return str(self.fs.unstrip_protocol(self.path))
 
     def __init__(
         self, client: Any, bucket: str, key: str, *, autocommit: bool = True, **kw: Any
