@@ -55,20 +55,21 @@ PARTS_PER_FILE = 4
 
 @dataclass
 class Plan:
-    """What fsspec's ``get``/``put`` asked for: ``(source, destination, kwargs)`` per
-    file, and the entries the listings along the way found, by name."""
+    """What fsspec's ``get``/``put``/``copy`` asked for: ``(source, destination,
+    kwargs)`` per file, and the entries the listings along the way found, by name."""
 
     calls: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-# Set only in the thread planning a get/put: the workers' own calls run for real.
+# Set only in the thread planning a get/put/copy (a thread starts with no context
+# variables set): the workers' own calls run for real.
 _PLAN: contextvars.ContextVar[Plan | None] = contextvars.ContextVar("objsdk_plan", default=None)
 
 
 def recording() -> Plan | None:
-    """The plan being recorded in this thread, if any (``get_file``/``put_file`` and
-    listings report to it)."""
+    """The plan being recorded in this thread, if any (``get_file``, ``put_file``,
+    ``cp_file`` and listings report to it)."""
     return _PLAN.get()
 
 
