@@ -231,7 +231,8 @@ def test_a_download_whose_background_flush_fails_raises_and_leaves_no_file(
     monkeypatch.setattr(download_module, "Writeback", Small)
     dest = tmp_path / "out.bin"
     with pytest.raises(objsdk.LocalWriteError) as e:
-        client.download(bucket, "k", str(dest), parallel=1)
+        # Parts of 1 MiB: an object of one part keeps no record and flushes only at the end.
+        client.download(bucket, "k", str(dest), parallel=1, part_size=1 << 20)
     assert e.value.errno == errno.EIO
     assert not dest.exists()
     monkeypatch.undo()
@@ -256,7 +257,8 @@ def test_a_download_completes_when_only_its_last_record_rewrite_finds_no_room(
 
     monkeypatch.setattr(download_module, "save_state", full_after_the_first)
     dest = tmp_path / "out.bin"
-    result = client.download(bucket, "k", str(dest), parallel=1)
+    # Parts of 1 MiB: an object of one part keeps no record to rewrite.
+    result = client.download(bucket, "k", str(dest), parallel=1, part_size=1 << 20)
     assert dest.read_bytes() == data
     assert result.parts_fetched == result.parts_total
     assert len(calls) == 2  # the record of a new download, then its parts' (refused)
