@@ -267,8 +267,10 @@ class Client(
         Bytes-like data (bytes, bytearray, memoryview, array.array, a C-contiguous numpy
         array: its bytes in memory order) is sent from its own buffer, without a copy,
         with its SHA-256 signed and a CRC32C the server stores. A binary file object is
-        streamed from its current position to its end (it must be seekable, so a retry
-        can rewind it); it is never read whole.
+        sent from its current position to its end (it must be seekable, so a retry can
+        rewind it): read once for its CRC32C, which the server checks the bytes that
+        arrive against, then streamed, never read whole (up to 64 KiB: read and sent as
+        bytes).
         """
         check_bucket(bucket)
         check_key(key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
 import pickle
 import re
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from responses import matchers
 
 import objsdk
 from objsdk import Client
+from objsdk._core.checksums import crc32c_b64
+from objsdk._core.streams import SMALL_FILE_PUT
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
@@ -87,7 +90,25 @@ def test_put_object_of_empty_file_sends_content_length_zero(client, rsps, tmp_pa
     assert "Transfer-Encoding" not in req.headers
 
 
-def test_put_object_streams_a_file_from_its_position(client, rsps, tmp_path):
+def test_put_object_streams_a_file_from_its_position_with_the_crc32c_of_those_bytes(
+    client, rsps, tmp_path
+):
+    rsps.put(f"{EP}/b/k")
+    data = os.urandom(SMALL_FILE_PUT + 10)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    with path.open("rb") as f:
+        f.seek(4)
+        info = client.put_object("b", "k", f)
+    req = rsps.calls[0].request
+    assert req.headers["Content-Length"] == str(len(data) - 4)
+    assert req.headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
+    # The server refuses bytes that arrive otherwise (a file changed while it was sent).
+    assert req.headers["x-amz-checksum-crc32c"] == crc32c_b64(data[4:])
+    assert info.size == len(data) - 4
+
+
+def test_put_object_sends_a_small_file_from_its_position_as_signed_bytes(client, rsps, tmp_path):
     rsps.put(f"{EP}/b/k")
     path = tmp_path / "f"
     path.write_bytes(b"0123456789")
@@ -95,8 +116,9 @@ def test_put_object_streams_a_file_from_its_position(client, rsps, tmp_path):
         f.seek(4)
         info = client.put_object("b", "k", f)
     req = rsps.calls[0].request
-    assert req.headers["Content-Length"] == "6"
-    assert req.headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
+    assert bytes(req.body) == b"456789"
+    assert req.headers["x-amz-content-sha256"] == hashlib.sha256(b"456789").hexdigest()
+    assert req.headers["x-amz-checksum-crc32c"] == crc32c_b64(b"456789")
     assert info.size == 6
 
 

@@ -217,6 +217,32 @@ def test_multipart_parts_of_a_file_are_sent_with_sendfile(client, bucket, tmp_pa
     assert_stored(client, bucket, "k", data)
 
 
+def test_put_object_of_a_file_that_changes_after_its_crc32c_was_read_stores_nothing(
+    client, bucket, monkeypatch
+):
+    # put_object reads a file's CRC32C, then streams it: the server checks the one
+    # against the other (moto does not: docs/compatibility.md).
+    from objsdk._s3 import objects
+
+    data = os.urandom(300_000)
+    f = io.BytesIO(data)
+    crc_of = objects.stream_crc32c
+
+    def then_changed(stream: Any, start: int, size: int) -> int:
+        crc = crc_of(stream, start, size)
+        stream.getbuffer()[1000] ^= 1  # another program writes to the file meanwhile
+        return crc
+
+    monkeypatch.setattr(objects, "stream_crc32c", then_changed)
+    if not FEATURES.checks_checksums:
+        client.put_object(bucket, "k", f)  # stored unchecked, as any client's PUT there
+        return
+    with pytest.raises(objsdk.S3Error, match=r"put_object: .*(Checksum|BadDigest)"):
+        client.put_object(bucket, "k", f)
+    with pytest.raises(objsdk.NoSuchKey):
+        client.head_object(bucket, "k")
+
+
 def test_a_part_whose_bytes_do_not_match_its_crc32c_is_refused_by_the_server(
     client, bucket, tmp_path
 ):

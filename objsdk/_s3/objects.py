@@ -10,9 +10,10 @@ from typing import IO, TYPE_CHECKING, cast
 
 from objsdk import errors
 from objsdk._core.bytes_like import flat_view, is_bytes_like
-from objsdk._core.checksums import crc32c_b64
+from objsdk._core.checksums import crc32c_b64, encode_crc32c
 from objsdk._core.object_headers import object_headers, stored_checksums
 from objsdk._core.signing import UNSIGNED_PAYLOAD, payload_sha256
+from objsdk._core.streams import SMALL_FILE_PUT, fill, stream_crc32c
 from objsdk._transport.base import Body, Transport
 from objsdk.models import ObjectInfo
 
@@ -58,8 +59,9 @@ def put_object(
     metadata: Mapping[str, str] | None,
     extra_headers: Mapping[str, str] | None = None,
 ) -> ObjectInfo:
-    """PUT bytes-like data (see :func:`put_bytes`) or a seekable binary file, streamed
-    from its position to its end (never read whole; a retry rewinds it).
+    """PUT bytes-like data (see :func:`put_bytes`) or a seekable binary file from its
+    position to its end: up to ``SMALL_FILE_PUT`` read and sent as bytes, a larger one
+    read once for its CRC32C, then streamed (never read whole; a retry rewinds it).
     ``extra_headers`` (Cache-Control, storage class...) go with it."""
     headers = {**object_headers(bucket, key, content_type, metadata), **(extra_headers or {})}
     meta = dict(metadata or {})
@@ -74,9 +76,25 @@ def put_object(
                 content_type=content_type,
                 metadata=meta,
             )
-    # Not bytes-like: a file, or what _remaining_length refuses.
+    # Not bytes-like: a file, or what _span refuses.
     f = cast("IO[bytes]", data)
-    length = _remaining_length(f, bucket, key)
+    start, length = _span(f, bucket, key)
+    if length <= SMALL_FILE_PUT:
+        # Read whole: sent from memory, its SHA-256 signed and its CRC32C from the very
+        # bytes sent, for less CPU than a pass, a rewind and a file body.
+        view = memoryview(bytearray(length))
+        got = fill(f, view)
+        if got != length:
+            raise errors.SourceChangedError(
+                f"the file ended {length - got} bytes early (bucket {bucket!r}, key {key!r})"
+            )
+        return put_bytes(
+            transport, bucket, key, view, headers=headers, content_type=content_type, metadata=meta
+        )
+    # The server checks the bytes that arrive against the CRC32C read first (a file
+    # that changes meanwhile is refused, not stored); the body is then streamed.
+    crc = stream_crc32c(f, start, length)
+    headers["x-amz-checksum-crc32c"] = encode_crc32c(crc)
     return _put(transport, bucket, key, f, length, UNSIGNED_PAYLOAD, headers, content_type, meta)
 
 
@@ -113,8 +131,9 @@ def _put(
     )
 
 
-def _remaining_length(f: IO[bytes], bucket: str, key: str) -> int:
-    """Bytes from the file's position to its end; refuses streams that cannot rewind."""
+def _span(f: IO[bytes], bucket: str, key: str) -> tuple[int, int]:
+    """The file's position and the bytes from there to its end; refuses streams that
+    cannot rewind."""
     try:
         if not f.seekable():
             raise io.UnsupportedOperation
@@ -127,4 +146,4 @@ def _remaining_length(f: IO[bytes], bucket: str, key: str) -> int:
             "it); "
             f"got {type(f).__name__} for bucket {bucket!r}, key {key!r}"
         ) from None
-    return max(0, end - pos)
+    return pos, max(0, end - pos)

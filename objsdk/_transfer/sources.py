@@ -39,7 +39,8 @@ from objsdk import errors
 from objsdk._core.bytes_like import flat_view, is_bytes_like
 from objsdk._core.checksums import crc32c
 from objsdk._core.parts import Part
-from objsdk._core.sizes import MAX_PARTS, MAX_SINGLE_PUT, MiB
+from objsdk._core.sizes import MAX_PARTS, MAX_SINGLE_PUT
+from objsdk._core.streams import READ_BLOCK, SMALL_FILE_PUT, fill, stream_crc32c
 from objsdk._io.buffers import PartBuffer, part_buffer
 from objsdk._transfer.multipart import MultipartSession
 from objsdk._transfer.progress import ProgressTracker
@@ -63,12 +64,6 @@ UploadSource = str | os.PathLike[str] | BinaryIO | bytes | bytearray | memoryvie
 
 # Sends a multipart upload's parts on its session.
 Send = Callable[[MultipartSession], None]
-
-# Reads of a file or stream to checksum it before sending it.
-_READ_BLOCK = MiB
-# A file up to this size goes in one PUT from memory. Bytes from memory have their
-# SHA-256 signed: ~0.15 ms of CPU at this size, where a file body goes UNSIGNED-PAYLOAD.
-SMALL_FILE_PUT = 64 * 1024
 
 
 class Target(Protocol):
@@ -249,7 +244,7 @@ class FileSource(Source):
         file body; its CRC32C and SHA-256 come from the very bytes sent."""
         view = memoryview(bytearray(self.size))
         self.file.seek(self.start)
-        got = _fill(self.file, view)
+        got = fill(self.file, view)
         if got != self.size:
             raise SourceChangedError(f"the file ended {self.size - got} bytes early")
         return view
@@ -307,7 +302,7 @@ def _crc_of_range(fd: int, offset: int, length: int) -> int:
     reused buffer (small, so the bytes are still in the CPU's cache when checksummed)."""
     view: memoryview | None = getattr(_scratch, "view", None)
     if view is None:
-        view = _scratch.view = memoryview(bytearray(_READ_BLOCK))
+        view = _scratch.view = memoryview(bytearray(READ_BLOCK))
     crc = 0
     done = 0
     while done < length:
@@ -392,7 +387,7 @@ class UnsizedStreamSource(Source):
         which must follow)."""
         first = part_buffer(part_size, populate=True)
         with memoryview(first) as view:
-            self._head = (first, _fill(self.stream, view))
+            self._head = (first, fill(self.stream, view))
         return self._head[1] < part_size
 
     def _take_head(self) -> tuple[PartBuffer, int]:
@@ -441,7 +436,7 @@ def _stream_parts(
         if filled is not None:
             n, filled = filled, None
         else:
-            n = _fill(stream, view)
+            n = fill(stream, view)
         if exact and n < want:
             view.release()
             raise SourceChangedError(
@@ -478,43 +473,5 @@ def _put_stream(
 ) -> ObjectInfo:
     """One PUT of ``size`` bytes of a seekable ``stream`` from ``start``, its CRC32C
     read first (the server checks it on arrival)."""
-    crc = _crc_of_stream(stream, start, size)
+    crc = stream_crc32c(stream, start, size)
     return target.put_file(stream, start, size, crc, tracker.reached)
-
-
-def _crc_of_stream(stream: IO[bytes], start: int, size: int) -> int:
-    """CRC32C of ``size`` bytes of a seekable stream from ``start``, through one small
-    reused buffer; the stream is left at ``start``."""
-    buf = bytearray(min(size, _READ_BLOCK))
-    crc = 0
-    left = size
-    stream.seek(start)
-    with memoryview(buf) as view:
-        while left:
-            n = _fill(stream, view[: min(left, view.nbytes)])
-            if n == 0:
-                raise SourceChangedError(f"the stream ended {left} bytes early")
-            crc = crc32c(view[:n], crc)
-            left -= n
-    stream.seek(start)
-    return crc
-
-
-def _fill(stream: IO[bytes], view: memoryview) -> int:
-    """Read into ``view`` until it is full or the stream ends; return the bytes read."""
-    got = 0
-    readinto = getattr(stream, "readinto", None)
-    while got < view.nbytes:
-        if readinto is not None:
-            n = readinto(view[got:])
-        else:
-            chunk = stream.read(view.nbytes - got)
-            n = None if chunk is None else len(chunk)
-            if n:
-                view[got : got + n] = chunk
-        if n is None:
-            raise errors.InvalidArgument("upload cannot read a non-blocking stream")
-        if n == 0:
-            break
-        got += n
-    return got
