@@ -29,22 +29,28 @@ def fs(s3_server: Any) -> ObjsdkFileSystem:
 
 
 class MostAtOnce:
-    """Wraps a method: how many calls ran at the same time, at most."""
+    """Wraps a method: how many calls ran at the same time, at most. Calls wait (5 s at
+    most) until ``expect`` run together, so a busy machine cannot make a call end before
+    the others start; if fewer ever run at once, ``most`` says how many did."""
 
-    def __init__(self, method: Any) -> None:
+    def __init__(self, method: Any, expect: int = many.FILES_AT_ONCE) -> None:
         self.method = method
+        self.expect = expect
         self.running = self.most = 0
-        self.lock = threading.Lock()
+        self.met = False
+        self.cond = threading.Condition()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with self.lock:
+        with self.cond:
             self.running += 1
             self.most = max(self.most, self.running)
+            self.met = self.met or self.running >= self.expect
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.met, timeout=5)
         try:
-            time.sleep(0.02)  # long enough for the others to start
             return self.method(*args, **kwargs)
         finally:
-            with self.lock:
+            with self.cond:
                 self.running -= 1
 
 
@@ -79,7 +85,7 @@ def test_batch_size_sets_how_many_files_are_in_flight(
 ) -> None:
     for i in range(12):
         client.put_object(bucket, f"t/{i}", b"x")
-    spy = MostAtOnce(fs.client.get_object)
+    spy = MostAtOnce(fs.client.get_object, expect=3)
     monkeypatch.setattr(fs.client, "get_object", spy)
     fs.get(f"{bucket}/t", str(tmp_path / "out"), recursive=True, batch_size=3)
     assert spy.most == 3
@@ -93,7 +99,7 @@ def test_objects_larger_than_a_small_one_are_downloaded_and_land_beside_the_smal
     small, large = b"s" * 10, os.urandom(5000)
     client.put_object(bucket, "mix/small", small)
     client.put_object(bucket, "mix/sub/large", large)
-    downloads = MostAtOnce(fs.client.download)
+    downloads = MostAtOnce(fs.client.download, expect=1)
     monkeypatch.setattr(fs.client, "download", downloads)
     fs.get(f"{bucket}/mix", str(tmp_path / "out"), recursive=True)
     assert (tmp_path / "out" / "small").read_bytes() == small
