@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from objsdk._io.objectfile import ObjectFile
+from objsdk.filesystem.fileattrs import FileAttrs
 
 __all__ = ["FileReader"]
 
 
-class FileReader(ObjectFile):
+class FileReader(ObjectFile, FileAttrs):
     """An ObjectFile with fsspec's file attributes: ``blocksize`` (the unit fsspec's
     caches fetch), ``path``, ``fs``, ``mode``, ``cache`` (None unless a cache layer
     sets one), and s3fs's file's ``details``/``info()``, ``loc``, ``full_name`` and
@@ -44,16 +45,6 @@ class FileReader(ObjectFile):
     def info(self) -> dict[str, Any]:
         """:attr:`details` (as s3fs's files)."""
         return self.details
-
-    @property
-    def loc(self) -> int:
-        """The position (fsspec's files' name for ``tell()``)."""
-        return self.tell()
-
-    @property
-    def full_name(self) -> str:
-        """The path with its protocol (``objsdk://bucket/key``)."""
-        return str(self.fs.unstrip_protocol(self.path))
 
     def url(self, **kwargs: Any) -> str:
         """A presigned URL of the object (``fs.url``)."""

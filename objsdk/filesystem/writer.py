@@ -21,6 +21,7 @@ from typing import Any
 
 from objsdk import errors
 from objsdk._transfer.writer import ObjectWriter
+from objsdk.filesystem.fileattrs import FileAttrs
 from objsdk.filesystem.oserrors import as_oserror, translated
 
 __all__ = ["FileWriter", "raising_since"]
@@ -32,7 +33,7 @@ def raising_since(handled_before: BaseException | None) -> bool:
     return current is not None and current is not handled_before
 
 
-class FileWriter(ObjectWriter):
+class FileWriter(ObjectWriter, FileAttrs):
     """An :class:`~objsdk.ObjectWriter` that commits only on a clean close (see the
     module docstring). ``autocommit=False`` holds the upload at ``close()`` until
     :meth:`commit` or :meth:`discard`. fsspec's file attributes: ``path``, ``fs``,
@@ -41,16 +42,6 @@ class FileWriter(ObjectWriter):
     path: str
     fs: Any
     mode: str = "wb"
-
-    @property
-    def loc(self) -> int:
-        """Bytes written so far (fsspec's files' name for ``tell()``)."""
-        return self.tell()
-
-    @property
-    def full_name(self) -> str:
-        """The path with its protocol (``objsdk://bucket/key``)."""
-        return str(self.fs.unstrip_protocol(self.path))
 
     def __init__(
         self, client: Any, bucket: str, key: str, *, autocommit: bool = True, **kw: Any
