@@ -126,7 +126,9 @@ def download_to_path(
     )
     fd = _open_locked(temp, path, info)
     if len(parts) <= 1:
-        return _download_whole(transport, info, path, fd, parts, progress, max_resume, check)
+        return _download_whole(
+            transport, info, path, temp, state_path, fd, parts, progress, max_resume, check
+        )
     try:
         reused = reusable_parts(load_state(state_path), wanted, os.fstat(fd).st_size)
         if not reused:
@@ -193,18 +195,20 @@ def _download_whole(
     transport: Transport,
     info: ObjectInfo,
     path: str,
+    temp: str,
+    state_path: str,
     fd: int,
     parts: Sequence[Part],
     progress: Progress | None,
     max_resume: int,
     check: Check,
 ) -> DownloadResult:
-    """An object of at most one part into the open, locked temp file ``fd``: nothing is
-    recorded (there is no part to resume short of the whole) and nothing is flushed in
-    the background; a failure removes the temp file. The whole file is fsynced before
-    the rename, as in a download of many parts."""
+    """An object of at most one part into the open, locked temp file ``fd`` (named
+    ``temp``; ``state_path`` is where its record would be): nothing is recorded (there
+    is no part to resume short of the whole) and nothing is flushed in the background;
+    a failure removes the temp file. The whole file is fsynced before the rename, as in
+    a download of many parts."""
     size = object_size(info)
-    temp, state_path = download_paths(path)
     try:
         # A record left by an earlier download into this temp file would claim bytes
         # about to be overwritten: it goes first.
