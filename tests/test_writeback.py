@@ -227,6 +227,16 @@ def test_a_download_whose_background_flush_fails_raises_and_leaves_no_file(
     class Small(Writeback):
         def __init__(self, fd: int, **kwargs: Any) -> None:
             super().__init__(fd, step=64 * 1024, flush=failing, **kwargs)
+            self.total = 0
+
+        def wrote(self, n: int) -> None:
+            super().wrote(n)
+            self.total += n
+            if self.total >= 64 * 1024:
+                # The background flush runs before the download writes on: on a busy
+                # machine it could otherwise first be scheduled after the last byte,
+                # and the final flush on the caller's thread would find nothing wrong.
+                flushes.called.wait(5)
 
     monkeypatch.setattr(download_module, "Writeback", Small)
     dest = tmp_path / "out.bin"
