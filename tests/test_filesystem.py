@@ -16,7 +16,7 @@ import fsspec
 import pytest
 
 from objsdk import Client, ObjectFile
-from objsdk.filesystem import ObjsdkFileSystem, register_s3_alias
+from objsdk.filesystem import ObjsdkFileSystem, many, register_s3_alias
 
 pytestmark = pytest.mark.integration
 
@@ -313,6 +313,74 @@ def test_cp_file_of_an_object_asks_for_it_once(
     sent = [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
     assert [m for m in sent if m.startswith(f"HEAD {bucket}/one ")] == [f"HEAD {bucket}/one -> 200"]
     assert client.get_object(bucket, "two") == b"1"
+
+
+def _sent(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
+
+
+def test_get_file_of_an_object_asks_for_it_once(
+    fs: ObjsdkFileSystem,
+    client: Client,
+    bucket: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The download's own HEAD says whether it is an object: asking first whether the
+    # path is a directory cost every file one request more.
+    client.put_object(bucket, "one", b"1")
+    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+        fs.get_file(f"{bucket}/one", str(tmp_path / "one"))
+    assert [m for m in _sent(caplog) if m.startswith("HEAD")] == [f"HEAD {bucket}/one -> 200"]
+    assert (tmp_path / "one").read_bytes() == b"1"
+
+
+def test_get_file_of_a_directory_makes_it_and_of_nothing_raises_file_not_found(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    client.put_object(bucket, "dir/a", b"a")
+    fs.get_file(f"{bucket}/dir", str(tmp_path / "dir"))
+    assert (tmp_path / "dir").is_dir()
+    assert list((tmp_path / "dir").iterdir()) == []  # as fsspec: the directory alone
+    fs.get_file(f"{bucket}/dir", str(tmp_path / "dir"))  # already there: nothing to do
+    fs.get_file(f"{bucket}/dir", str(tmp_path / "made") + os.sep)
+    assert (tmp_path / "made").is_dir()
+    with pytest.raises(FileNotFoundError, match="nothing"):
+        fs.get_file(f"{bucket}/nothing", str(tmp_path / "nothing"))
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_get_of_one_small_object_sends_a_head_and_a_get_as_s3fs_does(
+    fs: ObjsdkFileSystem,
+    client: Client,
+    bucket: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # fsspec's get asks whether the path is a directory (a HEAD); that HEAD said what
+    # the object is, so one GET fetches it.
+    client.put_object(bucket, "one", b"1" * 5000)
+    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+        fs.get(f"{bucket}/one", str(tmp_path / "one"))
+    assert _sent(caplog) == [f"HEAD {bucket}/one -> 200", f"GET {bucket}/one -> 200"]
+    assert (tmp_path / "one").read_bytes() == b"1" * 5000
+    assert [p.name for p in tmp_path.iterdir()] == ["one"]  # no temporary file left
+
+
+def test_get_of_one_larger_object_asks_for_it_no_more_than_fsspec_and_the_download_do(
+    fs: ObjsdkFileSystem,
+    client: Client,
+    bucket: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(many, "SMALL_OBJECT", 100)  # 5000 bytes go through download()
+    client.put_object(bucket, "one", b"1" * 5000)
+    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+        fs.get(f"{bucket}/one", str(tmp_path / "one"))
+    assert [m for m in _sent(caplog) if m.startswith("HEAD")] == [f"HEAD {bucket}/one -> 200"] * 2
+    assert (tmp_path / "one").read_bytes() == b"1" * 5000
 
 
 def test_put_and_get_a_tree(fs: ObjsdkFileSystem, bucket: str, tmp_path: Path) -> None:

@@ -210,11 +210,20 @@ def test_version_aware_paths_read_list_and_delete_versions(
     assert vfs.cat_file(f"{versioned}/t.csv?versionId={old}") == b"x\n1\n"
     vfs.get_file(f"{versioned}/t.csv?versionId={old}", tmp_path / "old.csv")
     assert (tmp_path / "old.csv").read_bytes() == b"x\n1\n"
+    # fsspec would read the "?" as a glob and find nothing (s3fs does): one version.
+    vfs.get(f"{versioned}/t.csv?versionId={old}", str(tmp_path / "old-too.csv"))
+    assert (tmp_path / "old-too.csv").read_bytes() == b"x\n1\n"
+    (tmp_path / "into").mkdir()
+    vfs.get(f"{versioned}/t.csv?versionId={old}", str(tmp_path / "into"))
+    assert (tmp_path / "into" / "t.csv").read_bytes() == b"x\n1\n"
     listed = vfs.ls(versioned, detail=True, versions=True)
     assert sorted(e["VersionId"] for e in listed) == sorted(v["VersionId"] for v in history)
     vfs.cp_file(f"{versioned}/t.csv?versionId={old}", f"{versioned}/restored.csv")
     assert vfs.cat_file(f"{versioned}/restored.csv") == b"x\n1\n"
-    vfs.rm_file(f"{versioned}/t.csv?versionId={old}")
+    vfs.copy(f"{versioned}/t.csv?versionId={old}", f"{versioned}/copied/")
+    assert vfs.cat_file(f"{versioned}/copied/t.csv") == b"x\n1\n"
+    assert vfs.cat(f"{versioned}/t.csv?versionId={old}") == b"x\n1\n"
+    assert vfs.rm(f"{versioned}/t.csv?versionId={old}") == [f"{versioned}/t.csv?versionId={old}"]
     assert [v["IsLatest"] for v in vfs.object_version_info(f"{versioned}/t.csv")] == [True]
     with pytest.raises(ValueError, match="version_aware"):
         ObjsdkFileSystem(**options, skip_instance_cache=True).object_version_info(

@@ -96,6 +96,7 @@ class ManyFiles:
         def get_file(self, rpath: str, lpath: Any, **kwargs: Any) -> None: ...
         def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None: ...
         def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None: ...
+        def isdir(self, path: str) -> bool: ...
         def _strip_protocol(self, path: Any) -> Any: ...
         def _get_object(self, rpath: str, lpath: str, callback: Any, parallel: Any) -> None: ...
 
@@ -112,18 +113,16 @@ class ManyFiles:
         """Copy files to local paths, as fsspec's ``get`` names them; ``batch_size``
         files at once (default :data:`FILES_AT_ONCE`)."""
         with _planning() as plan:
-            super().get(  # type: ignore[misc]
-                rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs
-            )
-        if len(plan.calls) <= 1:
-            for r, loc, kw in plan.calls:
-                callback.set_size(1)
-                with callback.branched(r, loc) as child:
-                    self.get_file(r, loc, callback=child, **kw)
-                callback.relative_update(1)
-            return
+            if (version := self._version_named(rpath)) is not None:
+                loc = _into(lpath, version, lambda p: os.path.isdir(p))
+                plan.calls.append((rpath, loc, kwargs))
+            else:
+                super().get(  # type: ignore[misc]
+                    rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs
+                )
         batch = Batch()
-        parallel = self.parallel or PARTS_PER_FILE
+        # One file alone keeps the adaptive download; several share the connections.
+        parallel = self.parallel or (PARTS_PER_FILE if len(plan.calls) > 1 else None)
 
         def one(r: str, loc: Any, kw: dict[str, Any], child: Any) -> None:
             entry = plan.entries.get(self._strip_protocol(r))
@@ -132,18 +131,54 @@ class ManyFiles:
             elif entry["type"] == "directory":
                 os.makedirs(loc, exist_ok=True)
             elif entry["size"] <= SMALL_OBJECT and not is_stream_file(os.fspath(loc)):
-                bucket, key, _ = self.split_path(r)
+                bucket, key, version_id = self.split_path(r)
+                if version_id:  # a listing of versions: get_file fetches the one named
+                    self.get_file(r, loc, callback=child, **kw)
+                    return
                 with translated(r):
                     download_small(self.client, bucket, key, os.fspath(loc), None, batch)
             else:
                 self._get_object(r, os.fspath(loc), child, parallel)
 
         try:
-            _run(plan.calls, one, callback, batch_size)
+            if len(plan.calls) == 1:  # in this thread: nothing to run beside it
+                [(r, loc, kw)] = plan.calls
+                callback.set_size(1)
+                with callback.branched(r, loc) as child:
+                    one(r, loc, kw, child)
+                callback.relative_update(1)
+            else:
+                _run(plan.calls, one, callback, batch_size)
         finally:
             batch.flush()
         if batch.failures:
             raise batch.failures[0][1]
+
+    def expand_path(
+        self, path: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> list[str]:
+        """fsspec's, but a path naming one version (``?versionId=``) is that file: fsspec
+        would take its ``?`` for a glob and find nothing (as s3fs does), so ``cat``,
+        ``rm``, ``get`` and ``copy`` of a version work as of any file."""
+        given = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+        stripped = [self._strip_protocol(p) for p in given]
+        versions = [p for p in stripped if self.split_path(p)[2]]
+        if len(versions) == len(stripped):
+            return sorted(set(versions))
+        others = [p for p in stripped if p not in versions]
+        found = super().expand_path(  # type: ignore[misc]
+            others, recursive=recursive, maxdepth=maxdepth, **kwargs
+        )
+        return sorted(set(found) | set(versions))
+
+    def _version_named(self, path: Any) -> str | None:
+        """The key's last name if ``path`` names one version of an object
+        (``?versionId=``), else None. fsspec would take its ``?`` for a glob and find
+        nothing (as s3fs does): such a path is one file, taken as it is."""
+        if not isinstance(path, str):
+            return None
+        _, key, version_id = self.split_path(path)
+        return key.rsplit("/", 1)[-1] if version_id and key else None
 
     def put(
         self,
@@ -186,9 +221,12 @@ class ManyFiles:
         if on_error is None:
             on_error = "ignore" if recursive else "raise"
         with _planning() as plan:
-            super().copy(  # type: ignore[misc]
-                path1, path2, recursive=recursive, maxdepth=maxdepth, on_error="raise", **kwargs
-            )
+            if (version := self._version_named(path1)) is not None:
+                plan.calls.append((path1, _into(path2, version, self.isdir), kwargs))
+            else:
+                super().copy(  # type: ignore[misc]
+                    path1, path2, recursive=recursive, maxdepth=maxdepth, on_error="raise", **kwargs
+                )
 
         def one(source: str, dest: str, kw: dict[str, Any], child: Any) -> None:
             try:
@@ -198,6 +236,17 @@ class ManyFiles:
                     raise
 
         _run(plan.calls, one, DEFAULT_CALLBACK, batch_size)
+
+
+def _into(dest: Any, name: str, is_dir: Callable[[str], bool]) -> Any:
+    """Where one file goes, as fsspec names it: into ``dest`` as ``name`` if ``dest``
+    ends with a separator or is a directory, else ``dest`` itself."""
+    if not isinstance(dest, (str, os.PathLike)):
+        return dest
+    path = os.fspath(dest)
+    if path.endswith(("/", os.sep)) or is_dir(path):
+        return os.path.join(path, name)
+    return path
 
 
 def _run(

@@ -290,7 +290,11 @@ class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSyst
         except errors.S3Error as err:
             raise as_oserror(err, path) from err
         else:
-            return entries.head_entry(path, head)
+            entry = entries.head_entry(path, head)
+            plan = recording()
+            if plan is not None and not version_id:  # what get/copy will find it to be
+                plan.entries[path] = entry
+            return entry
         if version_id:
             raise as_oserror(missing, path) from missing
         with translated(path):

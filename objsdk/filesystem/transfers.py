@@ -148,7 +148,9 @@ class Transfers:
         _, key, version_id = self.split_path(rpath)
         if outfile is None and fsspec.utils.isfilelike(lpath):
             outfile = lpath
-        if outfile is None and (not key or (version_id is None and self.isdir(rpath))):
+        if outfile is None and (
+            not key or (version_id is None and _names_a_directory(lpath) and self.isdir(rpath))
+        ):
             os.makedirs(lpath, exist_ok=True)
             return
         if outfile is not None:
@@ -159,7 +161,17 @@ class Transfers:
                     outfile.write(chunk)
                     callback.relative_update(len(chunk))
             return
-        self._get_object(rpath, os.fspath(lpath), callback, self.parallel)
+        try:
+            self._get_object(rpath, os.fspath(lpath), callback, self.parallel)
+        except OSError as e:
+            # The download's HEAD found no object: a directory (keys under the path) is
+            # made as one. Asking first would cost every file a request.
+            missing = (errors.NoSuchKey, errors.InvalidObjectName)
+            if version_id is not None or not isinstance(e.__cause__, missing):
+                raise
+            if not self.isdir(rpath):
+                raise
+            os.makedirs(lpath, exist_ok=True)
 
     def _get_object(self, rpath: str, lpath: str, callback: Any, parallel: int | None) -> None:
         """Download the object ``rpath`` to the file ``lpath`` (its folder made)."""
@@ -333,6 +345,13 @@ def _rm_tree_keys(client: Client, bucket: str, key: str) -> list[str]:
         else:
             keys.insert(0, key)
     return keys
+
+
+def _names_a_directory(lpath: Any) -> bool:
+    """Whether the local ``lpath`` is a directory already, or ends with a separator:
+    a download to it would be refused before its HEAD could say what ``rpath`` is."""
+    path = os.fspath(lpath)
+    return os.path.isdir(path) or path.endswith(("/", os.sep))
 
 
 def _progress(callback: Any) -> Callable[[int, Any], None]:
