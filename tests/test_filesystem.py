@@ -313,6 +313,9 @@ def test_cp_file_of_an_object_asks_for_it_once(
     sent = [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
     assert [m for m in sent if m.startswith(f"HEAD {bucket}/one ")] == [f"HEAD {bucket}/one -> 200"]
     assert client.get_object(bucket, "two") == b"1"
+    # One CopyObject after it, as s3fs sends: the copy is the whole object, made on the
+    # server; nothing to ask of it after.
+    assert sent == [f"HEAD {bucket}/one -> 200", f"PUT {bucket}/two -> 200"]
 
 
 def _sent(caplog: pytest.LogCaptureFixture) -> list[str]:

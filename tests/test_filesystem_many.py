@@ -3,6 +3,7 @@ transferred at once, small objects made durable as a batch."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -13,7 +14,7 @@ import pytest
 from fsspec.callbacks import Callback
 
 from objsdk import Client
-from objsdk.filesystem import ObjsdkFileSystem, many
+from objsdk.filesystem import ObjsdkFileSystem, many, transfers
 
 pytestmark = pytest.mark.integration
 
@@ -170,17 +171,41 @@ def test_put_of_one_file_keeps_the_adaptive_upload(
 
 
 def test_copy_of_a_tree_copies_its_objects_at_once(
-    fs: ObjsdkFileSystem, client: Client, bucket: str, monkeypatch: Any
+    fs: ObjsdkFileSystem,
+    client: Client,
+    bucket: str,
+    monkeypatch: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     for i in range(20):
         client.put_object(bucket, f"from/d{i % 2}/{i}", str(i).encode())
-    spy = MostAtOnce(fs.client.copy)
-    monkeypatch.setattr(fs.client, "copy", spy)
-    fs.copy(f"{bucket}/from/", f"{bucket}/to/", recursive=True)
+    spy = MostAtOnce(fs.client.copy_object)
+    monkeypatch.setattr(fs.client, "copy_object", spy)
+    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+        fs.copy(f"{bucket}/from/", f"{bucket}/to/", recursive=True)
     assert {
         o.key: client.get_object(bucket, o.key) for o in client.list_objects(bucket, prefix="to/")
     } == {f"to/d{i % 2}/{i}": str(i).encode() for i in range(20)}
     assert spy.most == many.FILES_AT_ONCE
+    # The listing said what each object is: one CopyObject each, no HEAD before or after.
+    sent = [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
+    assert sorted(m.split()[0] for m in sent if "/from/" in m or "/to/" in m) == ["PUT"] * 20
+
+
+def test_copy_of_an_object_larger_than_one_copy_object_takes_goes_in_parts(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, monkeypatch: Any
+) -> None:
+    client.put_object(bucket, "big", b"b" * 5000)
+    client.put_object(bucket, "dir/big", b"d" * 5000)
+    monkeypatch.setattr(transfers, "MAX_SINGLE_COPY", 1000)
+    copies: list[tuple[Any, ...]] = []
+    copy = fs.client.copy
+    monkeypatch.setattr(fs.client, "copy", lambda *a, **kw: (copies.append(a), copy(*a, **kw)))
+    fs.cp_file(f"{bucket}/big", f"{bucket}/big2")
+    fs.copy(f"{bucket}/dir", f"{bucket}/dir2", recursive=True)
+    assert copies == [(bucket, "big", bucket, "big2"), (bucket, "dir/big", bucket, "dir2/big")]
+    assert client.get_object(bucket, "big2") == b"b" * 5000
+    assert client.get_object(bucket, "dir2/big") == b"d" * 5000
 
 
 def test_copy_of_a_missing_source_raises_unless_recursive_skips_it(

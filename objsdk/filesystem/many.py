@@ -56,10 +56,12 @@ PARTS_PER_FILE = 4
 @dataclass
 class Plan:
     """What fsspec's ``get``/``put``/``copy`` asked for: ``(source, destination,
-    kwargs)`` per file, and the entries the listings along the way found, by name."""
+    kwargs)`` per file, and what the listings along the way found, by name."""
 
     calls: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Directories a whole listing found, and whether each has a marker object (``key/``).
+    folders: dict[str, bool] = field(default_factory=dict)
 
 
 # Set only in the thread planning a get/put/copy (a thread starts with no context
@@ -97,6 +99,8 @@ class ManyFiles:
         def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None: ...
         def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None: ...
         def isdir(self, path: str) -> bool: ...
+        def _copy_sized(self, path1: str, path2: str, size: int) -> None: ...
+        def _copy_marker(self, path1: str, path2: str) -> None: ...
         def _strip_protocol(self, path: Any) -> Any: ...
         def _get_object(self, rpath: str, lpath: str, callback: Any, parallel: Any) -> None: ...
 
@@ -229,8 +233,16 @@ class ManyFiles:
                 )
 
         def one(source: str, dest: str, kw: dict[str, Any], child: Any) -> None:
+            name = self._strip_protocol(source)
+            entry = plan.entries.get(name)
             try:
-                self.cp_file(source, dest, **kw)
+                if entry is not None and entry["type"] == "file" and not kw:
+                    self._copy_sized(source, dest, entry["size"])  # no HEAD: listed
+                elif name in plan.folders and not kw:
+                    if plan.folders[name]:  # its marker, so an empty folder survives
+                        self._copy_marker(source, dest)
+                else:
+                    self.cp_file(source, dest, **kw)
             except FileNotFoundError:
                 if on_error == "raise":
                     raise

@@ -328,6 +328,7 @@ class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSyst
         bucket, key, _ = self.split_path(path)
         prefix = (key + "/" if key else "") + start
         out: dict[str, dict[str, Any]] = {}
+        markers: set[str] = set()  # directories with a marker object (``key/``)
         try:
             for e in self.client.list_objects(bucket, prefix=prefix):
                 if not isinstance(e, ObjectSummary):
@@ -339,6 +340,7 @@ class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSyst
                         d = f"{bucket}/{prefix}{'/'.join(parts[:i])}"
                         out.setdefault(d, entries.dir_entry(d))
                 if e.key.endswith("/"):
+                    markers.add(f"{bucket}/{e.key[:-1]}")
                     continue  # a directory marker object
                 entry = entries.listed_entry(bucket, e)
                 out[entry["name"]] = entry
@@ -357,8 +359,11 @@ class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSyst
                 out[path] = info
         names = sorted(out)
         plan = recording()
-        if plan is not None:  # what get/put will find the files to be
+        if plan is not None:  # what get/put/copy will find the files to be
             plan.entries.update(out)
+            for name, entry in out.items():  # the whole tree was listed: markers known
+                if entry["type"] == "directory":
+                    plan.folders[name] = name in markers
         return {n: out[n] for n in names} if detail else names
 
     def created(self, path: str) -> Any:

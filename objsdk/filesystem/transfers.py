@@ -18,6 +18,7 @@ from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped,unu
 from fsspec.core import has_magic  # type: ignore[import-untyped,unused-ignore]
 
 from objsdk import ObjectSummary, errors
+from objsdk._transfer.copy import MAX_SINGLE_COPY
 from objsdk.filesystem.many import recording
 from objsdk.filesystem.oserrors import as_oserror, translated
 
@@ -241,20 +242,43 @@ class Transfers:
             plan.calls.append((path1, path2, kwargs))
             return
         b1, k1, version_id = self.split_path(path1)
-        b2, k2, _ = self.split_path(path2)
         if not k1:
             return  # a bucket: its objects are copied by their own paths
         try:
             with translated(path1):
-                # One CopyObject up to its 5 GiB limit, else parts the server copies;
-                # either way no byte passes through here and the metadata is kept.
-                self.client.copy(b1, k1, b2, k2, version_id=version_id)
+                size = self.client.head_object(b1, k1, version_id=version_id).size or 0
+                self._copy_sized(path1, path2, size)
             return
         except FileNotFoundError:
             if version_id is not None or not self.isdir(path1):
                 raise
-        with translated(path1), contextlib.suppress(errors.NoSuchKey):
-            self.client.copy(b1, k1 + "/", b2, k2 + "/")
+        with contextlib.suppress(FileNotFoundError):
+            self._copy_marker(path1, path2)
+
+    def _copy_marker(self, path1: str, path2: str) -> None:
+        """Copy the directory ``path1``'s marker object (``key/``) to ``path2``'s: one
+        CopyObject (FileNotFoundError if it has none)."""
+        b1, k1, _ = self.split_path(path1)
+        b2, k2, _ = self.split_path(path2)
+        if k1:  # a bucket has no marker
+            with translated(path1):
+                self.client.copy_object(b1, k1 + "/", b2, k2 + "/")
+
+    def _copy_sized(self, path1: str, path2: str, size: int) -> None:
+        """Copy the object ``path1`` of ``size`` bytes (as a HEAD or listing said) on the
+        server; no byte passes through here, and its metadata and headers are kept.
+
+        Up to 5 GiB, one CopyObject: the server copies whichever version is current,
+        whole, so nothing needs pinning or asking again (s3fs sends the same request).
+        Larger, ``Client.copy``: parts the server copies, pinned to the ETag its HEAD
+        finds, the copy's size checked."""
+        b1, k1, version_id = self.split_path(path1)
+        b2, k2, _ = self.split_path(path2)
+        with translated(path1):
+            if size <= MAX_SINGLE_COPY:
+                self.client.copy_object(b1, k1, b2, k2, version_id=version_id)
+            else:
+                self.client.copy(b1, k1, b2, k2, version_id=version_id)
 
     def rm_file(self, path: str) -> None:
         bucket, key, version_id = self.split_path(path)
