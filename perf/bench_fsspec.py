@@ -16,9 +16,9 @@ new TCP connections each read opened are counted beside the time.
                                 [--files 1000] [--quick] [--json out.json]
 
 Then many small files (``--files``, 1,000 of 4 KiB by default): ``put`` of a local tree,
-``get`` of it back and ``copy`` of it to another prefix (``recursive=True``) through each
-filesystem, the destination removed and the page cache flushed (``sync``) before every
-run, outside the timing.
+``get`` of it back, ``cat`` of its files (a glob) and ``copy`` of it to another prefix
+(``recursive=True``) through each filesystem, the destination removed and the page
+cache flushed (``sync``) before every run, outside the timing.
 
 ``--quick`` checks the script end to end (8 MiB, one run): its numbers mean nothing.
 """
@@ -187,8 +187,8 @@ def parquet_columns(srv: Any, profile: str, runs: int, *, quick: bool) -> dict[s
 def many_files(
     theirs: Any, ours: Any, count: int, runs: int, quick: bool
 ) -> list[dict[str, object]]:
-    """``put``, ``get`` and ``copy`` of ``count`` files of 4 KiB, recursive, through each
-    filesystem."""
+    """``put``, ``get``, ``cat`` (a glob) and ``copy`` of ``count`` files of 4 KiB,
+    recursive, through each filesystem."""
     scratch = tempfile.mkdtemp(prefix="objsdk-bench-fsspec-")
     try:
         src = os.path.join(scratch, "src")
@@ -225,6 +225,15 @@ def many_files(
 
             return run
 
+        def cat(name: str) -> Callable[[], int]:
+            def run() -> int:
+                got = fss[name].cat(f"{BUCKET}/many-{name}/*/*")
+                if len(got) != count or any(len(v) != 4096 for v in got.values()):
+                    raise SystemExit(f"{name} cat returned {len(got)} files, not {count}")
+                return count * 4096
+
+            return run
+
         def settle() -> None:
             for name in fss:
                 shutil.rmtree(os.path.join(scratch, f"got-{name}"), ignore_errors=True)
@@ -232,9 +241,14 @@ def many_files(
             subprocess.run(["sync"], check=False)
 
         sections = []
-        for verb, make in (("put", put), ("get", get), ("copy", copy)):
+        for verb, how, make in (
+            ("put", "recursive", put),
+            ("get", "recursive", get),
+            ("cat", "a glob", cat),
+            ("copy", "recursive", copy),
+        ):
             results = interleave(
-                {f"{name} {verb}(recursive)": make(name) for name in fss},
+                {f"{name} {verb}({how})": make(name) for name in fss},
                 runs,
                 warmup=not quick,
                 settle=settle,
@@ -243,7 +257,7 @@ def many_files(
                 report(
                     f"{verb} of {count} files of 4 KiB, {runs} runs",
                     results,
-                    f"s3fs {verb}(recursive)",
+                    f"s3fs {verb}({how})",
                 )
             )
         return sections

@@ -255,3 +255,54 @@ def test_a_failure_stops_the_downloads_under_way_at_their_next_progress_report(
         )
     assert sorted(ended) == ["Cancelled", "NoSuchKey"]  # the large one stopped
     assert not (tmp_path / "large").exists()
+
+
+def test_cat_of_many_files_fetches_them_at_once_in_the_listings_order(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, monkeypatch: Any
+) -> None:
+    # fsspec's own cat fetches one file after another; s3fs's gathers them.
+    for i in range(20):
+        client.put_object(bucket, f"c/{i:02}", str(i).encode())
+    spy = MostAtOnce(fs.cat_file)
+    monkeypatch.setattr(fs, "cat_file", spy)
+    got = fs.cat(f"{bucket}/c", recursive=True)
+    assert list(got) == [f"{bucket}/c/{i:02}" for i in range(20)]
+    assert list(got.values()) == [str(i).encode() for i in range(20)]
+    assert spy.most == many.FILES_AT_ONCE
+    assert fs.cat(f"{bucket}/c/0*", batch_size=2) == {
+        f"{bucket}/c/0{i}": b"%d" % i for i in range(10)
+    }
+    assert fs.cat(f"{bucket}/c/07") == b"7"  # one path as given: its bytes
+    client.put_object(bucket, "c/sub/x", b"x")
+    # The folders a recursive cat finds hold no bytes: left out, not failed on.
+    assert list(fs.cat(f"{bucket}/c", recursive=True))[-1] == f"{bucket}/c/sub/x"
+
+
+def test_cat_of_many_files_raises_omits_or_returns_a_failure_as_fsspec_says(
+    fs: ObjsdkFileSystem, client: Client, bucket: str
+) -> None:
+    client.put_object(bucket, "here", b"1")
+    paths = [f"{bucket}/here", f"{bucket}/gone"]
+    with pytest.raises(FileNotFoundError, match="gone"):
+        fs.cat(paths)
+    assert fs.cat(paths, on_error="omit") == {f"{bucket}/here": b"1"}
+    returned = fs.cat(paths, on_error="return")
+    assert returned[f"{bucket}/here"] == b"1"
+    assert isinstance(returned[f"{bucket}/gone"], FileNotFoundError)
+
+
+def test_pipe_of_many_files_stores_them_at_once(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, monkeypatch: Any
+) -> None:
+    spy = MostAtOnce(fs.pipe_file)
+    monkeypatch.setattr(fs, "pipe_file", spy)
+    stored = fs.pipe({f"objsdk://{bucket}/p/{i}": str(i).encode() for i in range(20)})
+    assert spy.most == many.FILES_AT_ONCE
+    assert [set(s) for s in stored] == [{"ETag", "VersionId"}] * 20  # as s3fs: per file
+    assert {o.key: client.get_object(bucket, o.key) for o in client.list_objects(bucket)} == {
+        f"p/{i}": str(i).encode() for i in range(20)
+    }
+    fs.pipe(f"{bucket}/one", b"1")
+    assert client.get_object(bucket, "one") == b"1"
+    with pytest.raises(ValueError, match="str or dict"):
+        fs.pipe([f"{bucket}/x"], b"1")

@@ -1,4 +1,5 @@
-"""``get``, ``put`` and ``copy`` of many files at once (a base of ObjsdkFileSystem).
+"""``get``, ``put``, ``copy``, ``cat`` and ``pipe`` of many files at once (a base of
+ObjsdkFileSystem).
 
 fsspec's own ``get``, ``put`` and ``copy`` decide which file goes where (globs,
 ``recursive``, ``maxdepth``, a trailing ``/``, lists): that is run unchanged, with
@@ -18,6 +19,10 @@ ever holds a partial file. Larger ones go through ``Client.download``.
 The first failure (or a KeyboardInterrupt) cancels the files not yet started and stops
 those under way at their next progress report; it is raised once they have ended (an S3
 error as the OSError :mod:`objsdk.filesystem.oserrors` decides).
+
+``cat`` and ``pipe`` run ``cat_file`` and ``pipe_file`` :data:`FILES_AT_ONCE` at a
+time, as s3fs gathers them (fsspec's own loops send one after another). A path naming
+one version (``?versionId=``) is that file, never a glob (:meth:`ManyFiles.expand_path`).
 """
 
 from __future__ import annotations
@@ -99,6 +104,8 @@ class ManyFiles:
         def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None: ...
         def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None: ...
         def isdir(self, path: str) -> bool: ...
+        def cat_file(self, path: str, **kwargs: Any) -> bytes: ...
+        def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> dict[str, Any]: ...
         def _copy_sized(self, path1: str, path2: str, size: int) -> None: ...
         def _copy_marker(self, path1: str, path2: str) -> None: ...
         def _strip_protocol(self, path: Any) -> Any: ...
@@ -184,6 +191,52 @@ class ManyFiles:
         _, key, version_id = self.split_path(path)
         return key.rsplit("/", 1)[-1] if version_id and key else None
 
+    def cat(
+        self,
+        path: Any,
+        recursive: bool = False,
+        on_error: str = "raise",
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """fsspec's ``cat``, the files fetched ``batch_size`` at a time (default
+        :data:`FILES_AT_ONCE`) as in s3fs: ``{path: bytes}`` in the order fsspec expands
+        the paths (directories left out), or the bytes of one path given as it is.
+        ``on_error``: ``"raise"``
+        (the first failure, in that order, once the files under way have ended; none
+        is started after it), ``"omit"``, or ``"return"`` (the exception in place)."""
+        with _planning() as plan:
+            paths = self.expand_path(path, recursive=recursive)
+        # A directory the listing found holds no bytes: fsspec (and s3fs) would fail
+        # its cat_file, so a recursive cat of a folder could never succeed.
+        paths = [p for p in paths if plan.entries.get(p, {}).get("type") != "directory"]
+        one = len(paths) == 1 and not isinstance(path, list)
+        if one and paths[0] == self._strip_protocol(path):
+            return self.cat_file(paths[0], **kwargs)
+        stop = on_error == "raise"
+        got = _each(paths, lambda p: self.cat_file(p, **kwargs), batch_size, stop)
+        out: dict[str, Any] = {}
+        for p, value in zip(paths, got, strict=True):
+            if isinstance(value, Exception) and on_error != "return":
+                continue  # "omit" (a "raise" has raised)
+            out[p] = value
+        return out
+
+    def pipe(
+        self, path: Any, value: bytes | None = None, batch_size: int | None = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """Store ``value`` at ``path``, or each value of a ``{path: bytes}`` dict,
+        ``batch_size`` at a time (default :data:`FILES_AT_ONCE`) as in s3fs; return
+        what ``pipe_file`` returned for each (``ETag``, ``VersionId``). The first
+        failure is raised once the files under way have ended; none is started after."""
+        if isinstance(path, str):
+            path = {path: value}
+        if not isinstance(path, dict):
+            raise ValueError(f"path must be str or dict, got {type(path).__name__}")
+        items = [(self._strip_protocol(k), v) for k, v in path.items()]
+        stored = _each(items, lambda kv: self.pipe_file(kv[0], kv[1], **kwargs), batch_size, True)
+        return stored
+
     def put(
         self,
         lpath: Any,
@@ -248,6 +301,49 @@ class ManyFiles:
                     raise
 
         _run(plan.calls, one, DEFAULT_CALLBACK, batch_size)
+
+
+def _each(
+    items: list[Any], fn: Callable[[Any], Any], batch_size: int | None, stop: bool
+) -> list[Any]:
+    """``fn(item)`` for every item, ``batch_size`` at a time (default
+    :data:`FILES_AT_ONCE`); the results in the items' order, an ``Exception`` in place
+    of a result where one was raised. With ``stop``, the first failure (in the items'
+    order) is raised instead, once the calls under way have ended; no call starts after
+    a failure."""
+    if not items:
+        return []
+    failed = threading.Event()
+
+    def run(item: Any) -> Any:
+        if stop and failed.is_set():
+            raise errors.Cancelled("not started: another file failed")
+        try:
+            return fn(item)
+        except Exception:
+            failed.set()
+            raise
+
+    workers = max(1, min(batch_size or FILES_AT_ONCE, len(items)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="objsdk-files") as pool:
+        futures = [pool.submit(run, item) for item in items]
+        try:
+            wait(futures)
+        except BaseException:  # Ctrl-C: nothing more starts
+            failed.set()
+            for future in futures:
+                future.cancel()
+            raise
+    out: list[Any] = []
+    for future in futures:
+        error = future.exception()
+        if error is None:
+            out.append(future.result())
+        elif not isinstance(error, Exception) or (stop and not isinstance(error, errors.Cancelled)):
+            raise error
+        else:
+            out.append(error)
+    return out
 
 
 def _into(dest: Any, name: str, is_dir: Callable[[str], bool]) -> Any:
