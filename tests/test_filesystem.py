@@ -302,39 +302,54 @@ def test_copy_and_mv_recursive_keep_empty_folders(
     ]  # fmt: skip
 
 
+class Sent:
+    """The requests sent inside ``with sent:``, as the client logs them
+    (``"HEAD bucket/key -> 200"``)."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self._caplog = caplog
+        self._level = caplog.at_level(logging.DEBUG, logger="objsdk")
+
+    def __enter__(self) -> None:
+        self._caplog.clear()
+        self._level.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._level.__exit__(*exc)
+
+    def __call__(self, method: str = "") -> list[str]:
+        messages = [r.getMessage() for r in self._caplog.records]
+        return [m for m in messages if " -> " in m and m.startswith(method)]
+
+
+@pytest.fixture
+def sent(caplog: pytest.LogCaptureFixture) -> Sent:
+    return Sent(caplog)
+
+
 def test_cp_file_of_an_object_asks_for_it_once(
-    fs: ObjsdkFileSystem, client: Client, bucket: str, caplog: pytest.LogCaptureFixture
+    fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
 ) -> None:
     # The copy's own HEAD says whether it is an object; asking first whether it is a
-    # directory cost each file of a recursive copy one request more.
+    # directory cost each file of a recursive copy one request more. One CopyObject
+    # after it, as s3fs sends: the copy is the whole object, made on the server;
+    # nothing to ask of it after.
     client.put_object(bucket, "one", b"1")
-    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+    with sent:
         fs.cp_file(f"{bucket}/one", f"{bucket}/two")
-    sent = [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
-    assert [m for m in sent if m.startswith(f"HEAD {bucket}/one ")] == [f"HEAD {bucket}/one -> 200"]
+    assert sent() == [f"HEAD {bucket}/one -> 200", f"PUT {bucket}/two -> 200"]
     assert client.get_object(bucket, "two") == b"1"
-    # One CopyObject after it, as s3fs sends: the copy is the whole object, made on the
-    # server; nothing to ask of it after.
-    assert sent == [f"HEAD {bucket}/one -> 200", f"PUT {bucket}/two -> 200"]
-
-
-def _sent(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
 
 
 def test_get_file_of_an_object_asks_for_it_once(
-    fs: ObjsdkFileSystem,
-    client: Client,
-    bucket: str,
-    tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, sent: Sent
 ) -> None:
     # The download's own HEAD says whether it is an object: asking first whether the
     # path is a directory cost every file one request more.
     client.put_object(bucket, "one", b"1")
-    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+    with sent:
         fs.get_file(f"{bucket}/one", str(tmp_path / "one"))
-    assert [m for m in _sent(caplog) if m.startswith("HEAD")] == [f"HEAD {bucket}/one -> 200"]
+    assert sent("HEAD") == [f"HEAD {bucket}/one -> 200"]
     assert (tmp_path / "one").read_bytes() == b"1"
 
 
@@ -354,18 +369,14 @@ def test_get_file_of_a_directory_makes_it_and_of_nothing_raises_file_not_found(
 
 
 def test_get_of_one_small_object_sends_a_head_and_a_get_as_s3fs_does(
-    fs: ObjsdkFileSystem,
-    client: Client,
-    bucket: str,
-    tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, sent: Sent
 ) -> None:
     # fsspec's get asks whether the path is a directory (a HEAD); that HEAD said what
     # the object is, so one GET fetches it.
     client.put_object(bucket, "one", b"1" * 5000)
-    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+    with sent:
         fs.get(f"{bucket}/one", str(tmp_path / "one"))
-    assert _sent(caplog) == [f"HEAD {bucket}/one -> 200", f"GET {bucket}/one -> 200"]
+    assert sent() == [f"HEAD {bucket}/one -> 200", f"GET {bucket}/one -> 200"]
     assert (tmp_path / "one").read_bytes() == b"1" * 5000
     assert [p.name for p in tmp_path.iterdir()] == ["one"]  # no temporary file left
 
@@ -375,14 +386,14 @@ def test_get_of_one_larger_object_asks_for_it_no_more_than_fsspec_and_the_downlo
     client: Client,
     bucket: str,
     tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
+    sent: Sent,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(many, "SMALL_OBJECT", 100)  # 5000 bytes go through download()
     client.put_object(bucket, "one", b"1" * 5000)
-    with caplog.at_level(logging.DEBUG, logger="objsdk"):
+    with sent:
         fs.get(f"{bucket}/one", str(tmp_path / "one"))
-    assert [m for m in _sent(caplog) if m.startswith("HEAD")] == [f"HEAD {bucket}/one -> 200"] * 2
+    assert sent("HEAD") == [f"HEAD {bucket}/one -> 200"] * 2
     assert (tmp_path / "one").read_bytes() == b"1" * 5000
 
 
