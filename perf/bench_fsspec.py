@@ -18,7 +18,8 @@ new TCP connections each read opened are counted beside the time.
 Then many small files (``--files``, 1,000 of 4 KiB by default): ``put`` of a local tree,
 ``get`` of it back, ``cat`` of its files (a glob) and ``copy`` of it to another prefix
 (``recursive=True``) through each filesystem, the destination removed and the page
-cache flushed (``sync``) before every run, outside the timing.
+cache flushed (``sync``) before every run, outside the timing; and ``cat`` of as many
+on each other ``--profile``, where every request waits for the network.
 
 ``--quick`` checks the script end to end (8 MiB, one run): its numbers mean nothing.
 """
@@ -32,6 +33,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -97,9 +99,12 @@ def main() -> None:
             targets={"objsdk open().read(1 MiB)": ("s3fs open().read(1 MiB)", 2.0)},
         )
         sections = [section]
+        files = 20 if args.quick else args.files
         for name in args.profile or ["loopback", "wan"]:
             sections.append(parquet_columns(srv, name, runs, quick=args.quick))
-        sections += many_files(theirs, ours, 20 if args.quick else args.files, runs, args.quick)
+            if name != "loopback":  # on loopback: with the other small-file calls below
+                sections.append(cat_on(srv, name, files, runs, quick=args.quick))
+        sections += many_files(theirs, ours, files, runs, args.quick)
         write_json(args.json, sections)
 
 
@@ -182,6 +187,50 @@ def parquet_columns(srv: Any, profile: str, runs: int, *, quick: bool) -> dict[s
     )
     section["new_connections"] = {k: sorted(v) for k, v in connects.items()}
     return section
+
+
+def cat_on(srv: Any, profile: str, count: int, runs: int, *, quick: bool) -> dict[str, object]:
+    """``cat`` of ``count`` objects of 4 KiB (a glob) through each filesystem on
+    ``profile``, where every request waits for the network."""
+    import s3fs
+
+    from objsdk.bench.profiles import PROFILES, proxied_endpoint
+    from objsdk.filesystem import ObjsdkFileSystem
+    from objsdk.testing import Toxiproxy
+
+    with ThreadPoolExecutor(16) as pool:
+        list(
+            pool.map(lambda i: srv.client.put_object(BUCKET, f"cat/{i}", bytes(4096)), range(count))
+        )
+    chosen = PROFILES[profile]
+    with (
+        toxiproxy_if(chosen.proxied, Toxiproxy) as toxiproxy,
+        proxied_endpoint(srv.endpoint, chosen, toxiproxy) as endpoint,
+    ):
+        options = {"key": srv.access_key, "secret": srv.secret_key, "skip_instance_cache": True}
+        fss = {
+            "s3fs": s3fs.S3FileSystem(
+                endpoint_url=endpoint, client_kwargs={"region_name": "us-east-1"}, **options
+            ),
+            "objsdk": ObjsdkFileSystem(endpoint_url=endpoint, **options),
+        }
+
+        def cat(name: str) -> Callable[[], int]:
+            def run() -> int:
+                fss[name].invalidate_cache()
+                got = fss[name].cat(f"{BUCKET}/cat/*")
+                if len(got) != count:
+                    raise SystemExit(f"{name} cat returned {len(got)} files, not {count}")
+                return count * 4096
+
+            return run
+
+        results = interleave(
+            {f"{name} cat(a glob)": cat(name) for name in fss}, runs, warmup=not quick
+        )
+    return report(
+        f"cat of {count} files of 4 KiB, {profile}, {runs} runs", results, "s3fs cat(a glob)"
+    )
 
 
 def many_files(
