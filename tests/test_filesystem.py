@@ -461,3 +461,25 @@ def test_repr_hides_the_secret_and_pickles_round_trip(
         f.read(2)
         g = pickle.loads(pickle.dumps(f))
     assert g.read() == b"ckled"
+
+
+def test_du_adds_up_one_listing_as_s3fs_does(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
+) -> None:
+    # fsspec's own du sends a HEAD for every file the listing found.
+    for i in range(5):
+        client.put_object(bucket, f"du/d{i % 2}/{i}", b"x" * (10 + i))
+    with sent:
+        assert fs.du(f"{bucket}/du") == sum(10 + i for i in range(5))
+    assert sent() == [f"GET {bucket}/ -> 200"]
+    assert fs.du(f"{bucket}/du", total=False) == {
+        f"{bucket}/du/d{i % 2}/{i}": 10 + i for i in range(5)
+    }
+    assert fs.du(f"{bucket}/du", total=False, withdirs=True) == {
+        f"{bucket}/du": 0,
+        f"{bucket}/du/d0": 0,
+        f"{bucket}/du/d1": 0,
+        **{f"{bucket}/du/d{i % 2}/{i}": 10 + i for i in range(5)},
+    }
+    assert fs.du(f"{bucket}/du", maxdepth=1) == 0  # only the folders at depth 1
+    assert fs.du(f"{bucket}/du/d0/0") == 10  # a file: its size

@@ -30,12 +30,13 @@ from typing import Any
 
 import fsspec  # type: ignore[import-untyped,unused-ignore]
 
-from objsdk import Client, ObjectSummary, Prefix, errors
+from objsdk import Client, errors
 from objsdk._core.metadata import standard_headers
 from objsdk._core.pin import VersionPin
 from objsdk.filesystem import entries
 from objsdk.filesystem.extras import S3fsExtras
-from objsdk.filesystem.many import ManyFiles, recording
+from objsdk.filesystem.listing import Listing
+from objsdk.filesystem.many import ManyFiles
 from objsdk.filesystem.options import (
     OPEN_READ_OPTIONS,
     OPEN_WRITE_OPTIONS,
@@ -46,7 +47,7 @@ from objsdk.filesystem.options import (
     sse_from_params,
     write_options,
 )
-from objsdk.filesystem.oserrors import as_oserror, translated
+from objsdk.filesystem.oserrors import translated
 from objsdk.filesystem.reader import FileReader
 from objsdk.filesystem.transfers import Transfers
 from objsdk.filesystem.writer import FileWriter, copy_existing
@@ -84,7 +85,7 @@ def register_s3_alias() -> None:
     fsspec.register_implementation("s3a", ObjsdkFileSystem, clobber=True)
 
 
-class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSystem):  # type: ignore[misc]
+class ObjsdkFileSystem(S3fsExtras, ManyFiles, Listing, Transfers, fsspec.AbstractFileSystem):  # type: ignore[misc]
     """fsspec filesystem over objsdk (see the module docstring)."""
 
     protocol = ("objsdk",)
@@ -219,162 +220,7 @@ class ObjsdkFileSystem(S3fsExtras, ManyFiles, Transfers, fsspec.AbstractFileSyst
     def _parent(self, path: str) -> Any:
         return super()._parent(self._strip_protocol(path).partition(_VERSION)[0])
 
-    # -- metadata ------------------------------------------------------------------------
-
-    def ls(
-        self, path: str, detail: bool = False, versions: bool = False, **kwargs: Any
-    ) -> list[Any]:
-        """The names under ``path`` (as s3fs; ``detail=True``: the entries, with fsspec's
-        and s3fs's keys, see :mod:`objsdk.filesystem.entries`); ``versions=True``
-        (version-aware filesystems) lists every version of each object, with its
-        ``VersionId``."""
-        path = self._strip_protocol(path)
-        if versions and not self.version_aware:
-            raise ValueError("ls(versions=True) needs a filesystem made with version_aware=True")
-        if not path:
-            with translated(path):
-                listed = [entries.bucket_entry(b) for b in self.client.list_buckets()]
-            return listed if detail else sorted(e["name"] for e in listed)
-        bucket, key, _ = self.split_path(path)
-        prefix = key + "/" if key else ""
-        out: list[dict[str, Any]] = []
-        with translated(path):
-            if versions:
-                for v in self.client.list_object_versions(bucket, prefix):
-                    rest = v.key[len(prefix) :]
-                    if rest and "/" not in rest and not v.delete_marker:
-                        out.append(entries.version_entry(bucket, v))
-                    elif "/" in rest:
-                        d = entries.dir_entry(f"{bucket}/{prefix}{rest.split('/')[0]}")
-                        if d not in out:
-                            out.append(d)
-            else:
-                for e in self.client.list_objects(bucket, prefix=prefix, delimiter="/"):
-                    if isinstance(e, Prefix):
-                        out.append(entries.dir_entry(f"{bucket}/{e.prefix}"))
-                    elif isinstance(e, ObjectSummary) and e.key != prefix:
-                        out.append(entries.listed_entry(bucket, e))
-        if not out and key:
-            info = self.info(path)  # a file lists as itself; raises if missing
-            if info["type"] == "file":
-                out = [info]
-        if detail:
-            return out
-        # As s3fs: versions are named by their version-aware paths.
-        return sorted(
-            e["name"] + (f"?versionId={e['VersionId']}" if versions and "IsLatest" in e else "")
-            for e in out
-        )
-
-    def info(self, path: str, version_id: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        """The entry for ``path``: a HEAD for an object (of ``version_id``, or of the
-        version the path names), else a directory if keys lie under it."""
-        path = self._strip_protocol(path)
-        if not path:
-            return entries.dir_entry("")
-        bucket, key, in_path = self.split_path(path)
-        self._check_version_aware(version_id)
-        version_id = version_id or in_path
-        if not key:
-            try:
-                exists = self.client.bucket_exists(bucket)
-            except errors.AccessDenied:
-                exists = True  # it exists, we just may not HEAD it
-            if not exists:
-                raise FileNotFoundError(errno.ENOENT, f"no bucket {bucket!r}", path)
-            return entries.dir_entry(bucket)
-        try:
-            head = self.client.head_object(bucket, key, version_id=version_id)
-        except (errors.NoSuchKey, errors.InvalidObjectName) as err:
-            missing = err
-        except errors.S3Error as err:
-            raise as_oserror(err, path) from err
-        else:
-            entry = entries.head_entry(path, head)
-            plan = recording()
-            if plan is not None and not version_id:  # what get/copy will find it to be
-                plan.entries[path] = entry
-            return entry
-        if version_id:
-            raise as_oserror(missing, path) from missing
-        with translated(path):
-            for _ in self.client.list_objects(bucket, prefix=key + "/", page_size=1):
-                return entries.dir_entry(path)
-        # Neither an object nor a prefix: the HEAD's answer says why.
-        raise as_oserror(missing, path) from missing
-
-    def find(
-        self,
-        path: str,
-        maxdepth: int | None = None,
-        withdirs: bool = False,
-        detail: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Every object under ``path`` (one paginated listing); with s3fs's ``prefix``, only
-        those whose name after ``path/`` starts with it."""
-        path = self._strip_protocol(path)
-        start = kwargs.pop("prefix", "") or ""
-        if start and not path:
-            raise ValueError("find(prefix=...) takes a bucket or directory path")
-        if maxdepth is not None or not path or kwargs.get("versions"):
-            found = super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs)
-            head = f"{path}/{start}"
-            found = {n: e for n, e in found.items() if not start or n.startswith(head)}
-            plan = recording()
-            if plan is not None:  # what get/put will find the files to be
-                plan.entries.update(found)
-            return found if detail else sorted(found)
-        bucket, key, _ = self.split_path(path)
-        prefix = (key + "/" if key else "") + start
-        out: dict[str, dict[str, Any]] = {}
-        markers: set[str] = set()  # directories with a marker object (``key/``)
-        try:
-            for e in self.client.list_objects(bucket, prefix=prefix):
-                if not isinstance(e, ObjectSummary):
-                    continue
-                if withdirs:
-                    # Every "directory" between the path and the object.
-                    parts = e.key[len(prefix) :].split("/")[:-1]
-                    for i in range(1, len(parts) + 1):
-                        d = f"{bucket}/{prefix}{'/'.join(parts[:i])}"
-                        out.setdefault(d, entries.dir_entry(d))
-                if e.key.endswith("/"):
-                    markers.add(f"{bucket}/{e.key[:-1]}")
-                    continue  # a directory marker object
-                entry = entries.listed_entry(bucket, e)
-                out[entry["name"]] = entry
-        except errors.NoSuchBucket:
-            return {} if detail else []
-        except errors.S3Error as err:
-            raise as_oserror(err, path) from err
-        if out and withdirs and not start:
-            out.setdefault(path, entries.dir_entry(path))
-        if not out and key and not start:
-            try:
-                info = self.info(path)
-            except FileNotFoundError:
-                info = None
-            if info is not None and info["type"] == "file":
-                out[path] = info
-        names = sorted(out)
-        plan = recording()
-        if plan is not None:  # what get/put/copy will find the files to be
-            plan.entries.update(out)
-            for name, entry in out.items():  # the whole tree was listed: markers known
-                if entry["type"] == "directory":
-                    plan.folders[name] = name in markers
-        return {n: out[n] for n in names} if detail else names
-
-    def created(self, path: str) -> Any:
-        return self.modified(path)
-
-    def modified(self, path: str) -> Any:
-        """The object's Last-Modified (IsADirectoryError for a directory or bucket)."""
-        info = self.info(path)
-        if info["type"] != "file":
-            raise IsADirectoryError(errno.EISDIR, "a directory has no modification time", path)
-        return info["LastModified"]
+    # -- writes and the cache -------------------------------------------------------------
 
     def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
         """Store an empty object; ``truncate=False`` on an existing one is refused (S3
