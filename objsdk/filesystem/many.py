@@ -125,7 +125,7 @@ class ManyFiles:
         files at once (default :data:`FILES_AT_ONCE`)."""
         with _planning() as plan:
             if (version := self._version_named(rpath)) is not None:
-                loc = _into(lpath, version, lambda p: os.path.isdir(p))
+                loc = _into(lpath, version, os.path.isdir)
                 plan.calls.append((rpath, loc, kwargs))
             else:
                 super().get(  # type: ignore[misc]
@@ -202,9 +202,9 @@ class ManyFiles:
         """fsspec's ``cat``, the files fetched ``batch_size`` at a time (default
         :data:`FILES_AT_ONCE`) as in s3fs: ``{path: bytes}`` in the order fsspec expands
         the paths (directories left out), or the bytes of one path given as it is.
-        ``on_error``: ``"raise"``
-        (the first failure, in that order, once the files under way have ended; none
-        is started after it), ``"omit"``, or ``"return"`` (the exception in place)."""
+        ``on_error``: ``"raise"`` (the first failure, in that order, once the files
+        under way have ended; none starts after it), ``"omit"``, or ``"return"`` (the
+        exception in place)."""
         with _planning() as plan:
             paths = self.expand_path(path, recursive=recursive)
         # A directory the listing found holds no bytes: fsspec (and s3fs) would fail
@@ -234,8 +234,7 @@ class ManyFiles:
         if not isinstance(path, dict):
             raise ValueError(f"path must be str or dict, got {type(path).__name__}")
         items = [(self._strip_protocol(k), v) for k, v in path.items()]
-        stored = _each(items, lambda kv: self.pipe_file(kv[0], kv[1], **kwargs), batch_size, True)
-        return stored
+        return _each(items, lambda kv: self.pipe_file(kv[0], kv[1], **kwargs), batch_size, True)
 
     def put(
         self,
