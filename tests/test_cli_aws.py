@@ -248,6 +248,62 @@ def test_mv_recursive_moves_a_tree(run: Run, client: Client, bucket: str, tmp_pa
     assert tree(tmp_path / "src") == {}
 
 
+@pytest.mark.needs_feature("checks_signatures")
+def test_cp_to_a_bucket_it_may_write_to_but_not_list_works_as_with_aws(
+    s3_server: Any, env: dict[str, str], client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # Uploaders are often allowed s3:PutObject alone: HeadBucket needs s3:ListBucket, so
+    # asking first whether the bucket exists would fail a copy S3 accepts.
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": ["*"]},
+                "Action": ["s3:PutObject"],
+                "Resource": [f"arn:aws:s3:::{bucket}/*"],
+            }
+        ],
+    }
+    boto3_client(s3_server).put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+    _files(tmp_path / "src", {"one.txt": b"1", "two.txt": b"2"})
+    unsigned = {
+        k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    }
+
+    def cp(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*COMMAND, "cp", *args], capture_output=True, text=True, env=unsigned,
+            cwd=tmp_path, timeout=60, check=False,
+        )  # fmt: skip
+
+    listing = cp("-r", "src", f"s3://{bucket}/up/")
+    assert listing.returncode == 0, listing.stderr
+    one = cp("src/one.txt", f"s3://{bucket}/single.txt")
+    assert one.returncode == 0, one.stderr
+    (tmp_path / "big.bin").write_bytes(os.urandom(6 << 20))
+    parts = cp("--multipart-threshold", "5MiB", "--part-size", "5MiB", "big.bin", f"s3://{bucket}/")
+    assert parts.returncode == 0, parts.stderr
+    assert keys(client, bucket) == ["big.bin", "single.txt", "up/one.txt", "up/two.txt"]
+    assert client.get_object(bucket, "big.bin") == (tmp_path / "big.bin").read_bytes()
+
+
+def test_a_missing_destination_bucket_fails_the_copy_once_with_no_such_bucket(
+    run: Run, tmp_path: Path
+) -> None:
+    _files(tmp_path / "src", MIXED)
+    many = run("cp", "-r", "src", "s3://no-such-bucket-here/t/")
+    assert many.code == 254
+    assert many.err.count("NoSuchBucket") == 1  # asked once, up front: not once per file
+    one = run("cp", "src/a.txt", "s3://no-such-bucket-here/a.txt")
+    assert one.code == 254
+    assert "NoSuchBucket" in one.err
+    assert "no-such-bucket-here" in one.err
+    piped = run("cp", "-", "s3://no-such-bucket-here/s", stdin=b"x" * 100)
+    assert piped.code == 254
+    assert "NoSuchBucket" in piped.err
+
+
 def test_mv_keeps_the_source_when_the_copy_fails(run: Run, tmp_path: Path) -> None:
     (tmp_path / "m.bin").write_bytes(b"stay")
     res = run("mv", "m.bin", "s3://no-such-bucket-here/m.bin")

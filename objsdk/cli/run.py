@@ -200,10 +200,21 @@ def _run_pool(runner: Runner, jobs: list[Job]) -> None:
 
 
 def check_dest_bucket(client: Client, jobs: list[Job]) -> None:
-    """Fail once, up front, when the destination bucket is missing (not once per file)."""
+    """Fail once, up front, when the destination bucket is missing (not once per file,
+    and before standard input is read).
+
+    One file is not asked about: its own request says so, and a HEAD would cost it one
+    more. A bucket the credentials may write to but not list (s3:PutObject alone: the
+    HEAD needs s3:ListBucket) is taken to exist: its uploads say whether they may."""
+    if len(jobs) == 1 and jobs[0].kind != "stdin":
+        return
     buckets = {j.dst.bucket for j in jobs if isinstance(j.dst, RemotePath)}
     for b in sorted(buckets):
-        if not client.bucket_exists(b):
+        try:
+            exists = client.bucket_exists(b)
+        except errors.AccessDenied:
+            continue
+        if not exists:
             raise errors.s3_error(
                 404, "NoSuchBucket", "The specified bucket does not exist", bucket=b
             )
