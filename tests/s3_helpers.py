@@ -1,5 +1,6 @@
 """Helpers the tests share that are not the CLI's: a boto3 client for the session's
-service (the other client whose objects objsdk must read), and a named pipe's reader."""
+service (the other client whose objects objsdk must read), bucket policies for unsigned
+callers with narrow rights, and a named pipe's reader."""
 
 from __future__ import annotations
 
@@ -40,3 +41,28 @@ def drain(fifo: Path) -> tuple[threading.Thread, bytearray]:
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
     return thread, got
+
+
+def grant_unsigned(
+    server: Any, bucket: str, object_actions: list[str], *, under: str = "", listing: bool = False
+) -> None:
+    """A bucket policy letting unsigned requests do ``object_actions`` (``s3:GetObject``...)
+    on the keys ``under`` a prefix, and, with ``listing``, list that prefix alone
+    (s3:ListBucket with an s3:prefix condition, as per-user home prefixes are granted)."""
+    import json
+
+    allow = {"Effect": "Allow", "Principal": {"AWS": ["*"]}}
+    statements = [
+        {**allow, "Action": object_actions, "Resource": [f"arn:aws:s3:::{bucket}/{under}*"]}
+    ]
+    if listing:
+        statements.append(
+            {
+                **allow,
+                "Action": ["s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}"],
+                "Condition": {"StringLike": {"s3:prefix": [f"{under}*"]}},
+            }
+        )
+    policy = {"Version": "2012-10-17", "Statement": statements}
+    boto3_client(server).put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from cli_helpers import COMMAND, Run, env, keys, run, tree
-from s3_helpers import boto3_client
+from s3_helpers import boto3_client, grant_unsigned
 
 from objsdk import Client
 
@@ -254,18 +254,7 @@ def test_cp_to_a_bucket_it_may_write_to_but_not_list_works_as_with_aws(
 ) -> None:
     # Uploaders are often allowed s3:PutObject alone: HeadBucket needs s3:ListBucket, so
     # asking first whether the bucket exists would fail a copy S3 accepts.
-    policy = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"AWS": ["*"]},
-                "Action": ["s3:PutObject"],
-                "Resource": [f"arn:aws:s3:::{bucket}/*"],
-            }
-        ],
-    }
-    boto3_client(s3_server).put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+    grant_unsigned(s3_server, bucket, ["s3:PutObject"])
     _files(tmp_path / "src", {"one.txt": b"1", "two.txt": b"2"})
     unsigned = {
         k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
@@ -286,6 +275,26 @@ def test_cp_to_a_bucket_it_may_write_to_but_not_list_works_as_with_aws(
     assert parts.returncode == 0, parts.stderr
     assert keys(client, bucket) == ["big.bin", "single.txt", "up/one.txt", "up/two.txt"]
     assert client.get_object(bucket, "big.bin") == (tmp_path / "big.bin").read_bytes()
+
+
+@pytest.mark.needs_feature("checks_signatures")
+def test_ls_of_the_prefix_the_credentials_may_list_works_as_with_aws(
+    s3_server: Any, env: dict[str, str], client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # A home prefix per user: s3:ListBucket with an s3:prefix condition. HeadBucket
+    # (s3:ListBucket with no prefix) is refused, so asking it first failed the listing.
+    grant_unsigned(s3_server, bucket, ["s3:GetObject"], under="home/", listing=True)
+    for key in ("home/a.txt", "home/sub/b.txt", "other/c.txt"):
+        client.put_object(bucket, key, b"x")
+    unsigned = {
+        k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    }
+    listed = subprocess.run(
+        [*COMMAND, "ls", f"s3://{bucket}/home/"], capture_output=True, text=True,
+        env=unsigned, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[-1] for line in listed.stdout.splitlines()] == ["sub/", "a.txt"]
 
 
 def test_a_missing_destination_bucket_fails_the_copy_once_with_no_such_bucket(

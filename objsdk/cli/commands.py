@@ -171,10 +171,9 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
             out.json({"bucket": b.name, "creation_date": b.creation_date})
         return EXIT_OK
     where = parse_remote(args.path)
-    if not client.bucket_exists(where.bucket):
-        raise errors.s3_error(
-            404, "NoSuchBucket", "The specified bucket does not exist", bucket=where.bucket
-        )
+    # No HEAD of the bucket first: the listing says NoSuchBucket itself, and HEAD needs
+    # s3:ListBucket on the whole bucket, which credentials limited to a prefix (an
+    # s3:prefix condition) do not have.
     count = total = 0
     objects: Iterable[tuple[str, ObjectSummary | Prefix]]
     if has_wildcard(where.key):
