@@ -483,3 +483,28 @@ def test_du_adds_up_one_listing_as_s3fs_does(
     }
     assert fs.du(f"{bucket}/du", maxdepth=1) == 0  # only the folders at depth 1
     assert fs.du(f"{bucket}/du/d0/0") == 10  # a file: its size
+
+
+@pytest.mark.needs_feature("checks_signatures")
+def test_a_prefix_the_caller_may_list_is_a_directory_though_its_head_is_refused(
+    s3_server: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # A home prefix per user (s3:ListBucket with an s3:prefix condition): a HEAD of
+    # "home" is refused (403, as S3 answers for what the caller may not read), and was
+    # taken for "not a directory".
+    from s3_helpers import grant_unsigned
+
+    grant_unsigned(s3_server, bucket, ["s3:GetObject"], under="home/", listing=True)
+    for key in ("home/a.txt", "home/sub/b.txt", "other/c.txt"):
+        client.put_object(bucket, key, b"x")
+    fs = ObjsdkFileSystem(endpoint_url=s3_server.endpoint, anon=True, skip_instance_cache=True)
+    assert fs.isdir(f"{bucket}/home")
+    assert fs.info(f"{bucket}/home")["type"] == "directory"
+    fs.get_file(f"{bucket}/home", str(tmp_path / "home"))
+    assert (tmp_path / "home").is_dir()
+    fs.get(f"{bucket}/home", str(tmp_path / "all"), recursive=True)
+    assert (tmp_path / "all" / "sub" / "b.txt").read_bytes() == b"x"
+    with pytest.raises(PermissionError):
+        fs.info(f"{bucket}/other")  # refused both ways: the HEAD's refusal
+    with pytest.raises(PermissionError):
+        fs.cat_file(f"{bucket}/other/c.txt")

@@ -101,7 +101,9 @@ class Listing:
             return entries.dir_entry(bucket)
         try:
             head = self.client.head_object(bucket, key, version_id=version_id)
-        except (errors.NoSuchKey, errors.InvalidObjectName) as err:
+        except (errors.NoSuchKey, errors.InvalidObjectName, errors.AccessDenied) as err:
+            # S3 answers 403 for a key the caller may not read (and for any missing key
+            # when it may not list the bucket): keys it may list may still lie under it.
             missing = err
         except errors.S3Error as err:
             raise as_oserror(err, path) from err
@@ -113,9 +115,16 @@ class Listing:
             return entry
         if version_id:
             raise as_oserror(missing, path) from missing
-        with translated(path):
+        try:
             for _ in self.client.list_objects(bucket, prefix=key + "/", page_size=1):
                 return entries.dir_entry(path)
+        except errors.S3Error as err:
+            refused_both = isinstance(err, errors.AccessDenied) and isinstance(
+                missing, errors.AccessDenied
+            )
+            if not refused_both:
+                raise as_oserror(err, path) from err
+            # Refused both ways: the HEAD's refusal says why (below).
         # Neither an object nor a prefix: the HEAD's answer says why.
         raise as_oserror(missing, path) from missing
 

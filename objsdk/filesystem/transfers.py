@@ -165,9 +165,10 @@ class Transfers:
         try:
             self._get_object(rpath, os.fspath(lpath), callback, self.parallel)
         except OSError as e:
-            # The download's HEAD found no object: a directory (keys under the path) is
-            # made as one. Asking first would cost every file a request.
-            missing = (errors.NoSuchKey, errors.InvalidObjectName)
+            # The download's HEAD found no object (or none this caller may read): a
+            # directory (keys under the path) is made as one. Asking first would cost
+            # every file a request.
+            missing = (errors.NoSuchKey, errors.InvalidObjectName, errors.AccessDenied)
             if version_id is not None or not isinstance(e.__cause__, missing):
                 raise
             if not self.isdir(rpath):
