@@ -313,6 +313,43 @@ def test_a_missing_destination_bucket_fails_the_copy_once_with_no_such_bucket(
     assert "NoSuchBucket" in piped.err
 
 
+@pytest.mark.needs_feature("archives_objects")
+def test_archived_objects_are_skipped_with_a_warning_as_aws_skips_them(
+    run: Run, s3_server: Any, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # A GET or copy of a GLACIER or DEEP_ARCHIVE object fails until it is restored, and
+    # a listing cannot say which are: aws s3 leaves them out, warns, and exits 2.
+    s3 = boto3_client(s3_server)
+    for key, body, storage_class in (
+        ("cold/a.txt", b"a", "GLACIER"),
+        ("cold/b.txt", b"b", "STANDARD"),
+        ("cold/c.txt", b"c", "DEEP_ARCHIVE"),
+    ):
+        s3.put_object(Bucket=bucket, Key=key, Body=body, StorageClass=storage_class)
+    down = run("cp", "-r", f"s3://{bucket}/cold/", "down/")
+    assert down.code == 2, down.err
+    assert tree(tmp_path / "down") == {"b.txt": b"b"}
+    assert f"skipping s3://{bucket}/cold/a.txt: its storage class is GLACIER" in down.err
+    assert f"skipping s3://{bucket}/cold/c.txt: its storage class is DEEP_ARCHIVE" in down.err
+    quiet = run("cp", "-r", "--ignore-glacier-warnings", f"s3://{bucket}/cold/", "quiet/")
+    assert (quiet.code, "skipping" in quiet.err) == (0, False)
+    copied = run("sync", f"s3://{bucket}/cold/", f"s3://{bucket}/warm/")
+    assert copied.code == 2, copied.err
+    assert keys(client, bucket, "warm/") == ["warm/b.txt"]
+    # One object named: the service's refusal is the skip (no listing says its class).
+    moved = run("mv", f"s3://{bucket}/cold/a.txt", "a.txt")
+    assert moved.code == 2, moved.err
+    assert "cold/a.txt: it is archived" in moved.err
+    assert not (tmp_path / "a.txt").exists()
+    assert "cold/a.txt" in keys(client, bucket, "cold/")  # a move that did not copy keeps it
+    # Restored, it can be read: --force-glacier-transfer tries every one.
+    s3.restore_object(Bucket=bucket, Key="cold/a.txt", RestoreRequest={"Days": 1})
+    forced = run("cp", "-r", "--force-glacier-transfer", f"s3://{bucket}/cold/", "forced/")
+    assert forced.code == 1  # c.txt is still archived: that one failed
+    assert tree(tmp_path / "forced") == {"a.txt": b"a", "b.txt": b"b"}
+    assert "InvalidObjectState" in forced.err
+
+
 def test_mv_keeps_the_source_when_the_copy_fails(run: Run, tmp_path: Path) -> None:
     (tmp_path / "m.bin").write_bytes(b"stay")
     res = run("mv", "m.bin", "s3://no-such-bucket-here/m.bin")

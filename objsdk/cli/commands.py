@@ -131,6 +131,7 @@ def _transfer_options(
         replace_fields=_replaces_fields(args),
         expected_size=getattr(args, "expected_size", None),
         move=move,
+        archived=getattr(args, "archived", "warn"),
     )
 
 
@@ -154,6 +155,7 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
         delete=getattr(args, "delete", False),
         size_only=getattr(args, "size_only", False),
         exact_timestamps=getattr(args, "exact_timestamps", False),
+        archived=getattr(args, "archived", "warn"),
     )
 
 

@@ -11,9 +11,14 @@ from .filters import Filters
 from .paths import Location
 
 Symlinks = Literal["files", "all", "none"]
+# What a download or copy does with an object in an archive storage class (GLACIER,
+# DEEP_ARCHIVE) not restored, as the aws CLI: skip it with a warning (exit 2), skip it
+# quietly (--ignore-glacier-warnings), or try it (--force-glacier-transfer).
+Archived = Literal["warn", "ignore", "force"]
 
 __all__ = [
     "STREAM_CHUNK",
+    "Archived",
     "Cancelled",
     "Job",
     "Kind",
@@ -72,6 +77,7 @@ class TransferOptions:
     replace_fields: bool = False  # copies store the fields given, not their source's
     expected_size: int | None = None  # of standard input: parts large enough to hold it
     move: bool = False  # mv: each source is removed once its copy is verified
+    archived: Archived = "warn"  # objects the service refuses for their storage class
 
 
 @dataclass
@@ -98,3 +104,4 @@ class PlanOptions:
     delete: bool = False  # sync: delete what the source lacks
     size_only: bool = False  # sync: compare sizes alone
     exact_timestamps: bool = False  # sync down: same size but another time is a change
+    archived: Archived = "warn"  # listed objects in an archive storage class

@@ -1,5 +1,6 @@
 """What a recursive ``cp`` or a ``sync`` works through: the regular files under a local
-directory, the objects under a prefix, and which keys are safe as local paths."""
+directory, the objects under a prefix, which keys are safe as local paths, and which
+objects an archive storage class keeps from being read."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 from objsdk import ObjectSummary
 
 from .._core.wildcards import has_wildcard, key_pattern, wildcard_base
-from .jobs import Outcome, Symlinks
+from .jobs import Archived, Outcome, Symlinks
 from .output import Output
 from .paths import RemotePath, safe_relative
 
@@ -20,8 +21,11 @@ if TYPE_CHECKING:
     from objsdk import Client
 
 __all__ = [
+    "ARCHIVE_CLASSES",
+    "archive_warning",
     "inside",
     "key_prefix",
+    "leave_archived",
     "list_objects",
     "local_file",
     "local_target",
@@ -136,6 +140,41 @@ def list_objects(
         if pattern is not None and not pattern.match(entry.key):
             continue
         yield entry.key[len(prefix) :], entry
+
+
+# Storage classes whose objects the service will not read or copy until restored (S3
+# API reference, GetObject: InvalidObjectState); a listing does not say which are.
+ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+
+
+def archive_warning(where: str, storage_class: str | None, action: str) -> str:
+    """The warning for an object the service holds in an archive storage class."""
+    of = f"its storage class is {storage_class}" if storage_class else "it is archived"
+    return (
+        f"skipping {where}: {of}, and the service will not {action} it until it is "
+        "restored (--force-glacier-transfer tries it, for restored objects; "
+        "--ignore-glacier-warnings skips it quietly)"
+    )
+
+
+def leave_archived(
+    summary: ObjectSummary,
+    bucket: str,
+    action: str,
+    archived: Archived,
+    out: Output,
+    outcome: Outcome,
+) -> bool:
+    """Whether to leave out a listed object in an archive storage class, as the aws CLI
+    does: warned and counted as skipped (exit 2), or quietly with ``"ignore"``; never
+    with ``"force"`` (restored objects can be read; the listing cannot say which)."""
+    if summary.storage_class not in ARCHIVE_CLASSES or archived == "force":
+        return False
+    if archived == "warn":
+        where = f"s3://{bucket}/{summary.key}"
+        out.warn(archive_warning(where, summary.storage_class, action))
+        outcome.skipped += 1
+    return True
 
 
 def safe_local_name(src: RemotePath, key: str, out: Output, outcome: Outcome) -> str | None:

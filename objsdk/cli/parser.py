@@ -268,6 +268,27 @@ def _selection_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _archive_options(p: argparse.ArgumentParser) -> None:
+    """What downloads and copies do with objects in GLACIER or DEEP_ARCHIVE, as aws."""
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--force-glacier-transfer",
+        dest="archived",
+        action="store_const",
+        const="force",
+        default="warn",
+        help="download or copy objects in GLACIER or DEEP_ARCHIVE too (restored ones; "
+        "default: skipped with a warning, exit 2)",
+    )
+    what.add_argument(
+        "--ignore-glacier-warnings",
+        dest="archived",
+        action="store_const",
+        const="ignore",
+        help="skip objects in GLACIER or DEEP_ARCHIVE without a warning or exit 2",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _global_options()
     parser = _Parser(
@@ -308,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     _transfer_options(p)
     _selection_options(p)
     _filter_options(p)
+    _archive_options(p)
 
     p.add_argument(
         "--expected-size",
@@ -325,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     _transfer_options(p)
     _selection_options(p)
     _filter_options(p)
+    _archive_options(p)
 
     p = add("sync", "copy what is new or changed, like 'aws s3 sync'")
     p.add_argument("source")
@@ -342,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     _transfer_options(p)
     _selection_options(p)
     _filter_options(p)
+    _archive_options(p)
 
     p = add("cat", "write an object (or a byte range of it) to standard output")
     p.add_argument("path", help="s3://bucket/key")

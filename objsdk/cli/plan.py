@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 from .._core.wildcards import has_wildcard
 from .errors import EXIT_BAD_ARGS, CliError
 from .jobs import Job, Kind, Outcome, PlanOptions
-from .listing import list_objects, local_target, new_plan, safe_local_name, walk_files
+from .listing import (
+    leave_archived,
+    list_objects,
+    local_target,
+    new_plan,
+    safe_local_name,
+    walk_files,
+)
 from .output import Output
 from .paths import LocalPath, Location, RemotePath, parse_location
 
@@ -95,8 +102,11 @@ def _plan_recursive(
     # Folder markers (empty keys ending in "/") are copied between prefixes, as aws
     # copies them (a mv leaves no folder behind); a download has no file to make of one.
     remote = isinstance(dst, RemotePath)
+    action = "copy" if remote else "download"
     for rel, summary in list_objects(client, src, markers=remote):
         if not accepts(rel) or (isinstance(dst, RemotePath) and not dst.join(rel).key):
+            continue
+        if leave_archived(summary, src.bucket, action, opts.archived, out, outcome):
             continue
         if isinstance(dst, LocalPath):
             safe = safe_local_name(src, summary.key, out, outcome)

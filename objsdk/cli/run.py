@@ -18,6 +18,7 @@ from objsdk import errors
 
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, error_record, message_for
 from .jobs import Cancelled, Job, Outcome, TransferOptions
+from .listing import archive_warning
 from .output import Output, counted, human_size
 from .paths import RemotePath
 from .transfer import Runner
@@ -75,7 +76,9 @@ def run_jobs(
             out.error(f"{what} failed: {message_for(e)}", error_record(e))
     if any(j.kind == "stdout" for j in jobs):
         # Standard output carries the object itself: no summary after it.
-        return EXIT_FAILED if outcome.failed else EXIT_OK
+        if outcome.failed:
+            return EXIT_FAILED
+        return EXIT_SKIPPED if outcome.skipped else EXIT_OK
     seconds = time.monotonic() - started
     out.json(
         {
@@ -136,6 +139,8 @@ def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
     except BrokenPipeError:
         raise
     except Exception as e:
+        if _archived(runner, job, e):
+            return
         if propagate and not isinstance(
             e, errors.ReadError | errors.SourceChangedError | errors.ProtocolError | errors.Timeout
         ):
@@ -146,6 +151,30 @@ def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
             f"{_describe(job, runner.opts)} failed: {message_for(e)}",
             {**error_record(e), **_job_json(job, runner.opts)},
         )
+
+
+# What S3 answers a GET or a copy of an object an archive storage class holds (S3 API
+# reference, GetObject and CopyObject errors).
+_ARCHIVE_REFUSALS = frozenset({"InvalidObjectState", "ObjectNotInActiveTierError"})
+
+
+def _archived(runner: Runner, job: Job, e: Exception) -> bool:
+    """Whether ``e`` is the service refusing to read or copy an object for its archive
+    storage class (not restored: GetObject's InvalidObjectState, CopyObject's
+    ObjectNotInActiveTierError): then the job is skipped as the aws CLI skips it (warned,
+    exit 2; quietly with --ignore-glacier-warnings), unless --force-glacier-transfer
+    asked for it, when it is the failure it is."""
+    refused = isinstance(e, errors.S3Error) and e.code in _ARCHIVE_REFUSALS
+    if not refused or job.kind not in ("download", "copy", "stdout"):
+        return False
+    if runner.opts.archived == "force":
+        return False
+    if runner.opts.archived == "warn":
+        action = "copy" if job.kind == "copy" else "download"
+        runner.out.warn(archive_warning(str(job.src), None, action))
+        with runner.lock:
+            runner.outcome.skipped += 1
+    return True
 
 
 def _done(runner: Runner, job: Job, n: int) -> None:

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 from .._core.checksums import crc32c
 from .errors import EXIT_BAD_ARGS, CliError
 from .jobs import STREAM_CHUNK, Job, Outcome, PlanOptions
-from .listing import list_objects, local_file, local_target, new_plan, safe_local_name, walk_files
+from .listing import (
+    leave_archived,
+    list_objects,
+    local_file,
+    local_target,
+    new_plan,
+    safe_local_name,
+    walk_files,
+)
 from .output import Output
 from .paths import LocalPath, RemotePath, parse_location
 
@@ -103,7 +111,7 @@ def plan_sync(
         return _sync_up(client, src, dst, opts, out, outcome)
     if isinstance(dst, LocalPath):
         return _sync_down(client, src, dst, opts, out, outcome)
-    return _sync_remote(client, src, dst, opts)
+    return _sync_remote(client, src, dst, opts, out, outcome)
 
 
 def _sync_up(
@@ -173,7 +181,9 @@ def _sync_down(
         safe = safe_local_name(src, summary.key, out, outcome)
         if safe is None:
             continue
-        seen.add(safe)
+        seen.add(safe)  # an archived object left out keeps its file from --delete
+        if leave_archived(summary, src.bucket, "download", opts.archived, out, outcome):
+            continue
         where = f"s3://{src.bucket}/{summary.key}"
         path = local_target(dst.path, safe, opts.symlinks, where, out, outcome)
         if path is None:
@@ -205,7 +215,14 @@ def _sync_down(
     return jobs
 
 
-def _sync_remote(client: Client, src: RemotePath, dst: RemotePath, opts: PlanOptions) -> list[Job]:
+def _sync_remote(
+    client: Client,
+    src: RemotePath,
+    dst: RemotePath,
+    opts: PlanOptions,
+    out: Output,
+    outcome: Outcome,
+) -> list[Job]:
     """A prefix to a prefix: server-side copies, and deletions of objects not in ``src``."""
     accepts = opts.filters.accepts
     jobs: list[Job] = []
@@ -214,7 +231,9 @@ def _sync_remote(client: Client, src: RemotePath, dst: RemotePath, opts: PlanOpt
     for rel, summary in list_objects(client, src):
         if not accepts(rel):
             continue
-        seen.add(rel)
+        seen.add(rel)  # an archived object left out keeps its copy from --delete
+        if leave_archived(summary, src.bucket, "copy", opts.archived, out, outcome):
+            continue
         have = dst_objects.get(rel)
         source_path = RemotePath(src.bucket, summary.key)
         target = dst.join(rel)

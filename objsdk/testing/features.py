@@ -37,6 +37,9 @@ class S3Features:
     ``stores_line_feed_keys``: a key holding a line feed can be written.
     ``checks_copy_source_if_match``: an UploadPartCopy whose source no longer has the
     ETag ``x-amz-copy-source-if-match`` names is refused (412).
+    ``archives_objects``: an object written in the GLACIER or DEEP_ARCHIVE storage class
+    is archived: GETs and copies of it are refused until a RestoreObject (MinIO refuses
+    those classes unless tiering is set up).
     """
 
     stores_put_checksum: bool = True
@@ -49,10 +52,13 @@ class S3Features:
     applies_acls: bool = False
     stores_line_feed_keys: bool = True
     checks_copy_source_if_match: bool = True
+    archives_objects: bool = True
 
 
 #: MinIO (the local one, single drive).
-MINIO = S3Features(refuses_dot_segment_keys=True, subsecond_last_modified=True)
+MINIO = S3Features(
+    refuses_dot_segment_keys=True, subsecond_last_modified=True, archives_objects=False
+)
 #: moto's standalone server (5.x): it ignores checksums on PUT and UploadPart, in
 #: us-east-1 lets CreateBucket succeed again, closes every connection, accepts any
 #: signature, answers a PUT of a key holding a line feed with 404 NoSuchKey and copies
