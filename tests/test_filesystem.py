@@ -508,3 +508,25 @@ def test_a_prefix_the_caller_may_list_is_a_directory_though_its_head_is_refused(
         fs.info(f"{bucket}/other")  # refused both ways: the HEAD's refusal
     with pytest.raises(PermissionError):
         fs.cat_file(f"{bucket}/other/c.txt")
+
+
+def test_a_glob_asks_what_its_root_is_once(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
+) -> None:
+    # fsspec's find asks isdir(root), then info(root): two HEADs and two listings where
+    # one of each says it.
+    for key in ("g/d0/a.json", "g/d0/b.txt", "g/d1/c.json", "g/top.json"):
+        client.put_object(bucket, key, b"{}")
+    with sent:
+        found = fs.glob(f"{bucket}/g/*/*.json")
+    assert found == [f"{bucket}/g/d0/a.json", f"{bucket}/g/d1/c.json"]
+    assert sent("HEAD") == [f"HEAD {bucket}/g -> 404"]
+    assert fs.glob(f"{bucket}/g/*.json") == [f"{bucket}/g/top.json"]
+    assert fs.find(f"{bucket}/g", maxdepth=1, withdirs=True) == [
+        f"{bucket}/g", f"{bucket}/g/d0", f"{bucket}/g/d1", f"{bucket}/g/top.json"
+    ]  # fmt: skip
+    assert fs.find(f"{bucket}/g/top.json", maxdepth=1) == [f"{bucket}/g/top.json"]
+    assert (
+        fs.find(f"{bucket}/g/top.json", maxdepth=1, detail=True)[f"{bucket}/g/top.json"]["size"]
+        == 2
+    )  # the file's entry, where fsspec's find gives {}

@@ -36,6 +36,7 @@ class Listing:
         def _strip_protocol(self, path: Any) -> Any: ...
         def split_path(self, path: str) -> tuple[str, str, str | None]: ...
         def _check_version_aware(self, version_id: str | None) -> None: ...
+        def walk(self, path: str, maxdepth: int | None = ..., **kwargs: Any) -> Any: ...
 
     def ls(
         self, path: str, detail: bool = False, versions: bool = False, **kwargs: Any
@@ -143,9 +144,7 @@ class Listing:
         if start and not path:
             raise ValueError("find(prefix=...) takes a bucket or directory path")
         if maxdepth is not None or not path or kwargs.get("versions"):
-            found = super().find(  # type: ignore[misc]
-                path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs
-            )
+            found = self._walked(path, maxdepth, withdirs, **kwargs)
             head = f"{path}/{start}"
             found = {n: e for n, e in found.items() if not start or n.startswith(head)}
             plan = recording()
@@ -192,6 +191,36 @@ class Listing:
                 if entry["type"] == "directory":
                     plan.folders[name] = name in markers
         return {n: out[n] for n in names} if detail else names
+
+    def _walked(
+        self, path: str, maxdepth: int | None, withdirs: bool, **kwargs: Any
+    ) -> dict[str, dict[str, Any]]:
+        """fsspec's find (a walk: one listing per directory, ``maxdepth`` deep), asking
+        what ``path`` itself is once where fsspec asks ``isdir`` and then ``info`` (two
+        HEADs and two listings); a file's entry is its ``info``, not fsspec's ``{}``."""
+        root: dict[str, Any] | None = None
+        asked = False
+
+        def what_root_is() -> dict[str, Any] | None:
+            nonlocal root, asked
+            if not asked and path:
+                asked = True
+                try:
+                    root = self.info(path)
+                except OSError:
+                    root = None  # as fsspec's isdir and isfile: neither
+            return root
+
+        out: dict[str, dict[str, Any]] = {}
+        if withdirs and (r := what_root_is()) is not None and r["type"] == "directory":
+            out[path] = r  # the root too, for glob's POSIX rules (as fsspec)
+        for _, dirs, files in self.walk(path, maxdepth, detail=True, **kwargs):
+            if withdirs:
+                files.update(dirs)
+            out.update({entry["name"]: entry for entry in files.values()})
+        if not out and (r := what_root_is()) is not None and r["type"] == "file":
+            out[path] = r
+        return {name: out[name] for name in sorted(out)}
 
     def du(
         self,
