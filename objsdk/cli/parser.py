@@ -248,44 +248,49 @@ def _filter_options(p: argparse.ArgumentParser) -> None:
         )
 
 
+def _one_of(
+    p: argparse.ArgumentParser, dest: str, default: object, *flags: tuple[str, object, str]
+) -> None:
+    """Flags of which at most one may be given, each setting ``dest`` to its value."""
+    group = p.add_mutually_exclusive_group()
+    for flag, value, help_text in flags:
+        group.add_argument(
+            flag, dest=dest, action="store_const", const=value, default=default, help=help_text
+        )
+
+
 def _selection_options(p: argparse.ArgumentParser) -> None:
     """Which local files and objects a recursive command takes."""
-    follow = p.add_mutually_exclusive_group()
-    follow.add_argument(
-        "--follow-symlinks",
-        dest="follow_symlinks",
-        action="store_const",
-        const=True,
-        default=None,
-        help="cross symlinked local directories (each once); default: links to files only",
-    )
-    follow.add_argument(
-        "--no-follow-symlinks",
-        dest="follow_symlinks",
-        action="store_const",
-        const=False,
-        help="leave every local symlink out",
+    _one_of(
+        p,
+        "follow_symlinks",
+        None,
+        (
+            "--follow-symlinks",
+            True,
+            "cross symlinked local directories (each once); default: links to files only",
+        ),
+        ("--no-follow-symlinks", False, "leave every local symlink out"),
     )
 
 
 def _archive_options(p: argparse.ArgumentParser) -> None:
     """What downloads and copies do with objects in GLACIER or DEEP_ARCHIVE, as aws."""
-    what = p.add_mutually_exclusive_group()
-    what.add_argument(
-        "--force-glacier-transfer",
-        dest="archived",
-        action="store_const",
-        const="force",
-        default="warn",
-        help="download or copy objects in GLACIER or DEEP_ARCHIVE too (restored ones; "
-        "default: skipped with a warning, exit 2)",
-    )
-    what.add_argument(
-        "--ignore-glacier-warnings",
-        dest="archived",
-        action="store_const",
-        const="ignore",
-        help="skip objects in GLACIER or DEEP_ARCHIVE without a warning or exit 2",
+    _one_of(
+        p,
+        "archived",
+        "warn",
+        (
+            "--force-glacier-transfer",
+            "force",
+            "download or copy objects in GLACIER or DEEP_ARCHIVE too (restored ones; "
+            "default: skipped with a warning, exit 2)",
+        ),
+        (
+            "--ignore-glacier-warnings",
+            "ignore",
+            "skip objects in GLACIER or DEEP_ARCHIVE without a warning or exit 2",
+        ),
     )
 
 
