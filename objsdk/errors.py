@@ -22,7 +22,8 @@ check) are not errors of the library and stay private to it. The tree::
     │   ├── SlowDown                the server asked us to back off (503)
     │   ├── BucketAlreadyExists     also BucketAlreadyOwnedByYou
     │   ├── BucketNotEmpty
-    │   └── InvalidObjectName       the server refused the key
+    │   ├── InvalidObjectName       the server refused the key
+    │   └── InvalidObjectState      the object is archived (GLACIER...): restore it first
     ├── ReadError                   an object stream could not be delivered faithfully
     │   ├── ObjectChangedError      the object was replaced while it was being read
     │   ├── ResumeLimitError        too many consecutive failed resumes
@@ -60,6 +61,7 @@ __all__ = [
     "IntegrityError",
     "InvalidArgument",
     "InvalidObjectName",
+    "InvalidObjectState",
     "InvalidRange",
     "LocalMinioError",
     "LocalWriteError",
@@ -215,6 +217,12 @@ class InvalidObjectName(S3Error):
     """The server refused the key (for example ``..`` segments or ``//`` on MinIO)."""
 
 
+class InvalidObjectState(S3Error):
+    """The object is held in an archive storage class (GLACIER, DEEP_ARCHIVE) and is not
+    restored: it cannot be read (GetObject's ``InvalidObjectState``) or copied
+    (CopyObject's ``ObjectNotInActiveTierError``) until a RestoreObject brings it back."""
+
+
 _CODE_TO_CLASS: dict[str, type[S3Error]] = {
     "NoSuchBucket": NoSuchBucket,
     "NoSuchKey": NoSuchKey,
@@ -238,6 +246,8 @@ _CODE_TO_CLASS: dict[str, type[S3Error]] = {
     "XMinioInvalidObjectName": InvalidObjectName,
     "XMinioInvalidResourceName": InvalidObjectName,
     "KeyTooLongError": InvalidObjectName,
+    "InvalidObjectState": InvalidObjectState,
+    "ObjectNotInActiveTierError": InvalidObjectState,
 }
 
 # Used when a response has no XML body to read the code from (HEAD requests, proxies).

@@ -360,3 +360,33 @@ def test_an_invalid_bucket_name_is_named_as_such_even_from_a_head(client):
     with pytest.raises(objsdk.S3Error, match="bucket name 'v'") as e:
         client.bucket_exists("v")
     assert e.value.code == "InvalidBucketName"
+
+
+@pytest.mark.needs_feature("archives_objects")
+def test_an_archived_object_is_invalid_object_state_to_every_read_and_copy(
+    s3_server, client, bucket, tmp_path
+):
+    from s3_helpers import boto3_client
+
+    from objsdk.filesystem import ObjsdkFileSystem
+
+    boto3_client(s3_server).put_object(Bucket=bucket, Key="cold", Body=b"c", StorageClass="GLACIER")
+    reads = {
+        "get_object": lambda: client.get_object(bucket, "cold"),
+        "open": lambda: client.open(bucket, "cold").read(),
+        "download": lambda: client.download(bucket, "cold", str(tmp_path / "cold")),
+        "copy": lambda: client.copy(bucket, "cold", bucket, "warm"),
+    }
+    for what, read in reads.items():
+        with pytest.raises(objsdk.InvalidObjectState, match="cold") as refused:
+            read()
+        assert refused.value.bucket == bucket, what
+    assert not (tmp_path / "cold").exists()
+    fs = ObjsdkFileSystem(
+        endpoint_url=s3_server.endpoint,
+        key=s3_server.access_key,
+        secret=s3_server.secret_key,
+        skip_instance_cache=True,
+    )
+    with pytest.raises(PermissionError):  # as s3fs maps it
+        fs.cat_file(f"{bucket}/cold")

@@ -134,6 +134,8 @@ def test_a_moved_error_keeps_its_message_and_attributes_through_a_pickle(error):
         ("SlowDownWrite", errors.SlowDown),
         ("BucketAlreadyOwnedByYou", errors.BucketAlreadyExists),
         ("XMinioInvalidObjectName", errors.InvalidObjectName),
+        ("InvalidObjectState", errors.InvalidObjectState),
+        ("ObjectNotInActiveTierError", errors.InvalidObjectState),
         ("NoSuchUpload", errors.S3Error),
     ],
 )

@@ -153,19 +153,17 @@ def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
         )
 
 
-# What S3 answers a GET or a copy of an object an archive storage class holds (S3 API
-# reference, GetObject and CopyObject errors).
-_ARCHIVE_REFUSALS = frozenset({"InvalidObjectState", "ObjectNotInActiveTierError"})
-
-
 def _archived(runner: Runner, job: Job, e: Exception) -> bool:
     """Whether ``e`` is the service refusing to read or copy an object for its archive
     storage class (not restored: GetObject's InvalidObjectState, CopyObject's
     ObjectNotInActiveTierError): then the job is skipped as the aws CLI skips it (warned,
     exit 2; quietly with --ignore-glacier-warnings), unless --force-glacier-transfer
     asked for it, when it is the failure it is."""
-    refused = isinstance(e, errors.S3Error) and e.code in _ARCHIVE_REFUSALS
-    if not refused or job.kind not in ("download", "copy", "stdout"):
+    if not isinstance(e, errors.InvalidObjectState) or job.kind not in (
+        "download",
+        "copy",
+        "stdout",
+    ):
         return False
     if runner.opts.archived == "force":
         return False

@@ -23,6 +23,7 @@ _TABLE: tuple[tuple[type[errors.S3Error], type[OSError], int], ...] = (
     (errors.BucketAlreadyExists, FileExistsError, errno.EEXIST),
     (errors.BucketNotEmpty, OSError, errno.ENOTEMPTY),
     (errors.InvalidObjectName, OSError, errno.EINVAL),
+    (errors.InvalidObjectState, PermissionError, errno.EACCES),  # archived: as s3fs
     (errors.InvalidRange, OSError, errno.EINVAL),
     (errors.SlowDown, OSError, errno.EBUSY),
 )
