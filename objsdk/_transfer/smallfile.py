@@ -243,7 +243,7 @@ def _fsync_path(path: str, flags: int) -> None:
 class Getter(Protocol):
     """What :func:`download_small` needs of a client (``Client`` is one)."""
 
-    def get_object(self, bucket: str, key: str) -> bytes: ...
+    def get_object(self, bucket: str, key: str, *, version_id: str | None = None) -> bytes: ...
 
 
 def download_small(
@@ -254,10 +254,11 @@ def download_small(
     mtime: datetime | None,
     batch: Batch,
     after: Callable[[int], None] | None = None,
+    version_id: str | None = None,
 ) -> int:
-    """Write the object to a temporary file beside ``dest`` by one verified GET, and
-    hand it to ``batch`` to take its final name (then ``after`` runs, given the size);
-    return its size.
+    """Write the object (its ``version_id``, else the current version) to a temporary
+    file beside ``dest`` by one verified GET, and hand it to ``batch`` to take its final
+    name (then ``after`` runs, given the size); return its size.
 
     The file gets ``mtime`` (the object's date) before it takes its final name.
     """
@@ -271,7 +272,7 @@ def download_small(
     # One GET read whole, its stored checksum checked (Client.get_object): an object
     # that arrives in one answer needs neither a pinned, resumable reader nor a buffer
     # sized from the listing (it may have changed since).
-    data = memoryview(client.get_object(bucket, key))
+    data = memoryview(client.get_object(bucket, key, version_id=version_id))
     directory = os.path.dirname(dest)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     made = False  # the folder is made only when the file cannot be opened in it

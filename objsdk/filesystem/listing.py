@@ -147,9 +147,7 @@ class Listing:
             found = self._walked(path, maxdepth, withdirs, **kwargs)
             head = f"{path}/{start}"
             found = {n: e for n, e in found.items() if not start or n.startswith(head)}
-            plan = recording()
-            if plan is not None:  # what get/put will find the files to be
-                plan.entries.update(found)
+            _report(found)
             return found if detail else sorted(found)
         bucket, key, _ = self.split_path(path)
         prefix = (key + "/" if key else "") + start
@@ -184,12 +182,7 @@ class Listing:
             if info is not None and info["type"] == "file":
                 out[path] = info
         names = sorted(out)
-        plan = recording()
-        if plan is not None:  # what get/put/copy will find the files to be
-            plan.entries.update(out)
-            for name, entry in out.items():  # the whole tree was listed: markers known
-                if entry["type"] == "directory":
-                    plan.folders[name] = name in markers
+        _report(out, markers)
         return {n: out[n] for n in names} if detail else names
 
     def _walked(
@@ -246,3 +239,17 @@ class Listing:
         if info["type"] != "file":
             raise IsADirectoryError(errno.EISDIR, "a directory has no modification time", path)
         return info["LastModified"]
+
+
+def _report(found: dict[str, dict[str, Any]], markers: set[str] | None = None) -> None:
+    """Tell the plan being recorded, if any, what a listing found: the entries get, put
+    and copy will find the files to be, and, given the ``markers`` a listing of the whole
+    tree saw, which of its directories have a marker object."""
+    plan = recording()
+    if plan is None:
+        return
+    plan.entries.update(found)
+    if markers is not None:
+        for name, entry in found.items():
+            if entry["type"] == "directory":
+                plan.folders[name] = name in markers

@@ -143,11 +143,10 @@ class ManyFiles:
                 os.makedirs(loc, exist_ok=True)
             elif entry["size"] <= SMALL_OBJECT and not is_stream_file(os.fspath(loc)):
                 bucket, key, version_id = self.split_path(r)
-                if version_id:  # a listing of versions: get_file fetches the one named
-                    self.get_file(r, loc, callback=child, **kw)
-                    return
                 with translated(r):
-                    download_small(self.client, bucket, key, os.fspath(loc), None, batch)
+                    download_small(
+                        self.client, bucket, key, os.fspath(loc), None, batch, version_id=version_id
+                    )
             else:
                 self._get_object(r, os.fspath(loc), child, parallel)
 

@@ -169,9 +169,8 @@ class Transfers:
             # directory (keys under the path) is made as one. Asking first would cost
             # every file a request.
             missing = (errors.NoSuchKey, errors.InvalidObjectName, errors.AccessDenied)
-            if version_id is not None or not isinstance(e.__cause__, missing):
-                raise
-            if not self.isdir(rpath):
+            no_object = version_id is None and isinstance(e.__cause__, missing)
+            if not (no_object and self.isdir(rpath)):
                 raise
             os.makedirs(lpath, exist_ok=True)
 
