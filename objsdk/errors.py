@@ -40,8 +40,8 @@ check) are not errors of the library and stay private to it. The tree::
 
 An :class:`S3Error` is built by :func:`s3_error`, which picks the subclass from the S3
 error code (or, for an answer without a body, from the status). Messages name what was
-wrong (operation, bucket, key, offset) and never contain credentials: no secret key,
-session token, signature or presigned URL.
+wrong (operation, bucket, key or listed prefix, offset) and never contain credentials: no
+secret key, session token, signature or presigned URL.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ from __future__ import annotations
 import ast
 import re
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = [
     "AccessDenied",
@@ -82,16 +84,19 @@ __all__ = [
     "TransportError",
     "XMLParseError",
     "error_class_for_code",
+    "naming_prefix",
     "s3_error",
 ]
 
 
-def _where(bucket: str | None, key: str | None) -> str:
+def _where(bucket: str | None, key: str | None, prefix: str | None = None) -> str:
     if bucket is None:
         return ""
-    if key is None:
-        return f" (bucket {bucket!r})"
-    return f" (bucket {bucket!r}, key {key!r})"
+    if key is not None:
+        return f" (bucket {bucket!r}, key {key!r})"
+    if prefix:
+        return f" (bucket {bucket!r}, prefix {prefix!r})"
+    return f" (bucket {bucket!r})"
 
 
 class ObjsdkError(Exception):
@@ -151,7 +156,8 @@ class S3Error(ObjsdkError):
     """The server answered with an S3 error response.
 
     ``code`` is S3's error code (``NoSuchKey``, ``SlowDown``...), ``message`` the
-    server's human-readable text.
+    server's human-readable text. ``prefix`` is the key prefix a listing asked for, if
+    the request was one.
     """
 
     def __init__(
@@ -164,6 +170,7 @@ class S3Error(ObjsdkError):
         bucket: str | None = None,
         key: str | None = None,
         operation: str | None = None,
+        prefix: str | None = None,
     ) -> None:
         self.status = status
         self.code = code
@@ -172,13 +179,18 @@ class S3Error(ObjsdkError):
         self.bucket = bucket
         self.key = key
         self.operation = operation
-        prefix = f"{operation}: " if operation else ""
-        text = f"{prefix}{code} (HTTP {status}){_where(bucket, key)}"
-        if message:
-            text += f": {message}"
-        if request_id:
-            text += f" [request id {request_id}]"
-        super().__init__(text)
+        self.prefix = prefix
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        head = f"{self.operation}: " if self.operation else ""
+        where = _where(self.bucket, self.key, self.prefix)
+        text = f"{head}{self.code} (HTTP {self.status}){where}"
+        if self.message:
+            text += f": {self.message}"
+        if self.request_id:
+            text += f" [request id {self.request_id}]"
+        return text
 
 
 class NoSuchBucket(S3Error):
@@ -297,6 +309,19 @@ def s3_error(
         key=key,
         operation=operation,
     )
+
+
+@contextmanager
+def naming_prefix(prefix: str) -> Iterator[None]:
+    """The :class:`S3Error` a listing's request raises names the ``prefix`` it asked
+    for: the error is the same object, its ``prefix`` and message completed."""
+    try:
+        yield
+    except S3Error as e:
+        if prefix and e.key is None and e.prefix is None:
+            e.prefix = prefix
+            e.args = (e._text(),)
+        raise
 
 
 class ReadError(ObjsdkError):

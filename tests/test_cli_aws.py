@@ -194,6 +194,13 @@ def test_json_errors_are_objects_on_stderr(run: Run) -> None:
     assert "no-such-bucket-here" in error["message"]
 
 
+def test_a_json_error_of_a_listing_names_its_prefix(run: Run) -> None:
+    res = run("--json", "ls", "s3://no-such-bucket-here/logs/2024/")
+    (error,) = [json.loads(line) for line in res.err.splitlines()]
+    assert (error["bucket"], error["prefix"]) == ("no-such-bucket-here", "logs/2024/")
+    assert "key" not in error
+
+
 @pytest.mark.parametrize("option", ["--exclude-all", "--inc"])  # never an abbreviation
 def test_an_unknown_option_is_named(run: Run, bucket: str, option: str) -> None:
     res = run("cp", option, "*.tmp", "src", f"s3://{bucket}/")

@@ -90,6 +90,13 @@ def test_missing_bucket_raises_no_such_bucket_naming_it(client):
         client.get_object("no-such-bucket-here", "k")
 
 
+def test_listing_a_missing_bucket_names_the_bucket_and_the_prefix(client):
+    with pytest.raises(objsdk.NoSuchBucket) as info:
+        list(client.list_objects("objsdk-no-such-bucket-1", "logs/"))
+    assert (info.value.bucket, info.value.prefix) == ("objsdk-no-such-bucket-1", "logs/")
+    assert "prefix 'logs/'" in str(info.value)
+
+
 def test_missing_key_raises_no_such_key_naming_bucket_and_key(client, bucket):
     with pytest.raises(objsdk.NoSuchKey) as info:
         client.get_object(bucket, "missing/key.bin")

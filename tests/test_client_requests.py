@@ -24,6 +24,7 @@ import objsdk
 from objsdk import Client
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.streams import SMALL_FILE_PUT
+from objsdk._transfer.multipart_calls import list_multipart_uploads
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
@@ -378,6 +379,40 @@ def test_list_objects_follows_continuation_tokens(client, rsps):
     second = parse_qs(urlsplit(rsps.calls[1].request.url).query)
     assert second["continuation-token"] == ["T2"]
     assert second["max-keys"] == ["1"]
+
+
+INVALID_PREFIX = (
+    b"<Error><Code>InvalidArgument</Code><Message>Invalid prefix.</Message>"
+    b"<BucketName>b</BucketName><RequestId>REQ2</RequestId></Error>"
+)
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        lambda c: c.list_objects("b", "logs/2024"),
+        lambda c: c.list_object_versions("b", "logs/2024"),
+        lambda c: list_multipart_uploads(c._transport, "b", "logs/2024"),
+    ],
+    ids=["objects", "versions", "uploads"],
+)
+def test_a_refused_listing_names_the_prefix_it_asked_for(client, rsps, listing):
+    rsps.get(f"{EP}/b", body=INVALID_PREFIX, status=400)
+    with pytest.raises(objsdk.S3Error) as info:
+        list(listing(client))
+    err = info.value
+    assert (err.code, err.bucket, err.key) == ("InvalidArgument", "b", None)
+    assert err.prefix == "logs/2024"
+    assert "(bucket 'b', prefix 'logs/2024')" in str(err)
+    assert pickle.loads(pickle.dumps(err)).prefix == "logs/2024"
+
+
+def test_a_refused_listing_of_the_whole_bucket_names_the_bucket_alone(client, rsps):
+    rsps.get(f"{EP}/b", body=INVALID_PREFIX, status=400)
+    with pytest.raises(objsdk.S3Error) as info:
+        list(client.list_objects("b"))
+    assert info.value.prefix is None
+    assert "(bucket 'b'):" in str(info.value)
 
 
 def test_list_objects_is_lazy(client, rsps):

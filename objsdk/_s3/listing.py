@@ -52,7 +52,8 @@ def _pages(
             params.append(("continuation-token", token))
         elif start_after:
             params.append(("start-after", start_after))
-        resp = transport.request("GET", operation="list_objects", bucket=bucket, params=params)
+        with errors.naming_prefix(prefix):
+            resp = transport.request("GET", operation="list_objects", bucket=bucket, params=params)
         page = parse_list_objects_v2(resp.content)
         entries: list[ObjectSummary | Prefix] = [*page.objects, *page.prefixes]
         entries.sort(key=lambda e: e.key)
@@ -61,7 +62,7 @@ def _pages(
             return
         if not page.next_token:
             raise errors.ProtocolError(
-                "truncated listing without a continuation token",
+                f"truncated listing without a continuation token (prefix {prefix!r})",
                 operation="list_objects",
                 bucket=bucket,
             )

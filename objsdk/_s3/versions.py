@@ -103,9 +103,10 @@ def _pages(
             params.append(("key-marker", key_marker))
             if version_marker:
                 params.append(("version-id-marker", version_marker))
-        resp = transport.request(
-            "GET", operation="list_object_versions", bucket=bucket, params=params
-        )
+        with errors.naming_prefix(prefix):
+            resp = transport.request(
+                "GET", operation="list_object_versions", bucket=bucket, params=params
+            )
         page = parse_list_object_versions(resp.content)
         yield from page.versions
         if not page.is_truncated or page.next_key_marker is None:

@@ -303,9 +303,10 @@ def list_multipart_uploads(
         params = [("uploads", ""), ("prefix", prefix), ("encoding-type", "url")]
         if key_marker:
             params += [("key-marker", key_marker), ("upload-id-marker", upload_marker)]
-        resp = transport.request(
-            "GET", operation="list_multipart_uploads", bucket=bucket, params=params
-        )
+        with errors.naming_prefix(prefix):
+            resp = transport.request(
+                "GET", operation="list_multipart_uploads", bucket=bucket, params=params
+            )
         page = parse_list_multipart_uploads(resp.content)
         for key, upload_id, initiated in page.uploads:
             yield MultipartUpload(key, upload_id, initiated)

@@ -77,7 +77,8 @@ _CLI_CODES = {EXIT_BAD_ARGS: "InvalidArgument", EXIT_BAD_CONFIG: "InvalidConfigu
 
 def error_record(exc: BaseException) -> dict[str, object]:
     """``exc`` as the JSON object ``--json`` prints on stderr: ``code`` (the S3 error
-    code, else the kind of error), ``message``, and ``bucket``/``key`` where known."""
+    code, else the kind of error), ``message``, and ``bucket``, ``key`` or ``prefix``
+    where known."""
     code = getattr(exc, "code", None)
     if isinstance(exc, CliError):
         code = _CLI_CODES.get(exc.code, "Failed")
@@ -85,7 +86,7 @@ def error_record(exc: BaseException) -> dict[str, object]:
         "code": code if isinstance(code, str) else type(exc).__name__,
         "message": message_for(exc),
     }
-    for name in ("bucket", "key"):
+    for name in ("bucket", "key", "prefix"):
         value = getattr(exc, name, None)
         if value is not None:
             record[name] = value
