@@ -308,10 +308,10 @@ class Sent:
 
     def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
         self._caplog = caplog
-        self._level = caplog.at_level(logging.DEBUG, logger="objsdk")
 
     def __enter__(self) -> None:
         self._caplog.clear()
+        self._level = self._caplog.at_level(logging.DEBUG, logger="objsdk")
         self._level.__enter__()
 
     def __exit__(self, *exc: object) -> None:
@@ -463,6 +463,26 @@ def test_repr_hides_the_secret_and_pickles_round_trip(
     assert g.read() == b"ckled"
 
 
+def test_isdir_is_one_listing_of_what_lies_under_the_path_as_s3fs_asks(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
+) -> None:
+    # fsspec's own isdir is info(path): a HEAD, then the listing. s3fs lists alone: a
+    # path is a directory when keys lie under it.
+    for key in ("d/a", "marked/"):
+        client.put_object(bucket, key, b"x")
+    with sent:
+        assert fs.isdir(f"{bucket}/d")
+    assert sent() == [f"GET {bucket}/ -> 200"]
+    assert fs.isdir(f"s3://{bucket}/d/")
+    assert fs.isdir(f"{bucket}/marked")
+    assert not fs.isdir(f"{bucket}/d/a")
+    assert not fs.isdir(f"{bucket}/nothing")
+    assert not fs.isdir(f"{bucket}-no-such-bucket/d")
+    assert fs.isdir(bucket)
+    assert fs.isdir("")
+    assert not fs.isdir(f"{bucket}-no-such-bucket")
+
+
 def test_du_adds_up_one_listing_as_s3fs_does(
     fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
 ) -> None:
@@ -510,23 +530,31 @@ def test_a_prefix_the_caller_may_list_is_a_directory_though_its_head_is_refused(
         fs.cat_file(f"{bucket}/other/c.txt")
 
 
-def test_a_glob_asks_what_its_root_is_once(
+def test_a_glob_lists_each_directory_it_walks_once_and_asks_nothing_more(
     fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
 ) -> None:
-    # fsspec's find asks isdir(root), then info(root): two HEADs and two listings where
-    # one of each says it.
+    # fsspec's find asks isdir(root), then info(root): two HEADs and two listings more
+    # than the walk, whose first listing already says the root is a directory (s3fs
+    # answers both from that listing, cached).
     for key in ("g/d0/a.json", "g/d0/b.txt", "g/d1/c.json", "g/top.json"):
         client.put_object(bucket, key, b"{}")
     with sent:
         found = fs.glob(f"{bucket}/g/*/*.json")
     assert found == [f"{bucket}/g/d0/a.json", f"{bucket}/g/d1/c.json"]
-    assert sent("HEAD") == [f"HEAD {bucket}/g -> 404"]
+    assert sent() == [f"GET {bucket}/ -> 200"] * 3  # g, g/d0, g/d1
     assert fs.glob(f"{bucket}/g/*.json") == [f"{bucket}/g/top.json"]
     assert fs.find(f"{bucket}/g", maxdepth=1, withdirs=True) == [
         f"{bucket}/g", f"{bucket}/g/d0", f"{bucket}/g/d1", f"{bucket}/g/top.json"
     ]  # fmt: skip
-    assert fs.find(f"{bucket}/g/top.json", maxdepth=1) == [f"{bucket}/g/top.json"]
+    with sent:
+        assert fs.find(f"{bucket}/g/top.json", maxdepth=1) == [f"{bucket}/g/top.json"]
+    assert sent() == [f"GET {bucket}/ -> 200", f"HEAD {bucket}/g/top.json -> 200"]
     assert (
         fs.find(f"{bucket}/g/top.json", maxdepth=1, detail=True)[f"{bucket}/g/top.json"]["size"]
         == 2
     )  # the file's entry, where fsspec's find gives {}
+    client.put_object(bucket, "m/", b"")  # a directory with a marker and nothing else
+    assert fs.find(f"{bucket}/m", maxdepth=1, withdirs=True) == [f"{bucket}/m"]
+    assert fs.find(f"{bucket}/m", maxdepth=1) == []
+    assert fs.find(f"{bucket}/nothing", maxdepth=1, withdirs=True) == []
+    assert fs.glob(f"{bucket}/g/top.json/*") == []

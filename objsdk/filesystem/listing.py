@@ -1,4 +1,4 @@
-"""What is where: ``ls``, ``info``, ``find``, ``du`` and the dates of objects (a base of
+"""What is where: ``ls``, ``info``, ``isdir``, ``find``, ``du`` and the dates of objects (a base of
 ObjsdkFileSystem).
 
 Nothing is cached (as ``invalidate_cache`` says): every call asks the server, so a
@@ -26,7 +26,7 @@ __all__ = ["Listing"]
 
 
 class Listing:
-    """``ls``, ``info``, ``find``, ``du``, ``created`` and ``modified``."""
+    """``ls``, ``info``, ``isdir``, ``find``, ``du``, ``created`` and ``modified``."""
 
     client: Client
     version_aware: bool
@@ -129,6 +129,28 @@ class Listing:
         # Neither an object nor a prefix: the HEAD's answer says why.
         raise as_oserror(missing, path) from missing
 
+    def isdir(self, path: str) -> bool:
+        """Whether ``path`` is a directory: the root; a bucket that exists; else a path
+        that keys lie under (one listing of at most one key, as s3fs asks), whether or
+        not an object has the same name. False for anything the server refuses.
+
+        While ``get`` or ``copy`` plan their files, :meth:`info` answers instead: the
+        HEAD that finds a file tells the transfer its size, which it needs anyway."""
+        path = self._strip_protocol(path)
+        if not path:
+            return True
+        bucket, key, version_id = self.split_path(path)
+        try:
+            if not key or recording() is not None:
+                return bool(self.info(path)["type"] == "directory")
+            if version_id is not None:
+                return False  # a version names an object
+            with translated(path):
+                listed = self.client.list_objects(bucket, prefix=key + "/", page_size=1)
+                return next(iter(listed), None) is not None
+        except OSError:
+            return False
+
     def find(
         self,
         path: str,
@@ -188,31 +210,26 @@ class Listing:
     def _walked(
         self, path: str, maxdepth: int | None, withdirs: bool, **kwargs: Any
     ) -> dict[str, dict[str, Any]]:
-        """fsspec's find (a walk: one listing per directory, ``maxdepth`` deep), asking
-        what ``path`` itself is once where fsspec asks ``isdir`` and then ``info`` (two
-        HEADs and two listings); a file's entry is its ``info``, not fsspec's ``{}``."""
-        root: dict[str, Any] | None = None
-        asked = False
-
-        def what_root_is() -> dict[str, Any] | None:
-            nonlocal root, asked
-            if not asked and path:
-                asked = True
-                try:
-                    root = self.info(path)
-                except OSError:
-                    root = None  # as fsspec's isdir and isfile: neither
-            return root
-
+        """fsspec's find (a walk: one listing per directory, ``maxdepth`` deep). fsspec
+        first asks ``isdir`` and then ``info`` of ``path`` (two HEADs and two listings
+        more): when the walk lists anything under ``path``, it is a directory; else one
+        ``info`` says whether it is a file (its entry, not fsspec's ``{}``) or an empty
+        directory."""
         out: dict[str, dict[str, Any]] = {}
-        if withdirs and (r := what_root_is()) is not None and r["type"] == "directory":
-            out[path] = r  # the root too, for glob's POSIX rules (as fsspec)
         for _, dirs, files in self.walk(path, maxdepth, detail=True, **kwargs):
             if withdirs:
                 files.update(dirs)
             out.update({entry["name"]: entry for entry in files.values()})
-        if not out and (r := what_root_is()) is not None and r["type"] == "file":
-            out[path] = r
+        if any(name != path for name in out):
+            if withdirs and path:
+                out.setdefault(path, entries.dir_entry(path))  # glob's POSIX rules
+        elif path and path not in out:  # (a file's walk lists it as itself)
+            try:
+                root: dict[str, Any] | None = self.info(path)
+            except OSError:
+                root = None  # as fsspec's isdir and isfile: neither
+            if root is not None and (root["type"] == "file" or withdirs):
+                out[path] = root
         return {name: out[name] for name in sorted(out)}
 
     def du(
