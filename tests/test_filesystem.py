@@ -463,6 +463,25 @@ def test_repr_hides_the_secret_and_pickles_round_trip(
     assert g.read() == b"ckled"
 
 
+def test_ls_of_a_path_nothing_lies_under_asks_only_whether_it_is_a_file(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
+) -> None:
+    # The listing found nothing under the path: a HEAD says whether it is a file. Asking
+    # info (a HEAD, then that same listing again) cost a request more than s3fs's two.
+    client.put_object(bucket, "f.txt", b"abc")
+    with sent:
+        assert fs.ls(f"{bucket}/f.txt", detail=False) == [f"{bucket}/f.txt"]
+    assert sent() == [f"GET {bucket}/ -> 200", f"HEAD {bucket}/f.txt -> 200"]
+    assert fs.ls(f"{bucket}/f.txt", detail=True)[0]["size"] == 3
+    with sent, pytest.raises(FileNotFoundError, match="nope"):
+        fs.ls(f"{bucket}/nope")
+    assert sent() == [f"GET {bucket}/ -> 200", f"HEAD {bucket}/nope -> 404"]
+    client.put_object(bucket, "marked/", b"")  # an empty directory, as a marker says
+    with sent:
+        assert fs.ls(f"{bucket}/marked") == []
+    assert sent() == [f"GET {bucket}/ -> 200"]
+
+
 def test_isdir_is_one_listing_of_what_lies_under_the_path_as_s3fs_asks(
     fs: ObjsdkFileSystem, client: Client, bucket: str, sent: Sent
 ) -> None:

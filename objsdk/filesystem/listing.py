@@ -52,13 +52,15 @@ class Listing:
             with translated(path):
                 listed = [entries.bucket_entry(b) for b in self.client.list_buckets()]
             return listed if detail else sorted(e["name"] for e in listed)
-        bucket, key, _ = self.split_path(path)
+        bucket, key, version_id = self.split_path(path)
         prefix = key + "/" if key else ""
         out: list[dict[str, Any]] = []
+        marked = False  # the path's directory marker object (``key/``) was listed
         with translated(path):
             if versions:
                 for v in self.client.list_object_versions(bucket, prefix):
                     rest = v.key[len(prefix) :]
+                    marked = marked or (not rest and not v.delete_marker)
                     if rest and "/" not in rest and not v.delete_marker:
                         out.append(entries.version_entry(bucket, v))
                     elif "/" in rest:
@@ -69,12 +71,15 @@ class Listing:
                 for e in self.client.list_objects(bucket, prefix=prefix, delimiter="/"):
                     if isinstance(e, Prefix):
                         out.append(entries.dir_entry(f"{bucket}/{e.prefix}"))
-                    elif isinstance(e, ObjectSummary) and e.key != prefix:
+                    elif e.key != prefix:
                         out.append(entries.listed_entry(bucket, e))
-        if not out and key:
-            info = self.info(path)  # a file lists as itself; raises if missing
-            if info["type"] == "file":
-                out = [info]
+                    else:
+                        marked = True
+        if not out and key and not marked:
+            # Nothing lies under the path: a file lists as itself, else it is missing.
+            with translated(path):
+                head = self.client.head_object(bucket, key, version_id=version_id)
+            out = [entries.head_entry(path, head)]
         if detail:
             return out
         # As s3fs: versions are named by their version-aware paths.
