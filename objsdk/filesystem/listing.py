@@ -1,5 +1,5 @@
-"""What is where: ``ls``, ``info``, ``isdir``, ``find``, ``du`` and the dates of objects (a base of
-ObjsdkFileSystem).
+"""What is where: ``ls``, ``info``, ``isdir``, ``find``, ``du`` and the dates of objects
+(a base of ObjsdkFileSystem).
 
 Nothing is cached (as ``invalidate_cache`` says): every call asks the server, so a
 listing never hides an object another client wrote a moment ago. ``find`` is one
