@@ -194,7 +194,9 @@ def test_a_refused_mode_header_leaves_request_checksums_on() -> None:
     assert (transport.dialect.sends, transport.dialect.asks) == (True, False)
 
 
-def test_a_head_refused_without_a_body_is_retried_without_the_mode_and_remembered() -> None:
+def test_a_head_refused_without_a_body_is_retried_without_the_mode_and_remembered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     def handler(request: Request) -> MockResponse:
         if "x-amz-checksum-mode" in request.headers:
             return MockResponse(400)
@@ -205,13 +207,34 @@ def test_a_head_refused_without_a_body_is_retried_without_the_mode_and_remembere
     assert client.head_object("b", "k").size == 3
     assert client.head_object("b", "k").size == 3
     assert [bool(checksum_headers(r)) for r in transport.requests] == [True, False, False]
+    assert caplog.text.count("sending without checksum headers from now on") == 1
 
 
-def test_a_head_answered_400_twice_is_not_remembered() -> None:
+def test_a_head_answered_400_twice_is_not_remembered_nor_said_to_be(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     transport = MockTransport(lambda request: MockResponse(400))
     with pytest.raises(objsdk.S3Error):
         Client(EP, transport=transport).head_object("b", "k")
     assert transport.dialect.asks
+    assert "checksum" not in caplog.text
+
+
+def test_a_head_refused_for_another_reason_leaves_checksums_on_and_says_nothing_of_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A bad bucket name (MinIO names the code of a bodiless answer in a header): the HEAD
+    # sent again without x-amz-checksum-mode is refused too, so nothing was learned,
+    # and no warning may say that checksum headers are off from now on.
+    transport = MockTransport(
+        lambda request: MockResponse(400, {"x-minio-error-code": "InvalidBucketName"})
+    )
+    client = Client(EP, transport=transport)
+    with pytest.raises(objsdk.S3Error) as info:
+        client.head_object("Bad_Bucket", "k")
+    assert info.value.code == "InvalidBucketName"
+    assert transport.dialect.asks
+    assert "checksum" not in caplog.text
 
 
 # -- the settings reach the wire through Client (requests and urllib3) --------------------

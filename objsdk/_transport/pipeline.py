@@ -171,6 +171,7 @@ class Pipeline:
         rewind = rewinder(body)
         policy = self.retry
         refused = False  # the one retry without checksum headers was made
+        refused_code = ""  # the code of the answer that refused them
         while True:
             request = self.sign(method, url, wanted, payload)
             try:
@@ -180,15 +181,9 @@ class Pipeline:
                     None if refused else self.dialect.retry_without(e, request.headers, method)
                 )
                 if without is not None:
-                    log.warning(
-                        "%s: the service refused a checksum header (%s); sending without "
-                        "checksum headers from now on (bucket %r, key %r)",
-                        operation,
-                        e.code,
-                        bucket,
-                        key,
-                    )
-                    refused = True
+                    if method != "HEAD":  # a HEAD's refusal holds once its retry succeeds
+                        _log_refusal(operation, e.code, bucket, key)
+                    refused, refused_code = True, e.code
                     wanted = {n: v for n, v in wanted.items() if n in without}
                     if rewind is not None:
                         rewind()
@@ -209,6 +204,7 @@ class Pipeline:
             else:
                 if refused and method == "HEAD":
                     self.dialect.confirm_head_refusal()
+                    _log_refusal(operation, refused_code, bucket, key)
                 return result
             policy = nxt
             seconds = pause(policy, retry_after)
@@ -412,6 +408,18 @@ def refusal(
     return keep_retry_after(
         error_from_response(status, headers, body, operation=operation, bucket=bucket, key=key),
         headers,
+    )
+
+
+def _log_refusal(operation: str, code: str, bucket: str | None, key: str | None) -> None:
+    """Say once that the client sends no more checksum headers (the dialect learned it)."""
+    log.warning(
+        "%s: the service refused a checksum header (%s); sending without checksum "
+        "headers from now on (bucket %r, key %r)",
+        operation,
+        code,
+        bucket,
+        key,
     )
 
 
