@@ -170,20 +170,23 @@ class Pipeline:
         payload = payload_hash or UNSIGNED_PAYLOAD
         rewind = rewinder(body)
         policy = self.retry
-        refused = False  # the one retry without checksum headers was made
-        refused_code = ""  # the code of the answer that refused them
+        # The code of the answer that refused checksum headers, once the one retry
+        # without them was made.
+        refused: str | None = None
         while True:
             request = self.sign(method, url, wanted, payload)
             try:
                 result = attempt(request, body)
             except errors.S3Error as e:
                 without = (
-                    None if refused else self.dialect.retry_without(e, request.headers, method)
+                    None
+                    if refused is not None
+                    else self.dialect.retry_without(e, request.headers, method)
                 )
                 if without is not None:
                     if method != "HEAD":  # a HEAD's refusal holds once its retry succeeds
                         _log_refusal(operation, e.code, bucket, key)
-                    refused, refused_code = True, e.code
+                    refused = e.code
                     wanted = {n: v for n, v in wanted.items() if n in without}
                     if rewind is not None:
                         rewind()
@@ -202,9 +205,9 @@ class Pipeline:
                     raise
                 failed, retry_after = e, None
             else:
-                if refused and method == "HEAD":
+                if refused is not None and method == "HEAD":
                     self.dialect.confirm_head_refusal()
-                    _log_refusal(operation, refused_code, bucket, key)
+                    _log_refusal(operation, refused, bucket, key)
                 return result
             policy = nxt
             seconds = pause(policy, retry_after)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from objsdk import ObjectSummary
@@ -31,6 +31,7 @@ __all__ = [
     "local_target",
     "new_plan",
     "safe_local_name",
+    "skip_archived",
     "walk_files",
 ]
 
@@ -157,6 +158,24 @@ def archive_warning(where: str, storage_class: str | None, action: str) -> str:
     )
 
 
+def skip_archived(
+    archived: Archived,
+    where: str,
+    storage_class: str | None,
+    action: str,
+    out: Output,
+    count: Callable[[], None],
+) -> bool:
+    """Whether to skip an archived object, as the aws CLI does: warned and counted
+    (``count()``; exit 2), or quietly with ``"ignore"``; never with ``"force"``."""
+    if archived == "force":
+        return False
+    if archived == "warn":
+        out.warn(archive_warning(where, storage_class, action))
+        count()
+    return True
+
+
 def leave_archived(
     summary: ObjectSummary,
     bucket: str,
@@ -165,16 +184,17 @@ def leave_archived(
     out: Output,
     outcome: Outcome,
 ) -> bool:
-    """Whether to leave out a listed object in an archive storage class, as the aws CLI
-    does: warned and counted as skipped (exit 2), or quietly with ``"ignore"``; never
-    with ``"force"`` (restored objects can be read; the listing cannot say which)."""
-    if summary.storage_class not in ARCHIVE_CLASSES or archived == "force":
+    """Whether to leave out a listed object in an archive storage class
+    (:func:`skip_archived`; with ``"force"`` it is tried: restored objects can be read,
+    and the listing cannot say which are)."""
+    if summary.storage_class not in ARCHIVE_CLASSES:
         return False
-    if archived == "warn":
-        where = f"s3://{bucket}/{summary.key}"
-        out.warn(archive_warning(where, summary.storage_class, action))
+
+    def count() -> None:
         outcome.skipped += 1
-    return True
+
+    where = f"s3://{bucket}/{summary.key}"
+    return skip_archived(archived, where, summary.storage_class, action, out, count)
 
 
 def safe_local_name(src: RemotePath, key: str, out: Output, outcome: Outcome) -> str | None:

@@ -18,7 +18,7 @@ from objsdk import errors
 
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, error_record, message_for
 from .jobs import Cancelled, Job, Outcome, TransferOptions
-from .listing import archive_warning
+from .listing import skip_archived
 from .output import Output, counted, human_size
 from .paths import RemotePath
 from .transfer import Runner
@@ -165,14 +165,13 @@ def _archived(runner: Runner, job: Job, e: Exception) -> bool:
         "stdout",
     ):
         return False
-    if runner.opts.archived == "force":
-        return False
-    if runner.opts.archived == "warn":
-        action = "copy" if job.kind == "copy" else "download"
-        runner.out.warn(archive_warning(str(job.src), None, action))
+
+    def count() -> None:
         with runner.lock:
             runner.outcome.skipped += 1
-    return True
+
+    action = "copy" if job.kind == "copy" else "download"
+    return skip_archived(runner.opts.archived, str(job.src), None, action, runner.out, count)
 
 
 def _done(runner: Runner, job: Job, n: int) -> None:

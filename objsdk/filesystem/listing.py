@@ -122,7 +122,7 @@ class Listing:
         if version_id:
             raise as_oserror(missing, path) from missing
         try:
-            for _ in self.client.list_objects(bucket, prefix=key + "/", page_size=1):
+            if self._keys_under(bucket, key):
                 return entries.dir_entry(path)
         except errors.S3Error as err:
             refused_both = isinstance(err, errors.AccessDenied) and isinstance(
@@ -151,10 +151,14 @@ class Listing:
             if version_id is not None:
                 return False  # a version names an object
             with translated(path):
-                listed = self.client.list_objects(bucket, prefix=key + "/", page_size=1)
-                return next(iter(listed), None) is not None
+                return self._keys_under(bucket, key)
         except OSError:
             return False
+
+    def _keys_under(self, bucket: str, key: str) -> bool:
+        """Whether any key lies under ``key/`` (a listing of at most one)."""
+        listed = self.client.list_objects(bucket, prefix=key + "/", page_size=1)
+        return next(iter(listed), None) is not None
 
     def find(
         self,
