@@ -381,3 +381,92 @@ def test_the_least_wait_for_a_climb_is_a_setting():
     assert run_windows(Adaptive(first_windows=3, min_wait=0.0), windows).level == 16
     with pytest.raises(objsdk.InvalidArgument, match="min_wait"):
         Adaptive(min_wait=1.0)
+
+
+# -- a server that shares the client's machine ---------------------------------------------
+
+
+def run_on_host(
+    adaptive: Adaptive,
+    busy: float,
+    asked: list[float] | None = None,
+    start_up: float = 0.0,
+    share: float = 0.2,
+) -> Adaptive:
+    """A reader's first windows at 1 GiB/s, its reads at ``share`` of a core and
+    waiting for bytes 80% of the time, while the whole machine is busy ``busy`` CPU
+    seconds per second (``start_up`` more before the first bytes); every time the
+    machine's clock is read is added to ``asked``."""
+    asked = [] if asked is None else asked
+    now = cpu = waited = 0.0
+
+    def host() -> float:
+        asked.append(now)
+        return start_up + now * busy
+
+    adaptive.begin(now, cpu)
+    while adaptive.level == 1 and not adaptive.settled:
+        dt = 64 * 1024 / (1024 * MiB)
+        now, cpu, waited = now + dt, cpu + dt * share, waited + dt * 0.8
+        adaptive.observe(64 * 1024, now, cpu, waited, host)
+    return adaptive
+
+
+def test_a_server_on_this_host_that_keeps_the_machine_busy_keeps_one_stream():
+    # MinIO on the client's two cores: one stream takes 20% of a core on the client's
+    # side (a reader that waits on a low-water mark), the server most of another; the
+    # machine could not double that work. (It climbed to 16 parts: 1.5x slower at 3x
+    # the CPU.)
+    a = run_on_host(Preset.reader().policy(host_cores=2), busy=1.2)
+    assert (a.level, a.settled) == (1, True)
+    unshared = run_on_host(Preset.reader().policy(), busy=1.2)
+    assert unshared.level == ADAPTIVE_CAP  # the same stream, the server elsewhere
+
+
+def test_a_server_on_this_host_with_room_to_double_its_work_climbs():
+    # A proxy on this host in front of a slow link: the machine is a third busy.
+    a = run_on_host(Preset.reader().policy(host_cores=2), busy=0.35)
+    assert a.level == ADAPTIVE_CAP
+
+
+def test_the_machine_is_weighed_from_the_first_bytes_not_from_the_request():
+    # A server busy before its first bytes (opening the object, filling a proxy's
+    # buffers) is not busy with the stream: the same climb as without it.
+    a = run_on_host(Preset.reader().policy(host_cores=2), busy=0.35, start_up=5.0)
+    assert a.level == ADAPTIVE_CAP
+
+
+def test_a_stream_that_costs_the_client_little_is_held_back_by_the_link_not_the_machine():
+    # A proxy on this host shaping a 100 MB/s link fills its buffers as the stream
+    # starts: the machine looks busy over the first windows (0.6-1.3 cores of two),
+    # while the reads cost the client 4-6% of a core. Sixteen parts are 2.5x faster.
+    a = run_on_host(Preset.reader().policy(host_cores=2), busy=1.2, share=0.05)
+    assert a.level == ADAPTIVE_CAP
+
+
+def test_a_download_weighs_the_machine_against_every_core_of_it():
+    # Twice 1.2 busy cores fit in 8 cores, not in 2; a download's stream is costly at
+    # an eighth of the cores the client may use (here one).
+    download = Preset.download()
+    assert run_on_host(download.policy(1, 8), busy=1.2).level == ADAPTIVE_CAP
+    assert run_on_host(download.policy(1, 2), busy=1.2).level == 1
+    assert run_on_host(download.policy(2, 2), busy=1.2).level == ADAPTIVE_CAP  # 10% of 2
+
+
+def test_the_machine_is_read_at_the_first_bytes_and_as_the_first_level_is_judged():
+    asked: list[float] = []
+    a = run_on_host(Preset.reader().policy(host_cores=2), busy=1.2, asked=asked)
+    assert a.settled
+    assert len(asked) == 2
+    assert 0 < asked[0] < asked[1]
+
+
+def test_a_machine_that_cannot_be_read_leaves_the_rule_out():
+    a = Preset.reader().policy(host_cores=2)
+    a.begin(0.0, 0.0)
+    now = cpu = waited = 0.0
+    while not a.settled and a.level == 1:
+        dt = 64 * 1024 / (1024 * MiB)
+        now, cpu, waited = now + dt, cpu + dt * 0.2, waited + dt * 0.8
+        a.observe(64 * 1024, now, cpu, waited, lambda: None)
+    assert a.level == ADAPTIVE_CAP

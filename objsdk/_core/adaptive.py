@@ -9,6 +9,9 @@ aggregate rate measured over a window:
   the server stalled in says what the network would give, not what a stream costs).
   The next level is the cap, unless the client's CPU (where a clock is given) would
   not hold ``factor`` streams at the one stream's share within ``cores``, or the
+  machine, where the server shares it (``host_cores`` given) and the stream costs
+  the client more than ``1/host_costly`` of ``cores``, would not hold ``host_room``
+  times the CPU it was busy with over those windows, or the
   caller (where that is measured) waited for bytes less than ``min_wait`` of every
   window: then it settles. A caller that hardly waits is slower than its stream:
   parts that delivered in no time would raise its rate by ``1 / (1 - wait)`` at most
@@ -37,7 +40,8 @@ behind the constants and the presets are in docs/design.md ("Adaptive parallelis
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from objsdk import errors
 from objsdk._core.sizes import ADAPTIVE_CAP, ADAPTIVE_FIRST_WINDOWS, ADAPTIVE_WINDOW
@@ -67,13 +71,15 @@ class Clock(enum.Enum):
 @dataclass(frozen=True)
 class Measurement:
     """One measured level: parts in flight, the aggregate rate seen (bytes/s) and, if
-    known, the client's CPU seconds per second meanwhile and the share of the window
-    the caller spent waiting for bytes."""
+    known, the client's CPU seconds per second meanwhile, the share of the window
+    the caller spent waiting for bytes, and the CPU seconds per second the whole
+    machine was busy (where the server shares it; the first level only)."""
 
     level: int
     rate: float
     cpu_share: float | None = None
     wait_share: float | None = None
+    host_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,8 +115,9 @@ class Preset:
         the rate decides alone (the first window holds the start-up)."""
         return cls(window=max(part_size, ADAPTIVE_WINDOW), first_window=probe, whole_parts=True)
 
-    def policy(self, cores: float = 1.0) -> Adaptive:
-        """A new climb for this kind of transfer, up to ``ADAPTIVE_CAP`` parts."""
+    def policy(self, cores: float = 1.0, host_cores: float | None = None) -> Adaptive:
+        """A new climb for this kind of transfer, up to ``ADAPTIVE_CAP`` parts
+        (``host_cores``: the machine's, where the server shares them)."""
         return Adaptive(
             cap=ADAPTIVE_CAP,
             window=self.window,
@@ -118,6 +125,7 @@ class Preset:
             first_windows=self.first_windows,
             whole_parts=self.whole_parts,
             cores=cores,
+            host_cores=host_cores,
         )
 
 
@@ -126,8 +134,10 @@ class Adaptive:
     """The level to run at, moved through :class:`Phase` s by the bytes observed.
 
     ``cores``: the CPU the first step may need, ``min_wait`` the share of a window a
-    caller must wait for bytes for it, and ``first_windows`` the windows the start
-    level is judged over (see :attr:`Phase.FIRST`). ``window``, ``min_seconds``,
+    caller must wait for bytes for it, ``host_cores``, ``host_room`` and
+    ``host_costly`` the rule for a server on the client's machine, and
+    ``first_windows`` the windows the start level is judged over (see
+    :attr:`Phase.FIRST`). ``window``, ``min_seconds``,
     ``first_window`` and ``max_lag`` bound the windows (see the module).
     ``whole_parts``: bytes are seen only as whole parts end (an upload's), so the first
     window counts from :meth:`begin` even where parts are reported. ``history`` lists
@@ -145,6 +155,9 @@ class Adaptive:
     first_windows: int = 1
     whole_parts: bool = False
     cores: float = 1.0
+    host_cores: float | None = None
+    host_room: float = 2.0
+    host_costly: float = 8.0
     start: int = 1
     level: int = field(init=False)
     phase: Phase = field(init=False, default=Phase.FIRST)
@@ -155,6 +168,8 @@ class Adaptive:
     # The first request: when it started, the CPU time then, the time to its first bytes.
     _began: float | None = field(init=False, default=None)
     _cpu_began: float | None = field(init=False, default=None)
+    # The first level's first counted bytes: when, and the machine's busy time then.
+    _host_from: tuple[float, float | None] | None = field(init=False, default=None)
     _lag: float | None = field(init=False, default=None)
     # The window: None until it opens; the CPU time at its start; the bytes counted.
     _since: float | None = field(init=False, default=None)
@@ -215,12 +230,20 @@ class Adaptive:
         self.phase = Phase.SETTLED
 
     def observe(
-        self, nbytes: int, now: float, cpu: float | None = None, waited: float | None = None
+        self,
+        nbytes: int,
+        now: float,
+        cpu: float | None = None,
+        waited: float | None = None,
+        host: Callable[[], float | None] | None = None,
     ) -> None:
         """``nbytes`` more bytes arrived by ``now``; may change :attr:`level`. ``cpu``
         is the client's CPU time in seconds by ``now``, and ``waited`` the seconds the
         caller has spent waiting for bytes by ``now`` (each any origin, the same clock
-        every call), if the caller measures them."""
+        every call), if the caller measures them. ``host`` tells the CPU seconds the
+        whole machine has been busy (None: unknown), where ``host_cores`` is given; it
+        is asked twice, at the first level's first counted bytes and as that level is
+        judged (reading it costs more than a clock)."""
         if self.phase is Phase.SETTLED:
             return
         if self._lag is None:
@@ -228,6 +251,10 @@ class Adaptive:
             self._lag = min(max(now - began, 0.0), self.max_lag)
         if not self._counting(now, cpu, waited):
             return
+        if self._host_from is None and host is not None and self.host_cores is not None:
+            # From here, not from the request's start: a server's start-up (opening
+            # the object, filling a proxy's buffers) is no cost of a stream.
+            self._host_from = (now, host())
         assert self._since is not None
         self._bytes += nbytes
         elapsed = now - self._since
@@ -250,7 +277,7 @@ class Adaptive:
                 self._since, self._cpu_since, self._waited_since = now, cpu, waited
                 self._bytes = 0
                 return
-            measured = _best_of(self.history)
+            measured = replace(_best_of(self.history), host_share=self._host_busy(now, host))
         judge = {
             Phase.FIRST: self._first,
             Phase.FIRST_STEP: self._first_step,
@@ -287,19 +314,38 @@ class Adaptive:
             self._waited_since = waited
         return True
 
+    def _host_busy(self, now: float, host: Callable[[], float | None] | None) -> float | None:
+        """The machine's busy CPU seconds per second over the first level's windows
+        (None unless the server shares the machine and both ends are known)."""
+        if self._host_from is None or host is None:
+            return None
+        (since, before), after = self._host_from, host()
+        if before is None or after is None or now <= since:
+            return None
+        return max(after - before, 0.0) / (now - since)
+
     # -- one judgement per phase: each returns the level to try next -----------------------
 
     def _first(self, measured: Measurement) -> int:
         """The start level: up to the cap, if ``factor`` times its streams at its share
-        of a core fit within ``cores`` (or the share is not known) and the caller
-        waited for bytes long enough for a step to pay (or that is not known); else it
-        holds."""
+        of a core fit within ``cores`` (or the share is not known), the machine could
+        hold ``host_room`` times its load where the server shares it and the stream
+        is costly, and the caller waited for bytes long enough for a step to pay (or
+        that is not known); else it holds."""
         self._best = measured
         self.phase = Phase.FIRST_STEP
         least = min(self.level * self.factor, self.cap)
         share = measured.cpu_share
         if share is not None and share * least > self.level * self.cores:
             return self.level  # one stream keeps the client busy: more only add CPU
+        host, cores = measured.host_share, self.host_cores
+        # A stream that costs the client little is held back by a link, however busy
+        # the machine (a proxy on it fills its buffers as the stream starts).
+        costly = share is None or share * self.host_costly > self.cores
+        if costly and host is not None and cores is not None and host * self.host_room > cores:
+            # The server's CPU is this machine's, which could not even double its
+            # work: more streams would share the same cores, at their overhead.
+            return self.level
         wait = measured.wait_share
         if wait is not None and wait < self.min_wait:
             return self.level  # the caller, not the stream, sets the pace

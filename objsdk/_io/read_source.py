@@ -58,7 +58,12 @@ class ReadSource:
         self._stats_lock = threading.Lock()
         # readahead=None: parts in flight follow the rate (a level of 1 is one stream);
         # the CPU weighed is that of this reader's network reads, not the caller's work.
-        self.level = SharedLevel.unless(readahead, preset=Preset.reader(), begin=False)
+        self.level = SharedLevel.unless(
+            readahead,
+            preset=Preset.reader(),
+            begin=False,
+            endpoint=reader.transport.endpoint.url,
+        )
         self._stream = InFlight(self.level)  # the single stream, the level's first part
         self._prefetcher: Prefetcher | None = None
         self.parts: PartStream | None = None

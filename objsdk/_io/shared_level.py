@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 
 from objsdk._core.adaptive import Adaptive, Clock, Preset
+from objsdk._io import host_cpu
 
 __all__ = ["InFlight", "SharedLevel"]
 
@@ -25,20 +26,34 @@ class SharedLevel:
 
     @classmethod
     def unless(
-        cls, parallel: int | None, *, preset: Preset, begin: bool = True
+        cls,
+        parallel: int | None,
+        *,
+        preset: Preset,
+        begin: bool = True,
+        endpoint: str | None = None,
     ) -> SharedLevel | None:
         """The level of ``preset`` where ``parallel`` is None (None otherwise: the
         caller's own number holds); the one way a transfer gets an adaptive level.
 
         Its CPU clock is the preset's: the process's CPU time (all threads) against the
         cores this process may run on, or the reads timed with :meth:`reading` against
-        one core (with the time they waited for bytes), or none. ``begin=False``: the
-        first request starts later (see :meth:`begin`)."""
+        one core (with the time they waited for bytes), or none. With a clock, a server
+        at ``endpoint`` on this host has the whole machine's busy time weighed too
+        (:mod:`~objsdk._io.host_cpu`). ``begin=False``: the first request starts later
+        (see :meth:`begin`)."""
         if parallel is not None:
             return None
+        shared = (
+            preset.clock is not Clock.NONE
+            and endpoint is not None
+            and host_cpu.server_on_this_host(endpoint)
+            and host_cpu.busy_seconds() is not None
+        )
+        host = float(host_cpu.host_cores()) if shared else None
         if preset.clock is Clock.PROCESS:
-            return cls(preset.policy(_usable_cores()), begin=begin, cpu=time.process_time)
-        level = cls(preset.policy(), begin=False)
+            return cls(preset.policy(_usable_cores(), host), begin=begin, cpu=time.process_time)
+        level = cls(preset.policy(host_cores=host), begin=False)
         if preset.clock is Clock.READS:
             level._cpu, level._waited = level._read_time, level._wait_time
         if begin:
@@ -85,7 +100,8 @@ class SharedLevel:
             before = self._adaptive.level
             cpu = self._cpu() if self._cpu is not None else None
             waited = self._waited() if self._waited is not None else None
-            self._adaptive.observe(nbytes, time.monotonic(), cpu, waited)
+            host = host_cpu.busy_seconds if self._adaptive.host_cores is not None else None
+            self._adaptive.observe(nbytes, time.monotonic(), cpu, waited, host)
             if self._adaptive.level == before:
                 return
             changed, self._changed = self._changed, Future()

@@ -223,7 +223,7 @@ def fetch_parts(
         return 1
     finished: set[int] = set()
     start = progress.done
-    level = SharedLevel.unless(parallel, preset=Preset.download())
+    level = SharedLevel.unless(parallel, preset=Preset.download(), endpoint=transport.endpoint.url)
     workers = min(ADAPTIVE_CAP if parallel is None else parallel, len(parts))
     cost = _RequestCost(level) if level is not None and len(parts) > 1 else None
     try:
