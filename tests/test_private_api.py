@@ -342,3 +342,72 @@ def test_an_interrupt_ends_the_wait_before_a_retry(tmp_path):
         with pytest.raises(objsdk.Cancelled, match=r"'b'.*'k'"):
             result.result(timeout=20)
         assert time.monotonic() - started < 1.0
+
+
+# -- the low-water mark of direct receives ------------------------------------------------
+
+
+@pytest.fixture
+def marks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Every ``SO_RCVLOWAT`` set on a socket: (the socket's id, the mark)."""
+    set_marks: list[tuple[int, int]] = []
+    real = socket.socket.setsockopt
+
+    def spy(self, level, name, value, *rest):  # type: ignore[no-untyped-def]
+        if (level, name) == (socket.SOL_SOCKET, socket.SO_RCVLOWAT):
+            set_marks.append((id(self), value))
+        return real(self, level, name, value, *rest)
+
+    monkeypatch.setattr(socket.socket, "setsockopt", spy)
+    return set_marks
+
+
+def test_direct_receives_wait_for_a_slice_and_give_the_connection_back_at_the_default_mark(
+    client, big, marks, s3_features
+):
+    # Each 256 KiB receive wakes once, not once per segment; the next answer's head is
+    # read a line at a time, so the pooled connection must be back at 1.
+    if not s3_features.keep_alive:
+        pytest.skip("a server that closes every connection gets no direct reads")
+    bucket, data = big
+    assert read_all(client, bucket, readinto=True) == data
+    assert any(mark >= private_api.MIN_LOWAT for _, mark in marks), marks
+    last: dict[int, int] = {}
+    for sock, mark in marks:
+        last[sock] = mark
+    assert set(last.values()) == {1}
+
+
+def test_without_the_trick_no_mark_is_set(client, big, marks, monkeypatch):
+    bucket, data = big
+    monkeypatch.setattr(private_api, "LOWAT", False)
+    assert read_all(client, bucket, readinto=True) == data
+    assert marks == []
+
+
+def test_the_end_of_a_body_arriving_late_is_received_at_once(marks):
+    # The kernel compares the mark with the bytes queued, not with what a receive still
+    # lacks: a receive that has copied part of its slice and waits for a tail shorter
+    # than the mark would sleep until the read timeout (5 s here). The tail comes after
+    # a pause, so the last receive (about 90 KB: the body is not a whole number of
+    # 256 KiB slices) copies what came first and then waits for it.
+    body = os.urandom(2 * MiB + 100_000)
+    tail = 20_000
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        head = http_response(200, {"ETag": '"e"', "Content-Length": str(len(body))})
+        conn.sendall(head + body[:-tail])
+        time.sleep(0.3)
+        conn.sendall(body[-tail:])
+
+    buf = bytearray(256 * 1024)
+    out = bytearray()
+    with RawServer(handler) as server, Client(server.url, "AK", "SK", timeout=(2, 5)) as c:
+        started = time.monotonic()
+        with c.open("b", "k", readahead=0, verify=False) as f:
+            while n := f.readinto(buf):
+                out += buf[:n]
+        took = time.monotonic() - started
+    assert out == body
+    assert took < 2, took
+    assert any(mark >= private_api.MIN_LOWAT for _, mark in marks), marks

@@ -21,6 +21,13 @@ switch each flag off to prove the fallback.
   ``SO_RCVTIMEO`` (``struct timeval`` packed as two C longs: right on 64-bit Linux
   only). When the body is read whole the timeout is put back and http.client is told
   the body is done, so the connection returns to the pool.
+* ``SO_RCVLOWAT`` (socket(7)) tells Linux how many bytes to gather before it wakes a
+  direct receive: without it the reader wakes as each segment arrives, ``MSG_WAITALL``
+  or not, three times per 256 KiB on loopback. The kernel compares the mark with what
+  is queued, not with what the receive still lacks after copying part of it, so a mark
+  is set only while at least that many body bytes remain beyond the receive (they
+  arrive and reach it); near the body's end it is 1, as it is whenever the connection
+  returns to the pool. Fallback: the mark stays at 1.
 * ``CHECKOUT``: a connection is borrowed from requests' pool
   (``HTTPAdapter.get_connection_with_tls_context``, ``HTTPConnectionPool._get_conn`` /
   ``_put_conn``) to send a file body with ``socket.sendfile``. Fallback: the body is
@@ -52,6 +59,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKOUT",
     "DIRECT_READS",
+    "LOWAT",
+    "MAX_LOWAT",
+    "MIN_LOWAT",
     "RAW_FP",
     "WATCH",
     "DirectSocket",
@@ -71,6 +81,11 @@ DIRECT_READS = (
     and hasattr(socket, "MSG_WAITALL")
     and hasattr(socket, "SO_RCVTIMEO")
 )
+LOWAT = DIRECT_READS and hasattr(socket, "SO_RCVLOWAT")
+# The low-water marks a direct receive sets: at most a read-ahead slice (256 KiB, what
+# one receive asks for), and none below 64 KiB (one loopback segment: no wake-up saved).
+MAX_LOWAT = 256 * 1024
+MIN_LOWAT = 64 * 1024
 CHECKOUT: bool  # see __getattr__
 
 
@@ -246,6 +261,7 @@ class DirectSocket:
         self._fp = fp
         self.left = left
         self._timeout = sock.gettimeout()
+        self._lowat = 1  # the socket's SO_RCVLOWAT (1: the kernel's default)
         if self._timeout:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(self._timeout))
         sock.settimeout(None)  # blocking: MSG_WAITALL then fills the whole buffer
@@ -283,10 +299,21 @@ class DirectSocket:
         sock = raw.connection.sock  # type: ignore[union-attr]
         return cls(sock, fp, length - len(data)), data
 
+    def _wake_at(self, want: int) -> None:
+        """Set the low-water mark for a receive of ``want`` bytes waiting for them all
+        (see ``SO_RCVLOWAT`` above; 0: a receive that takes what is there)."""
+        lowat = min(want, MAX_LOWAT, self.left - want)
+        if lowat < MIN_LOWAT or not LOWAT:
+            lowat = 1
+        if lowat != self._lowat:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
+            self._lowat = lowat
+
     def recv_into(self, view: memoryview, *, whole: bool) -> int:
         want = min(len(view), self.left)
         if want == 0:
             return 0
+        self._wake_at(want if whole else 0)
         n = self.sock.recv_into(view, want, socket.MSG_WAITALL if whole else 0)
         self.left -= n
         if n == 0:
@@ -299,6 +326,7 @@ class DirectSocket:
         want = min(n, self.left)
         if want == 0:
             return b""
+        self._wake_at(want if whole else 0)
         data = self.sock.recv(want, socket.MSG_WAITALL if whole else 0)
         self.left -= len(data)
         if not data:
@@ -316,6 +344,7 @@ class DirectSocket:
 
     def restore(self) -> None:
         with contextlib.suppress(OSError):
+            self._wake_at(0)  # http.client reads the next answer's head a line at a time
             if self._timeout:
                 self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(0))
             self.sock.settimeout(self._timeout)
