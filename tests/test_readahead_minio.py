@@ -202,3 +202,30 @@ def test_readline_across_parts_with_readahead(client, bucket):
     client.put_object(bucket, "lines", text)
     with client.open(bucket, "lines", readahead=2, part_size=5 * MiB, chunk_size=4096) as f:
         assert list(f) == io.BytesIO(text).readlines()
+
+
+def test_an_adaptive_level_holds_once_the_last_part_is_handed_out(client, bucket, monkeypatch):
+    # Nothing is left to start: a level judged later would be judged on parts it did not
+    # start. It holds where it is, so a dataset can carry it to the next shard at once
+    # (it waited for the shard's end: on a 25 MB/s link, a shard's time).
+    from objsdk._core.adaptive import Adaptive
+    from objsdk._io.shared_level import SharedLevel
+
+    def at_four(cls, parallel, **_):  # a climb that has stepped to four parts
+        return None if parallel is not None else cls(Adaptive(start=4), begin=False)
+
+    monkeypatch.setattr(SharedLevel, "unless", classmethod(at_four))
+    data = os.urandom(3 * PART)
+    client.put_object(bucket, "k", data)
+    with client.open(bucket, "k", part_size=PART) as f:
+        assert f.read(1) == data[:1]
+        assert f.readahead_settled == 4
+        assert f.read() == data[1:]
+    with client.open(bucket, "k", part_size=PART // 4) as f:  # 12 parts: 4 in flight
+        assert f.read(1) == data[:1]
+        assert f.readahead_settled is None
+        assert f.read(PART) == data[1 : PART + 1]  # 4 parts read, 8 handed out
+        assert f.readahead_settled is None
+        assert f.read(PART) == data[PART + 1 : 2 * PART + 1]  # all 12 handed out
+        assert f.readahead_settled == 4
+        assert f.read() == data[2 * PART + 1 :]

@@ -235,6 +235,11 @@ class PartStream:
             self.pool.submit(part)
             self._parts.append(part)
             self._next = stop
+        level = self.pool.level
+        if self._next >= self.end and level is not None and not level.settled:
+            # The last part is handed out: nothing is left for the level to start, and
+            # a window judged from now on would judge parts it did not start.
+            level.hold()
 
     def _current(self) -> _Part:
         """The part holding ``pos``, fetched (waits for it; re-raises its failure)."""
