@@ -4,6 +4,8 @@ as up, and the DataLoader workers of one process share a connection budget."""
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 
 import pytest
 from datasets_helpers import make_shard
@@ -96,6 +98,15 @@ class Climbing:
         after = self._after
         return self._f.readahead if after is not None and self._read >= after else None
 
+    def wait_readahead_settled(self, timeout: float | None = None) -> int | None:
+        # As ObjectFile's: waits (from another thread) until the climb settles.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (level := self.readahead_settled) is None and not self._f.closed:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(0.001)
+        return level
+
 
 def one_worker_reads(client, shards, monkeypatch, climbs, epochs=1):
     """Read ``shards`` for ``epochs`` as one worker; the n-th shard opened adaptive
@@ -137,6 +148,47 @@ def test_the_next_shard_waits_for_the_climb_and_starts_at_its_level(
     # every later one (a REPROBE_EVERY-th shard would climb again).
     assert asked == [None, 3, 3, 3]
     assert 100_000 <= pos < size // 2
+
+
+def test_the_next_shard_opens_as_the_climb_settles_while_the_reader_waits(
+    client, four_shards, monkeypatch
+):
+    # On a slow link the reading thread waits a part's time for the next bytes just as
+    # the climb settles (all of a shard's parts handed out): the next shard must not
+    # wait for the next sample to be opened at the level found.
+    settled = threading.Event()
+    asked: list[int | None] = []
+    real_open = client.open
+
+    class Settling(Climbing):
+        @property
+        def readahead_settled(self) -> int | None:
+            return 3 if settled.is_set() else None
+
+        def wait_readahead_settled(self, timeout: float | None = None) -> int | None:
+            settled.wait(timeout)
+            return self.readahead_settled
+
+    def open_settling(bucket, key, *, readahead=None, **kwargs):
+        asked.append(readahead)
+        f = real_open(bucket, key, readahead=3 if readahead is None else readahead, **kwargs)
+        return Settling(f, None) if readahead is None else f
+
+    monkeypatch.setattr(client, "open", open_settling)
+    ds = ShardDataset(
+        client, four_shards, shuffle_shards=False, part_size=64 << 10, worker=0, num_workers=1
+    )
+    samples = iter(ds)
+    next(samples)
+    time.sleep(0.1)
+    assert asked == [None]  # climbing: the next shard waits for its level
+    settled.set()  # no sample is taken meanwhile
+    deadline = time.monotonic() + 5
+    while len(asked) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert asked == [None, 3]
+    assert sum(1 for _ in samples) == 4 * 30 - 1
+    assert asked == [None, 3, 3, 3]
 
 
 def test_a_first_climb_that_does_not_settle_lets_the_next_shard_open_half_way(

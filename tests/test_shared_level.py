@@ -3,6 +3,7 @@ its clocks, and InFlight, the one way a part tells it of its start, bytes and en
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -151,3 +152,25 @@ def test_parts_in_flight_hold_a_raised_level_s_window_until_all_deliver():
     time.sleep(0.002)
     first.observe(4 * MiB)
     assert [m.level for m in level._adaptive.history] == [1, 4]
+
+
+def test_a_waiter_for_the_settled_level_wakes_when_it_holds():
+    level = SharedLevel(Adaptive(), begin=False)
+    assert not level.wait_settled(0.01)
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(level.wait_settled(5)))
+    waiter.start()
+    level.hold()
+    waiter.join(5)
+    assert woke == [True]
+
+
+def test_a_waiter_wakes_when_a_measured_window_settles_the_level():
+    level = SharedLevel(Adaptive(cap=1), begin=False)  # at its cap from the start
+    assert level.wait_settled(0)
+    cpu = iter([0.0, 10.0]).__next__  # the stream keeps ten cores busy
+    busy = SharedLevel(Adaptive(window=MiB, min_seconds=0.0), cpu=cpu)
+    assert not busy.wait_settled(0)
+    busy.observe(MiB)  # the first window: one stream holds
+    assert busy.settled
+    assert busy.wait_settled(0)

@@ -551,6 +551,12 @@ class ObjectFile(io.BufferedIOBase):
         None while the climb still measures."""
         return self._source.settled()
 
+    def wait_readahead_settled(self, timeout: float | None = None) -> int | None:
+        """:attr:`readahead_settled` once it is known, waiting up to ``timeout`` seconds
+        for the adaptive climb to settle (from any thread; None if it did not)."""
+        self._source.wait_settled(timeout)
+        return self._source.settled()
+
     # -- integrity ---------------------------------------------------------------------
 
     def _on_start(self, headers: Mapping[str, str]) -> None:

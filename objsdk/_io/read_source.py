@@ -139,9 +139,17 @@ class ReadSource:
         return self.ahead() if self.level.settled else None
 
     def _one_stream_from_now(self) -> None:
+        if self.level is not None:
+            self.level.hold()  # settled, at one stream (wakes wait_settled)
         self.level = None
         self.readahead = 0
         self.stats.readahead = 0
+
+    def wait_settled(self, timeout: float | None) -> None:
+        """Wait until :meth:`settled` is no longer None, at most ``timeout`` seconds."""
+        level = self.level
+        if level is not None:
+            level.wait_settled(timeout)
 
     def _source(self, want: int) -> RangeReader | PartStream | None:
         parts = self.parts

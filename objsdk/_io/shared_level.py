@@ -72,6 +72,9 @@ class SharedLevel:
         self._adaptive = adaptive
         self._lock = threading.Lock()
         self._changed: Future[None] = Future()
+        self._settled = threading.Event()  # set once the level holds for good
+        if adaptive.settled:
+            self._settled.set()
         self._cpu = cpu
         self._waited: Callable[[], float] | None = None
         self._reads = 0.0  # CPU seconds of the reads timed by reading()
@@ -102,6 +105,8 @@ class SharedLevel:
             waited = self._waited() if self._waited is not None else None
             host = host_cpu.busy_seconds if self._adaptive.host_cores is not None else None
             self._adaptive.observe(nbytes, time.monotonic(), cpu, waited, host)
+            if self._adaptive.settled:
+                self._settled.set()
             if self._adaptive.level == before:
                 return
             changed, self._changed = self._changed, Future()
@@ -111,6 +116,12 @@ class SharedLevel:
         """The last part has been handed out: the level holds (see :meth:`Adaptive.hold`)."""
         with self._lock:
             self._adaptive.hold()
+        self._settled.set()
+
+    def wait_settled(self, timeout: float | None = None) -> bool:
+        """Wait until the level holds for good (:attr:`settled`), at most ``timeout``
+        seconds; whether it does."""
+        return self._settled.wait(timeout)
 
     def part_started(self) -> None:
         """A part delivers (see :class:`InFlight`, which calls this)."""

@@ -86,6 +86,11 @@ class SlotReader:
         )
         self._prefetch: tuple[int, int, Future[ObjectFile]] | None = None
         self._pool: ThreadPoolExecutor | None = None
+        # The prefetch may be started by a waiter in the pool (see _prefetch_once): the
+        # position it was started (or given up) for, and whether the pass is over.
+        self._prefetch_lock = threading.Lock()
+        self._prefetch_for: int | None = None
+        self._stopped = False
         # With the adaptive default, the most parts a shard's reader climbed to: later
         # shards start there instead of climbing again from one stream each time.
         self._learned: int | None = None
@@ -268,6 +273,34 @@ class SlotReader:
 
         self._prefetch = (pos, start, self._pool.submit(first_part))
 
+    def _prefetch_once(self, pos: int, settled: ObjectFile | None = None) -> None:
+        """Start the prefetch of ``pos`` unless it was started or given up already (the
+        reading thread and a waiter may both try); ``settled``: the adaptive shard
+        whose level the next shard starts at."""
+        with self._prefetch_lock:
+            if self._stopped or self._prefetch_for == pos:
+                return
+            self._prefetch_for = pos
+            if settled is not None:
+                self._learn(settled)
+            self._start_prefetch(pos)
+
+    def _prefetch_when_settled(self, f: ObjectFile, pos: int) -> None:
+        """Start the prefetch of ``pos`` from the pool as soon as the adaptive shard
+        ``f`` settles: the reading thread may be waiting for one of ``f``'s parts then,
+        a shard's time on a slow link, while the level is known."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="objsdk-shard-prefetch")
+
+        def wait() -> None:
+            # Looks every 50 ms whether the reading thread went on without it.
+            while not (self._stopped or f.closed or self._prefetch_for == pos):
+                if f.wait_readahead_settled(0.05) is not None:
+                    self._prefetch_once(pos, f)
+                    return
+
+        self._pool.submit(wait)
+
     def _take(self, pos: int, offset: int) -> ObjectFile:
         pending, self._prefetch = self._prefetch, None
         if pending is not None:
@@ -355,21 +388,25 @@ class SlotReader:
             # the next shard would climb again from one stream; opened once this one
             # settles, it starts at the level this one found. Half way through at most.
             waiting = self._is_probe(f) and not self._settled_or_halfway(f, first)
-            if not waiting:
-                self._start_prefetch(pos + 1)
+            if waiting:
+                self._prefetch_when_settled(f, pos + 1)
+            else:
+                self._prefetch_once(pos + 1)
             for raw in group_samples(iter_members(f, name, self.offset), name):
                 self._check_version(f, shard)
                 self.offset = raw.end
                 self.taken += 1
                 if waiting and self._settled_or_halfway(f, first):
                     waiting = False
-                    self._start_prefetch(pos + 1)
+                    self._prefetch_once(pos + 1)
                 yield raw, pos
                 if count is not None and self.taken >= count:
                     break
         except ShardError as e:
             self.ds._handle(e)
         finally:
+            with self._prefetch_lock:
+                self._prefetch_for = pos + 1  # started, or left to _take
             f.close()
             self._closed(f)
 
@@ -425,9 +462,11 @@ class SlotReader:
         return sample
 
     def _close(self) -> None:
-        pending, self._prefetch = self._prefetch, None
-        if pending is not None:
-            pending[2].result().close()
+        with self._prefetch_lock:
+            self._stopped = True  # a waiter in the pool starts nothing from now on
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        pending, self._prefetch = self._prefetch, None
+        if pending is not None:
+            pending[2].result().close()
