@@ -16,7 +16,7 @@ import os
 import socket
 from urllib.parse import urlsplit
 
-__all__ = ["busy_seconds", "host_cores", "server_on_this_host"]
+__all__ = ["busy_seconds", "host_cores", "measurable", "server_on_this_host"]
 
 _STAT = "/proc/stat"
 # proc(5): the first line of /proc/stat counts, over every CPU, user, nice, system,
@@ -64,8 +64,17 @@ def busy_seconds() -> float | None:
     return (sum(ticks) - ticks[_IDLE] - ticks[_IOWAIT]) / _ticks_per_second()
 
 
+@functools.cache
+def measurable() -> bool:
+    """Whether :func:`busy_seconds` tells anything here (asked once per process: a
+    reader is opened per object, and reading ``/proc/stat`` costs tens of µs)."""
+    return busy_seconds() is not None
+
+
+@functools.cache
 def host_cores() -> int:
-    """The CPUs :func:`busy_seconds` counts: every CPU of the machine."""
+    """The CPUs :func:`busy_seconds` counts: every CPU of the machine (asked once:
+    ``os.cpu_count`` costs microseconds)."""
     return max(1, os.cpu_count() or 1)
 
 

@@ -48,7 +48,7 @@ class SharedLevel:
             preset.clock is not Clock.NONE
             and endpoint is not None
             and host_cpu.server_on_this_host(endpoint)
-            and host_cpu.busy_seconds() is not None
+            and host_cpu.measurable()
         )
         host = float(host_cpu.host_cores()) if shared else None
         if preset.clock is Clock.PROCESS:
@@ -72,9 +72,9 @@ class SharedLevel:
         self._adaptive = adaptive
         self._lock = threading.Lock()
         self._changed: Future[None] = Future()
-        self._settled = threading.Event()  # set once the level holds for good
-        if adaptive.settled:
-            self._settled.set()
+        # Set once the level holds for good; made by the first wait_settled (a reader is
+        # opened per object, and most never wait).
+        self._settled: threading.Event | None = None
         self._cpu = cpu
         self._waited: Callable[[], float] | None = None
         self._reads = 0.0  # CPU seconds of the reads timed by reading()
@@ -105,7 +105,7 @@ class SharedLevel:
             waited = self._waited() if self._waited is not None else None
             host = host_cpu.busy_seconds if self._adaptive.host_cores is not None else None
             self._adaptive.observe(nbytes, time.monotonic(), cpu, waited, host)
-            if self._adaptive.settled:
+            if self._adaptive.settled and self._settled is not None:
                 self._settled.set()
             if self._adaptive.level == before:
                 return
@@ -116,12 +116,19 @@ class SharedLevel:
         """The last part has been handed out: the level holds (see :meth:`Adaptive.hold`)."""
         with self._lock:
             self._adaptive.hold()
-        self._settled.set()
+            if self._settled is not None:
+                self._settled.set()
 
     def wait_settled(self, timeout: float | None = None) -> bool:
         """Wait until the level holds for good (:attr:`settled`), at most ``timeout``
         seconds; whether it does."""
-        return self._settled.wait(timeout)
+        with self._lock:
+            if self._adaptive.settled:
+                return True
+            if self._settled is None:
+                self._settled = threading.Event()
+            settled = self._settled
+        return settled.wait(timeout)
 
     def part_started(self) -> None:
         """A part delivers (see :class:`InFlight`, which calls this)."""
