@@ -174,3 +174,18 @@ def test_a_waiter_wakes_when_a_measured_window_settles_the_level():
     busy.observe(MiB)  # the first window: one stream holds
     assert busy.settled
     assert busy.wait_settled(0)
+
+
+def test_a_released_level_wakes_its_waiters_now_and_later_without_settling():
+    level = SharedLevel(Adaptive(), begin=False)
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(level.wait_settled(5)))
+    waiter.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    level.release()  # its reader closed
+    waiter.join(5)
+    assert woke == [False]
+    assert time.monotonic() - started < 1
+    assert level.wait_settled(5) is False  # at once
+    assert not level.settled

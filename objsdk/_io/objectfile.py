@@ -516,7 +516,8 @@ class ObjectFile(io.BufferedIOBase):
 
         From read-ahead parts this is a view of the part buffer: no copy."""
         empty: tuple[bytes | memoryview, int] = (b"", 0)
-        self._set_tail(*self._net(methodcaller("fill_view", self.chunk_size), empty))
+        size = self._source.fill_size(self.chunk_size)
+        self._set_tail(*self._net(methodcaller("fill_view", size), empty))
         return self._tail_off < len(self._tail)
 
     def _set_tail(self, tail: bytes | memoryview, off: int) -> None:
@@ -553,7 +554,8 @@ class ObjectFile(io.BufferedIOBase):
 
     def wait_readahead_settled(self, timeout: float | None = None) -> int | None:
         """:attr:`readahead_settled` once it is known, waiting up to ``timeout`` seconds
-        for the adaptive climb to settle (from any thread; None if it did not)."""
+        for the adaptive climb to settle (from any thread; None if it did not, or the
+        file was closed first)."""
         self._source.wait_settled(timeout)
         return self._source.settled()
 

@@ -75,6 +75,7 @@ class SharedLevel:
         # Set once the level holds for good; made by the first wait_settled (a reader is
         # opened per object, and most never wait).
         self._settled: threading.Event | None = None
+        self._released = False  # release(): waiters return at once from now on
         self._cpu = cpu
         self._waited: Callable[[], float] | None = None
         self._reads = 0.0  # CPU seconds of the reads timed by reading()
@@ -121,14 +122,22 @@ class SharedLevel:
 
     def wait_settled(self, timeout: float | None = None) -> bool:
         """Wait until the level holds for good (:attr:`settled`), at most ``timeout``
-        seconds; whether it does."""
+        seconds, or until :meth:`release`; whether it holds."""
         with self._lock:
-            if self._adaptive.settled:
-                return True
+            if self._adaptive.settled or self._released:
+                return self._adaptive.settled
             if self._settled is None:
                 self._settled = threading.Event()
             settled = self._settled
-        return settled.wait(timeout)
+        settled.wait(timeout)
+        return self._adaptive.settled
+
+    def release(self) -> None:
+        """Wake every :meth:`wait_settled`, now and later (the level's reader closed)."""
+        with self._lock:
+            self._released = True
+            if self._settled is not None:
+                self._settled.set()
 
     def part_started(self) -> None:
         """A part delivers (see :class:`InFlight`, which calls this)."""

@@ -256,8 +256,6 @@ class SlotReader:
         background, while the current one is read."""
         if self.quota is None and pos >= len(self.plan):
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="objsdk-shard-prefetch")
         start = self._start(pos)
         f = self._open(self._shard(pos), start)
 
@@ -271,7 +269,14 @@ class SlotReader:
                 return self._open(self._shard(pos), start)
             return f
 
-        self._prefetch = (pos, start, self._pool.submit(first_part))
+        self._prefetch = (pos, start, self._prefetch_pool().submit(first_part))
+
+    def _prefetch_pool(self) -> ThreadPoolExecutor:
+        """Two threads: one opens the next shard, while the other may wait for the
+        current shard's level to settle (a wait must not hold an opening back)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(2, thread_name_prefix="objsdk-shard-prefetch")
+        return self._pool
 
     def _prefetch_once(self, pos: int, settled: ObjectFile | None = None) -> None:
         """Start the prefetch of ``pos`` unless it was started or given up already (the
@@ -289,17 +294,16 @@ class SlotReader:
         """Start the prefetch of ``pos`` from the pool as soon as the adaptive shard
         ``f`` settles: the reading thread may be waiting for one of ``f``'s parts then,
         a shard's time on a slow link, while the level is known."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="objsdk-shard-prefetch")
 
         def wait() -> None:
-            # Looks every 50 ms whether the reading thread went on without it.
-            while not (self._stopped or f.closed or self._prefetch_for == pos):
-                if f.wait_readahead_settled(0.05) is not None:
+            # The wait ends as the level settles, or as the shard closes (None); the
+            # timeout only bounds a pass that ends without closing it.
+            while not (self._stopped or f.closed):
+                if f.wait_readahead_settled(1.0) is not None:
                     self._prefetch_once(pos, f)
                     return
 
-        self._pool.submit(wait)
+        self._prefetch_pool().submit(wait)
 
     def _take(self, pos: int, offset: int) -> ObjectFile:
         pending, self._prefetch = self._prefetch, None
