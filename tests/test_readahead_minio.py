@@ -229,3 +229,28 @@ def test_an_adaptive_level_holds_once_the_last_part_is_handed_out(client, bucket
         assert f.read(PART) == data[PART + 1 : 2 * PART + 1]  # all 12 handed out
         assert f.readahead_settled == 4
         assert f.read() == data[2 * PART + 1 :]
+
+
+def test_while_the_level_judges_the_stream_a_buffered_fill_is_a_slice(client, bucket):
+    # The level sees a fill's bytes once it is whole: fills of a slice (256 KiB), not of
+    # chunk_size (1 MiB: 43 ms at 25 MB/s, three windows' worth of a slow link's time).
+    client.put_object(bucket, "k", os.urandom(8 * MiB))
+    with client.open(bucket, "k") as f:  # adaptive, judging one stream
+        assert len(f.read(100)) == 100
+        assert len(f._tail) == 256 * 1024
+    with client.open(bucket, "k", readahead=0) as f:  # no level: chunk_size
+        assert len(f.read(100)) == 100
+        assert len(f._tail) == f.chunk_size == MiB
+
+
+def test_a_wait_for_the_level_ends_when_the_file_closes(client, bucket):
+    client.put_object(bucket, "k", os.urandom(MiB))
+    f = client.open(bucket, "k")
+    f.read(100)  # adaptive, one stream judged: not settled yet
+    got: list[int | None] = []
+    waiter = threading.Thread(target=lambda: got.append(f.wait_readahead_settled()))
+    waiter.start()
+    time.sleep(0.05)
+    f.close()
+    waiter.join(5)
+    assert got == [None]
