@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from objsdk import errors
-from objsdk._core.sizes import DEFAULT_CHUNK_SIZE
+from objsdk._core.sizes import DEFAULT_CHUNK_SIZE, RECEIVE_SLICE
 from objsdk._transport.base import Response
 
 __all__ = ["OBSERVED_SLICE", "BodyStream", "Broken", "Observer"]
@@ -16,7 +16,7 @@ Observer = Callable[[int, "bytes | memoryview"], None]
 # checksum) reads each slice while it is still in the CPU cache: a 1 MiB buffer hashed
 # after the kernel filled it is read back from memory, which costs several times the
 # CRC itself (docs/perf.md, "what verification costs a read").
-OBSERVED_SLICE = 256 * 1024
+OBSERVED_SLICE = RECEIVE_SLICE
 
 
 class Broken(Exception):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objsdk import errors
+from objsdk._core.sizes import RECEIVE_SLICE
 from objsdk._io.buffers import PartBuffer, part_buffer
 from objsdk._io.pool import PartPool, Task, WatchFactory
 from objsdk._io.range_reader import RangeReader, ReadStats
@@ -37,7 +38,7 @@ __all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
 # A worker fills its part in slices of this size, checking for cancellation and telling
 # the adaptive level of the bytes (a slice is one socket read: finer slices let a level
 # be judged within a few round trips on a slow connection).
-_PART_SLICE = 256 * 1024
+_PART_SLICE = RECEIVE_SLICE
 
 Observer = Callable[[int, "bytes | memoryview"], None]
 

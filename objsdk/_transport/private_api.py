@@ -51,6 +51,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.response import BaseHTTPResponse
 
 from objsdk import errors
+from objsdk._core.sizes import RECEIVE_SLICE
 
 if TYPE_CHECKING:
     import requests
@@ -82,9 +83,9 @@ DIRECT_READS = (
     and hasattr(socket, "SO_RCVTIMEO")
 )
 LOWAT = DIRECT_READS and hasattr(socket, "SO_RCVLOWAT")
-# The low-water marks a direct receive sets: at most a read-ahead slice (256 KiB, what
-# one receive asks for), and none below 64 KiB (one loopback segment: no wake-up saved).
-MAX_LOWAT = 256 * 1024
+# The low-water marks a direct receive sets: at most a slice (what one receive asks
+# for), and none below 64 KiB (one loopback segment: no wake-up saved).
+MAX_LOWAT = RECEIVE_SLICE
 MIN_LOWAT = 64 * 1024
 CHECKOUT: bool  # see __getattr__
 
