@@ -6,7 +6,12 @@ aggregate rate measured over a window:
 
 * :attr:`Phase.FIRST` judges the level it started at, over ``first_windows`` windows
   in a row, by the best of them: its fastest rate and its busiest CPU share (a window
-  the server stalled in says what the network would give, not what a stream costs).
+  the server stalled in says what the network would give, not what a stream costs),
+  or at the first window that shows the stream held back by its path: the caller
+  waited for bytes at least ``min_wait`` of it (where that is measured), and the
+  stream cost the client under
+  ``1/cheap`` of ``cores`` (a stall would have to stop a stream that keeps a fifth of
+  a core busy for most of the window to look that cheap).
   The next level is the cap, unless the client's CPU (where a clock is given) would
   not hold ``factor`` streams at the one stream's share within ``cores``, or the
   machine, where the server shares it (``host_cores`` given) and the stream costs
@@ -136,8 +141,8 @@ class Adaptive:
     ``cores``: the CPU the first step may need, ``min_wait`` the share of a window a
     caller must wait for bytes for it, ``host_cores``, ``host_room`` and
     ``host_costly`` the rule for a server on the client's machine, and
-    ``first_windows`` the windows the start level is judged over (see
-    :attr:`Phase.FIRST`). ``window``, ``min_seconds``,
+    ``first_windows`` the windows the start level is judged over, and ``cheap`` when
+    one is enough (see :attr:`Phase.FIRST`). ``window``, ``min_seconds``,
     ``first_window`` and ``max_lag`` bound the windows (see the module).
     ``whole_parts``: bytes are seen only as whole parts end (an upload's), so the first
     window counts from :meth:`begin` even where parts are reported. ``history`` lists
@@ -158,6 +163,7 @@ class Adaptive:
     host_cores: float | None = None
     host_room: float = 2.0
     host_costly: float = 8.0
+    cheap: float = 16.0
     start: int = 1
     level: int = field(init=False)
     phase: Phase = field(init=False, default=Phase.FIRST)
@@ -272,7 +278,7 @@ class Adaptive:
         measured = Measurement(self.level, self._bytes / elapsed, share, wait)
         self.history.append(measured)
         if self.phase is Phase.FIRST:
-            if len(self.history) < self.first_windows:
+            if len(self.history) < self.first_windows and not self._held_by_path(measured):
                 # The same level runs on: the next window starts at once, no lag.
                 self._since, self._cpu_since, self._waited_since = now, cpu, waited
                 self._bytes = 0
@@ -313,6 +319,13 @@ class Adaptive:
         if self._waited_since is None:
             self._waited_since = waited
         return True
+
+    def _held_by_path(self, measured: Measurement) -> bool:
+        """Whether one window of the first level shows its stream held back by the path
+        (see :attr:`Phase.FIRST`): then the windows left could only delay the step."""
+        share, wait = measured.cpu_share, measured.wait_share
+        waited = wait is None or wait >= self.min_wait
+        return share is not None and share * self.cheap < self.cores and waited
 
     def _host_busy(self, now: float, host: Callable[[], float | None] | None) -> float | None:
         """The machine's busy CPU seconds per second over the first level's windows

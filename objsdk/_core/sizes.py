@@ -59,7 +59,8 @@ ADAPTIVE_CAP = 16
 ADAPTIVE_WINDOW = MiB // 2
 # Reads and downloads judge their first stream over this many windows in a row, by the
 # best: on a server sharing the client's cores one window in which the server stalls
-# makes a stream look cheap, and a stream that already keeps a core busy climbed
+# makes a stream look cheap, and a stream that already keeps a core busy climbed; one
+# window is enough where it shows a stream far cheaper than any stall makes one look
 # (docs/design.md, "Adaptive parallelism").
 ADAPTIVE_FIRST_WINDOWS = 3
 # The smallest parts of adaptive transfers (see parts.adaptive_part_size): small enough
