@@ -15,7 +15,11 @@ workers (default 2), samples/s with the CPU of the workers counted: ShardDataset
 defaults, ``readahead=0`` and ``readahead=6``; ``webdataset.WebDataset`` over ``pipe:curl``
 and over the shards' files in /dev/shm (the loader's own ceiling: no network at all); and
 AWS's ``s3torchconnector`` ``S3IterableDataset`` with webdataset's tar expander, if it is
-installed (it takes a custom endpoint).
+installed (it takes a custom endpoint). The loader's ceiling where the server shares the
+machine's cores is measured too: webdataset over the files in /dev/shm while
+perf/paced_read.py, a process beside it, reads the same bytes from the server at the
+rate ShardDataset's last run read them (the server's and the receiving's work, without
+a loader).
 
 Then the network profile: a Toxiproxy in front of MinIO adds ``--latency-ms`` to every
 response and caps every connection at ``--bandwidth-mbs`` MB/s (toxics are per connection,
@@ -38,8 +42,11 @@ import os
 import resource
 import shlex
 import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,6 +66,7 @@ from objsdk.datasets import ShardDataset
 
 BUCKET = "objsdk-perf"
 LOCAL_LOADER = "webdataset (/dev/shm files)"
+LOADED_LOADER = "webdataset (/dev/shm + server)"
 SHM = "/dev/shm" if os.path.isdir("/dev/shm") else None
 # Fixed read-ahead levels the network profile measures beside the defaults.
 FIXED_LEVELS = (6, 16)
@@ -197,12 +205,59 @@ def s3torchconnector_dataset(endpoint: str, keys: list[str]) -> Any:
     return wds.DataPipeline(ds, lambda streams: group_by_keys(tar_file_expander(streams)))
 
 
+class Pacer:
+    """perf/paced_read.py in a child process: the server's work beside a loader."""
+
+    def __init__(self, srv: Any, keys: list[str]) -> None:
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": srv.endpoint,
+            "AWS_ACCESS_KEY_ID": srv.access_key,
+            "AWS_SECRET_ACCESS_KEY": srv.secret_key,
+        }
+        script = Path(__file__).with_name("paced_read.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), BUCKET, *keys],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.cpu: list[float] = []  # the reading process's CPU seconds, per run
+
+    def _say(self, line: str) -> str:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def alongside(
+        self, fn: Callable[[], tuple[int, int]], rate: float, total: int
+    ) -> tuple[int, int]:
+        """``fn()`` while ``total`` bytes are read from the server at ``rate`` bytes/s."""
+        if self._say(f"{rate} {total}") != "started":
+            raise RuntimeError("perf/paced_read.py did not start")
+        try:
+            return fn()
+        finally:
+            self.cpu.append(float(self._say("stop").split()[1]))
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self.proc.stdout.close()
+
+
 def loader_section(
     client: Client, srv: Any, specs: list[str], keys: list[str], paths: list[Path], args: Any
 ) -> dict[str, object]:
     workers = args.loader_workers
     urls = curl_urls(client, keys)
     local = [str(p) for p in paths]
+    total = sum(p.stat().st_size for p in paths)
     variants: dict[str, Callable[[], tuple[int, int]]] = {
         # The loader's own ceiling here: the same samples from files in memory, through
         # the same workers and the same hand-over to the main process.
@@ -211,14 +266,29 @@ def loader_section(
             urls, workers, "webdataset (pipe:curl)"
         ),
     }
+    rate: list[float] = []  # bytes/s of the defaults' last run
+
+    def defaults() -> tuple[int, int]:
+        start = time.perf_counter()
+        ds = ShardDataset(client, specs, shuffle_shards=False)
+        done = in_loader("objsdk ShardDataset", ds, workers)
+        rate[:] = [total / (time.perf_counter() - start)]
+        return done
+
+    variants["objsdk ShardDataset"] = defaults
     for name, options in (
-        ("objsdk ShardDataset", {}),
         ("objsdk ShardDataset readahead=0", {"readahead": 0}),
         ("objsdk ShardDataset readahead=6", {"readahead": 6}),
     ):
         variants[name] = lambda o=options, n=name: in_loader(  # type: ignore[misc]
             n, ShardDataset(client, specs, shuffle_shards=False, **o), workers
         )
+    # The loader's ceiling where the server shares its cores (the warm-up runs the
+    # defaults first, so a rate is known).
+    pacer = Pacer(srv, keys)
+    variants[LOADED_LOADER] = lambda: pacer.alongside(
+        lambda: webdataset_loader(local, workers, LOADED_LOADER), rate[0], total
+    )
     try:
         os.environ.setdefault("AWS_ACCESS_KEY_ID", srv.access_key)
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", srv.secret_key)
@@ -226,7 +296,10 @@ def loader_section(
         variants["s3torchconnector"] = lambda: in_loader("s3torchconnector", s3t, workers)
     except Exception as e:  # not installed, or refuses this endpoint: say so, go on
         print(f"s3torchconnector: not measured ({type(e).__name__}: {e})")
-    results, counts = run(variants, args.runs)
+    try:
+        results, counts = run(variants, args.runs)
+    finally:
+        pacer.close()
     section = report(
         f"DataLoader, {workers} workers, local MinIO",
         results,
@@ -241,6 +314,14 @@ def loader_section(
         *(verdict(results, "objsdk ShardDataset", b, m) for b, m in more),
     ]
     section["samples_per_s"] = samples_line(results, counts)
+    ceiling = results[LOADED_LOADER].median
+    print(
+        f"  the loader's ceiling with the server busy beside it: {ceiling:.3f} s, "
+        f"{results['webdataset (pipe:curl)'].median / ceiling:.2f}x webdataset (pipe:curl); "
+        f"objsdk ShardDataset {ceiling / results['objsdk ShardDataset'].median:.2f}x it "
+        f"(the reading process beside it: {sorted(pacer.cpu)[len(pacer.cpu) // 2]:.3f} CPU s)"
+    )
+    section["loaded_ceiling_s"] = round(ceiling, 4)
     section["worker_cpu_s"] = {}
     for name, cpu in WORKER_CPU.items():
         median = sorted(cpu)[len(cpu) // 2]

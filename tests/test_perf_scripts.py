@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,49 @@ def test_bench_copy_runs_every_route(local_minio: LocalMinio, client: Client) ->
     for variant in ("one CopyObject", "parts, server-copied", "streamed via client"):
         assert variant in proc.stdout
     assert not client.bucket_exists("objsdk-perf-copy")
+
+
+def test_paced_read_reads_the_bytes_it_is_asked_for_at_its_rate(
+    local_minio: LocalMinio, client: Client
+) -> None:
+    # The DataLoader section's ceiling with the server busy is only as good as this load.
+    client.create_bucket("paced")
+    client.put_object("paced", "a", os.urandom(3 << 20))
+    client.put_object("paced", "b", os.urandom(2 << 20))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=local_minio.endpoint,
+        AWS_ACCESS_KEY_ID=local_minio.access_key,
+        AWS_SECRET_ACCESS_KEY=local_minio.secret_key,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(PERF / "paced_read.py"), "paced", "a", "b"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+
+    def say(line: str) -> str:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        return proc.stdout.readline().strip()
+
+    try:
+        # All of it, across both objects and round again, and not a byte more.
+        assert say(f"{1e9} {7 << 20}") == "started"
+        time.sleep(1.0)
+        read, cpu = say("stop").split()
+        assert (int(read), float(cpu) >= 0) == (7 << 20, True)
+        # Paced: 4 MB/s for about half a second is 4 MiB at most (the first chunk at once).
+        assert say(f"{4e6} {1 << 30}") == "started"
+        time.sleep(0.5)
+        assert 0 < int(say("stop").split()[0]) <= 2 * (4 << 20)
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        proc.stdout.close()
