@@ -10,9 +10,12 @@ Workloads (full mode; ``--quick`` shrinks them to check the script runs):
                                   ``aws s3 cp - | tar -x`` (64 members of 4 MiB)
 
 Peers: ``s5cmd`` (built from its Go module on first use, like MinIO; skipped when no Go
-toolchain is found) and ``aws s3`` (when ``aws`` is on PATH). Each tool is a fresh
-process per run, run ``--runs`` times in rotating order; the table shows the median wall
-time, the median CPU of the child process (user + sys) and the speed relative to s5cmd.
+toolchain is found) and ``aws s3`` (when ``aws`` is on PATH). Many-file downloads also
+run perf/python_floor.py, the least a Python process does for them (standard library,
+presigned URLs, no checksum and no fsync): what Python itself costs, in the same run.
+Each tool is a fresh process per run, run ``--runs`` times in rotating order; the table
+shows the median wall time, the median CPU of the child process (user + sys) and the
+speed relative to s5cmd.
 ``--profile`` puts the tools behind a Toxiproxy network profile (objsdk.bench.profiles:
 ``wan`` is ~25 MB/s per connection and 20 ms), where parts in flight decide the speed.
 
@@ -48,6 +51,7 @@ from pathlib import Path
 
 from common import MiB, parser, s5cmd_binary, server, write_json
 
+from objsdk import Client
 from objsdk.bench.profiles import PROFILES, proxied_endpoint
 from objsdk.testing import Toxiproxy
 
@@ -59,6 +63,10 @@ class Timing:
     name: str
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+
+
+# The many-file downloads' floor for any Python tool (perf/python_floor.py).
+FLOOR = "python floor"
 
 
 def objsdk_command() -> list[str]:
@@ -134,13 +142,13 @@ def interleaved(
 def report(title: str, timings: dict[str, Timing], nbytes: int) -> dict[str, object]:
     base = statistics.median(timings["s5cmd"].wall) if "s5cmd" in timings else None
     print(f"\n## {title}")
-    print(f"{'tool':<10} {'median s':>9} {'MB/s':>8} {'child cpu s':>12} {'vs s5cmd':>9}")
+    print(f"{'tool':<12} {'median s':>9} {'MB/s':>8} {'child cpu s':>12} {'vs s5cmd':>9}")
     rows = []
     for t in timings.values():
         wall, cpu = statistics.median(t.wall), statistics.median(t.cpu)
         ratio = base / wall if base else float("nan")
         shown = f"{ratio:>8.2f}x" if base else f"{'-':>9}"
-        print(f"{t.name:<10} {wall:>9.3f} {nbytes / wall / 1e6:>8.1f} {cpu:>12.3f} {shown}")
+        print(f"{t.name:<12} {wall:>9.3f} {nbytes / wall / 1e6:>8.1f} {cpu:>12.3f} {shown}")
         rows.append(
             {
                 "tool": t.name,
@@ -247,6 +255,15 @@ def main() -> None:
                 down["aws"] = lambda data=data, out=out: [
                     aws, "s3", "cp", "--recursive", "--only-show-errors", "--endpoint-url", url,
                     data, str(out),
+                ]  # fmt: skip
+            if count > 1:
+                urls = Path(tmp) / f"urls-{count}-{size}"
+                signer = Client(url, srv.access_key, srv.secret_key)
+                keys = [f"{count}x{size}/data/{p.name}" for p in sorted(src.iterdir())]
+                urls.write_text("\n".join(signer.presign("GET", BUCKET, k) for k in keys))
+                down[FLOOR] = lambda urls=urls, out=out: [
+                    sys.executable, str(Path(__file__).with_name("python_floor.py")),
+                    str(urls), str(out),
                 ]  # fmt: skip
             nbytes = count * size
             sections.append(report(f"{title} up", interleaved(up, env, runs, clear), nbytes))
