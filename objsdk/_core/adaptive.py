@@ -8,10 +8,9 @@ aggregate rate measured over a window:
   in a row, by the best of them: its fastest rate and its busiest CPU share (a window
   the server stalled in says what the network would give, not what a stream costs),
   or at the first window that shows the stream held back by its path: the caller
-  waited for bytes at least ``min_wait`` of it (where that is measured), and the
-  stream cost the client under
-  ``1/cheap`` of ``cores`` (a stall would have to stop a stream that keeps a fifth of
-  a core busy for most of the window to look that cheap).
+  waited for bytes at least ``min_wait`` of it (where that is measured), and the stream
+  cost the client under ``1/cheap`` of ``cores`` (a stall would have to stop a stream
+  that keeps a fifth of a core busy for most of the window to look that cheap).
   The next level is the cap, unless the client's CPU (where a clock is given) would
   not hold ``factor`` streams at the one stream's share within ``cores``, or the
   machine, where the server shares it (``host_cores`` given) and the stream costs
