@@ -8,15 +8,9 @@ from objsdk import errors
 from objsdk._core.sizes import DEFAULT_CHUNK_SIZE, RECEIVE_SLICE
 from objsdk._transport.base import Response
 
-__all__ = ["OBSERVED_SLICE", "BodyStream", "Broken", "Observer"]
+__all__ = ["BodyStream", "Broken", "Observer"]
 
 Observer = Callable[[int, "bytes | memoryview"], None]
-
-# A large observed ``readinto`` receives this much at a time, and the observer (the
-# checksum) reads each slice while it is still in the CPU cache: a 1 MiB buffer hashed
-# after the kernel filled it is read back from memory, which costs several times the
-# CRC itself (docs/perf.md, "what verification costs a read").
-OBSERVED_SLICE = RECEIVE_SLICE
 
 
 class Broken(Exception):
@@ -71,11 +65,15 @@ class BodyStream:
 
     def readinto(self, view: memoryview) -> int:
         view = view[: self._cap(len(view))]
-        if self.observer is None or len(view) <= OBSERVED_SLICE:
+        # The observer (the checksum) reads each slice while it is still in the CPU cache:
+        # a 1 MiB buffer hashed after the kernel filled it is read back from memory, which
+        # costs several times the CRC itself (docs/perf.md, "what verification costs a
+        # read").
+        if self.observer is None or len(view) <= RECEIVE_SLICE:
             return self._readinto(view)
         n = 0
         while n < len(view):
-            piece = view[n : n + OBSERVED_SLICE]
+            piece = view[n : n + RECEIVE_SLICE]
             got = self._readinto(piece)
             n += got
             if got < len(piece):

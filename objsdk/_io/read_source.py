@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from objsdk._core.adaptive import Preset
-from objsdk._core.sizes import ADAPTIVE_CAP
-from objsdk._io.body import OBSERVED_SLICE, Observer
+from objsdk._core.sizes import ADAPTIVE_CAP, RECEIVE_SLICE
+from objsdk._io.body import Observer
 from objsdk._io.range_reader import SKIP_THRESHOLD, RangeIgnored, RangeReader, ReadStats
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher
 from objsdk._io.shared_level import InFlight, SharedLevel
@@ -81,7 +81,7 @@ class ReadSource:
         level = self.level
         if level is None or level.settled or self.parts is not None:
             return chunk
-        return min(chunk, OBSERVED_SLICE)
+        return min(chunk, RECEIVE_SLICE)
 
     def receive(self, op: Callable[[Any], T], empty: T, want: int) -> T:
         """Run one body read ``op`` at offset ``want``; ``empty`` at the end of the

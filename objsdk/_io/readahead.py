@@ -35,11 +35,6 @@ from objsdk._io.shared_level import InFlight, SharedLevel
 
 __all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
 
-# A worker fills its part in slices of this size, checking for cancellation and telling
-# the adaptive level of the bytes (a slice is one socket read: finer slices let a level
-# be judged within a few round trips on a slow connection).
-_PART_SLICE = RECEIVE_SLICE
-
 Observer = Callable[[int, "bytes | memoryview"], None]
 
 
@@ -83,8 +78,10 @@ def part_fetcher(
         with InFlight(level) as part:
             try:
                 reader.seek(start)
+                # A slice per socket read: cancellation is checked, and the level
+                # told of the bytes, within a few round trips on a slow connection.
                 while n < len(into) and not cancel.is_set():
-                    k = reader.readinto(into[n : n + _PART_SLICE])
+                    k = reader.readinto(into[n : n + RECEIVE_SLICE])
                     if k == 0:
                         raise errors.ProtocolError(
                             f"part {start}-{stop} ended after {n} bytes",
