@@ -209,12 +209,7 @@ class Pacer:
     """perf/paced_read.py in a child process: the server's work beside a loader."""
 
     def __init__(self, srv: Any, keys: list[str]) -> None:
-        env = {
-            **os.environ,
-            "AWS_ENDPOINT_URL": srv.endpoint,
-            "AWS_ACCESS_KEY_ID": srv.access_key,
-            "AWS_SECRET_ACCESS_KEY": srv.secret_key,
-        }
+        env = {**os.environ, **srv.env()}
         script = Path(__file__).with_name("paced_read.py")
         self.proc = subprocess.Popen(
             [sys.executable, str(script), BUCKET, *keys],

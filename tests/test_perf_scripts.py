@@ -23,11 +23,9 @@ PERF = Path(__file__).resolve().parent.parent / "perf"
 BUCKET = "bench-requests"  # perf/bench_requests.py's
 
 
-def run_perf_script(
-    *argv: str, endpoint: LocalMinio | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """``python perf/<argv>`` against ``endpoint`` as your own server, else the local
-    MinIO the script starts for itself."""
+def perf_env(endpoint: LocalMinio | None) -> dict[str, str]:
+    """The environment of a perf script: ``endpoint`` as your own server, else none (the
+    script starts its own MinIO)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     if endpoint is not None:
         env.update(
@@ -35,10 +33,18 @@ def run_perf_script(
             AWS_ACCESS_KEY_ID=endpoint.access_key,
             AWS_SECRET_ACCESS_KEY=endpoint.secret_key,
         )
+    return env
+
+
+def run_perf_script(
+    *argv: str, endpoint: LocalMinio | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python perf/<argv>`` against ``endpoint`` as your own server, else the local
+    MinIO the script starts for itself."""
     return subprocess.run(
         [sys.executable, *argv],
         cwd=PERF,
-        env=env,
+        env=perf_env(endpoint),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -152,18 +158,12 @@ def test_paced_read_reads_the_bytes_it_is_asked_for_at_its_rate(
     client.create_bucket("paced")
     client.put_object("paced", "a", os.urandom(3 << 20))
     client.put_object("paced", "b", os.urandom(2 << 20))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=local_minio.endpoint,
-        AWS_ACCESS_KEY_ID=local_minio.access_key,
-        AWS_SECRET_ACCESS_KEY=local_minio.secret_key,
-    )
     proc = subprocess.Popen(
         [sys.executable, str(PERF / "paced_read.py"), "paced", "a", "b"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env=env,
+        env=perf_env(local_minio),
     )
     assert proc.stdin is not None
     assert proc.stdout is not None
