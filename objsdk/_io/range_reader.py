@@ -32,6 +32,7 @@ from objsdk._core.pin import VersionPin
 from objsdk._core.ranges import format_range
 from objsdk._io.body import BodyStream, Broken, Observer
 from objsdk._s3.head import head_object
+from objsdk._transport import forks
 from objsdk._transport.base import Response, Transport
 from objsdk._transport.retry import after_failure, resume_policy
 from objsdk.models import ObjectInfo
@@ -158,6 +159,7 @@ class RangeReader:
         self.expect = 0
         self._span_end: int | None = None
         self._stream: BodyStream | None = None
+        self._forks = forks.generation  # the process _stream was opened in
         self._policy = resume_policy(max_resume)
         self._retry = self._policy
         self._opened_once = False
@@ -331,6 +333,12 @@ class RangeReader:
     def _stream_at(self, want: int) -> BodyStream | None:
         """The stream positioned at ``want`` (opened if needed); None at the end."""
         stream = self._stream
+        if stream is not None and self._forks != forks.generation:
+            # Forked in mid-body: the connection is the parent's, which reads on from it.
+            # This process closes its copy of the socket and resumes from its own
+            # position on a connection of its own, pinned as always.
+            self.drop()
+            stream = None
         if stream is not None and stream.pos < want:
             skip = want - stream.pos
             stream.discard(skip)  # raises Broken on failure: then we resume at want
@@ -463,7 +471,7 @@ class RangeReader:
         size = self.size
         stop = size if end is None or size is None else min(size, end)
         stream = BodyStream(resp, cont.start, stop, self.observer)
-        self._stream = stream
+        self._stream, self._forks = stream, forks.generation
         if cont.discard:
             stream.discard(cont.discard)
             self.stats.bytes_discarded += cont.discard

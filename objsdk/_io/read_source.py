@@ -21,6 +21,7 @@ from objsdk._io.body import Observer
 from objsdk._io.range_reader import SKIP_THRESHOLD, RangeIgnored, RangeReader, ReadStats
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher
 from objsdk._io.shared_level import InFlight, SharedLevel
+from objsdk._transport import forks
 
 __all__ = ["ReadSource"]
 
@@ -55,6 +56,17 @@ class ReadSource:
         self._size = size
         self._observer = observer
         self._from_start = from_start
+        self._threads(readahead)
+        self.parts: PartStream | None = None
+        # Bytes read in sequence since the last far seek: read-ahead starts once a whole
+        # part's worth has gone by, so random small reads do not fetch whole parts.
+        # A fresh reader counts as sequential.
+        self.run = part_size
+        self.pos = 0  # where the last receive left off
+
+    def _threads(self, readahead: int | None) -> None:
+        """Make what this reader shares with its read-ahead workers, in this process."""
+        self._forks = forks.generation
         self._stats_lock = threading.Lock()
         # readahead=None: parts in flight follow the rate (a level of 1 is one stream);
         # the CPU weighed is that of this reader's network reads, not the caller's work.
@@ -62,16 +74,19 @@ class ReadSource:
             readahead,
             preset=Preset.reader(),
             begin=False,
-            endpoint=reader.transport.endpoint.url,
+            endpoint=self.reader.transport.endpoint.url,
         )
         self._stream = InFlight(self.level)  # the single stream, the level's first part
         self._prefetcher: Prefetcher | None = None
-        self.parts: PartStream | None = None
-        # Bytes read in sequence since the last far seek: read-ahead starts once a whole
-        # part's worth has gone by, so random small reads do not fetch whole parts.
-        # A fresh reader counts as sequential.
-        self.run = part_size
-        self.pos = 0  # where the last receive left off
+
+    def _check_fork(self) -> None:
+        """In a forked child, the read-ahead's workers do not exist and its parts are the
+        parent's: they are dropped, never waited for or joined, and read-ahead starts
+        again on this process's own threads with the next sequential read (an adaptive
+        level measures again). The stream resumes on its own (RangeReader)."""
+        if self._forks != forks.generation:
+            self.parts = None
+            self._threads(self.readahead)
 
     def fill_size(self, chunk: int) -> int:
         """The bytes a buffered fill of ``chunk`` asks the network for: at most a slice
@@ -86,6 +101,7 @@ class ReadSource:
     def receive(self, op: Callable[[Any], T], empty: T, want: int) -> T:
         """Run one body read ``op`` at offset ``want``; ``empty`` at the end of the
         object. :attr:`pos` is then the next offset to receive."""
+        self._check_fork()
         self.pos = want
         source = self._source(want)
         if source is None:
@@ -113,6 +129,7 @@ class ReadSource:
     def seek(self, target: int) -> None:
         """The caller moved to ``target``: a far or backward move cancels the parts (or
         the stream reopens there lazily) and sequential reading starts over."""
+        self._check_fork()
         parts = self.parts
         if parts is not None:
             if not 0 <= target - parts.pos <= SKIP_THRESHOLD:
@@ -131,6 +148,7 @@ class ReadSource:
 
     def settle(self, keep: bytes | memoryview) -> None:
         """Recycle read-ahead buffers no longer referenced, except ``keep``'s."""
+        self._check_fork()
         if self.parts is not None:
             self.parts.settle(keep)
 
@@ -215,6 +233,7 @@ class ReadSource:
 
     def drop(self) -> None:
         """Close the open stream and cancel parts in flight; reopened lazily."""
+        self._check_fork()
         self.reader.drop()
         if self.parts is not None:
             parts, self.parts = self.parts, None
@@ -222,6 +241,7 @@ class ReadSource:
 
     def close(self) -> None:
         """Drop the network and join the read-ahead workers (counting what they wasted)."""
+        self._check_fork()
         if self.level is not None:
             self.level.release()  # a wait for the level to settle ends here
         self.drop()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import io
 import logging
+import os
 import warnings
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -41,6 +42,7 @@ from objsdk._core.sizes import DEFAULT_PART_SIZE, DEFAULT_WRITER_PARALLEL, MAX_P
 from objsdk._s3.objects import put_bytes
 from objsdk._transfer.multipart import CompletedPart, MultipartSession
 from objsdk._transfer.progress import Progress, ProgressTracker
+from objsdk._transport import forks
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo
 
@@ -82,6 +84,10 @@ class ObjectWriter(io.BufferedIOBase):
     completed, since what was written may be only part of what was meant. Collection
     waits for parts in flight (so none lands after the abort), then emits a
     ``ResourceWarning`` like an unclosed file. Not thread-safe: write from one thread.
+
+    An upload belongs to the process that opened the writer. A forked child's copy
+    refuses to write or complete (:class:`~objsdk.InvalidArgument`); its ``abort()``,
+    ``with`` exit or collection sends nothing, and the parent's upload goes on.
     """
 
     def __init__(
@@ -136,6 +142,8 @@ class ObjectWriter(io.BufferedIOBase):
         self._next_index = 0
         self._aborted = False
         self._info: ObjectInfo | None = None
+        self._forks = forks.generation  # the process the upload belongs to
+        self._owner = os.getpid()
 
     def __repr__(self) -> str:
         pos = self._pos + len(self._stage)
@@ -173,6 +181,27 @@ class ObjectWriter(io.BufferedIOBase):
         if self.closed:
             raise ValueError("I/O operation on closed file.")
 
+    def _owned(self) -> bool:
+        return self._forks == forks.generation
+
+    def _check_owner(self) -> None:
+        if not self._owned():
+            raise errors.InvalidArgument(
+                f"this writer's upload belongs to process {self._owner}, which opened it; "
+                f"a forked child may not write to it or complete it "
+                f"(bucket {self.bucket!r}, key {self.key!r})"
+            )
+
+    def _disown(self) -> None:
+        """In a forked child: close this copy without a request (the parent's upload goes
+        on) and without waiting for parts, whose threads are the parent's."""
+        self._stage = bytearray()
+        self._session = None
+        self._pending = {}
+        self._buf = self._view = None
+        self._free = []
+        super().close()
+
     @property
     def info(self) -> ObjectInfo | None:
         """What the server stored (ETag, size, CRC32C) once ``close()`` succeeded."""
@@ -191,10 +220,11 @@ class ObjectWriter(io.BufferedIOBase):
             stage, n = self._stage, len(b)
             end = self._pos + len(stage) + n
             fits = n < _SMALL and n + len(stage) <= _STAGE and end <= self._room
-            if fits and not self._failed and not self.closed:
+            if fits and not self._failed and not self.closed and self._owned():
                 stage += b
                 return n
         self._check_open()
+        self._check_owner()
         self._check_failed()
         if isinstance(b, str):
             raise TypeError(
@@ -323,6 +353,9 @@ class ObjectWriter(io.BufferedIOBase):
         """
         if self.closed:
             return
+        if not self._owned():
+            self._disown()
+            self._check_owner()
         try:
             self._check_failed()
             try:
@@ -364,6 +397,9 @@ class ObjectWriter(io.BufferedIOBase):
         object already there is left as it was). Waits for parts in flight, then aborts
         the multipart upload. Does nothing if already closed."""
         if self.closed:
+            return
+        if not self._owned():
+            self._disown()
             return
         try:
             self._abort_upload()
@@ -420,6 +456,9 @@ class ObjectWriter(io.BufferedIOBase):
     def __del__(self) -> None:
         if "_progress" not in self.__dict__ or self.closed:
             return  # never fully constructed, or closed properly
+        if not self._owned():
+            self._disown()  # a forked child's copy: the upload is the parent's
+            return
         # Collected while open: what was written may be a fraction of what was meant, so
         # the upload is aborted, never completed.
         try:

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Mapping
 
 from objsdk import errors
+from objsdk._transport import forks
 
 __all__ = ["CHECKSUM_WHEN", "ChecksumDialect", "is_request_checksum_header"]
 
@@ -79,6 +80,10 @@ class ChecksumDialect:
         self._lock = threading.Lock()
         self._refused_request = False
         self._refused_mode = False
+        forks.register(self)
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()  # a parent thread may have held it at the fork
 
     def __repr__(self) -> str:
         return (

@@ -22,7 +22,7 @@ from urllib3.util.retry import Retry
 
 from objsdk._core.addressing import Endpoint
 from objsdk._core.signing import Credentials
-from objsdk._transport import private_api
+from objsdk._transport import forks, private_api
 from objsdk._transport.base import Body, FilePut, Interruptible, flat_body
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.pipeline import (
@@ -86,6 +86,15 @@ class HTTPTransport(PipelinedTransport):
         # or file body: see objsdk._transport.streamed.
         self._streamed: Streamed | None = None
         self._streamed_lock = threading.Lock()
+        forks.register(self)
+
+    def after_fork_in_child(self) -> None:
+        # requests' pools hold the parent's sockets, and their locks may be held by a
+        # parent thread: the child drops them and makes its own on first use.
+        self._streamed_lock = threading.Lock()
+        streamed, self._streamed = self._streamed, None
+        if streamed is not None:
+            streamed.abandon()
 
     @property
     def verify(self) -> bool | str:

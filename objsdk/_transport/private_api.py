@@ -238,6 +238,20 @@ def install_watched_pools(adapter: HTTPAdapter) -> None:
         }
 
 
+def close_pooled_sockets(adapter: HTTPAdapter) -> None:
+    """Close the sockets of ``adapter``'s idle pooled connections, taking none of
+    urllib3's locks: in a forked child, a parent thread may have held one at the fork.
+    (``PoolManager.pools`` is a ``RecentlyUsedContainer`` over ``_container``; a pool's
+    idle connections wait in the ``LifoQueue`` ``pool``, whose items are in ``queue``.)"""
+    pools = getattr(adapter.poolmanager.pools, "_container", {})
+    for pool in list(pools.values()):
+        for conn in list(getattr(getattr(pool, "pool", None), "queue", ())):
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+
 # -- http.client's response under urllib3's ---------------------------------------------
 
 

@@ -22,7 +22,7 @@ from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
 from objsdk import errors
-from objsdk._transport import private_api
+from objsdk._transport import forks, private_api
 from objsdk._transport.base import Body, flat_body
 from objsdk._transport.pipeline import MAX_ERROR_BODY, SignedRequest, refusal
 from objsdk._transport.translate import _BROKEN, translate, translate_errors
@@ -44,6 +44,7 @@ class StreamedResponse:
         self._direct: private_api.DirectSocket | None = None
         self._where = (operation, bucket, key)
         self._ended = False  # the body was read to its end
+        self._forks = forks.generation  # the process that received it (see close)
         self._body: bytes | None = None
         self.status = resp.status_code
         self.headers: Mapping[str, str] = resp.headers
@@ -127,6 +128,12 @@ class StreamedResponse:
             self._ended = True
 
     def close(self) -> None:
+        if self._forks != forks.generation:
+            # A forked child's copy of its parent's connection: its descriptor is closed
+            # and nothing else, so the parent reads on (no shutdown, no socket options
+            # restored, and no pool of the parent's taken to put it back in).
+            self._raw.close()
+            return
         if self._ended and (self._fp is None or self._fp.isclosed()):
             # Read whole: the connection carries the next request.
             self._raw.release_conn()
@@ -183,6 +190,12 @@ class Streamed:
 
     def close(self) -> None:
         self.adapter.close()
+
+    def abandon(self) -> None:
+        """In a forked child: close this process's descriptors of the pooled sockets,
+        taking none of urllib3's locks and leaving the parent's connections as they are;
+        the adapter is not used again."""
+        private_api.close_pooled_sockets(self.adapter)
 
     def prepare(
         self, request: SignedRequest, body: Body, content_length: int | None

@@ -42,7 +42,7 @@ from urllib3.util import parse_url
 from urllib3.util.ssl_ import create_urllib3_context
 
 from objsdk._core.signing import host_header
-from objsdk._transport import private_api
+from objsdk._transport import forks, private_api
 
 __all__ = ["Answer", "Fields", "Wire"]
 
@@ -181,11 +181,19 @@ class Wire:
         self._idle: dict[str, list[_Connection]] = {}
         self._origins: dict[str, _Origin] = {}
         self._lock = threading.Lock()
-        self._pid = os.getpid()
         self._tls: ssl.SSLContext | None = None
         # A transport dropped without close() still closes its idle connections (urllib3
-        # 2's pools do the same): the finalizer holds the dict, not the Wire.
-        weakref.finalize(self, _close_idle, self._idle, self._lock)
+        # 2's pools do the same): the finalizer holds the dict, not the Wire. No lock:
+        # nothing else can reach a Wire that is being collected.
+        weakref.finalize(self, _close_all, self._idle)
+        forks.register(self)
+
+    def after_fork_in_child(self) -> None:
+        # The parent's sockets: using one would interleave two processes' requests and
+        # answers on one connection. Closed here, in the child only (no shutdown); the
+        # lock anew, since a parent thread may have held it at the fork.
+        self._lock = threading.Lock()
+        _close_all(self._idle)
 
     def close(self) -> None:
         _close_idle(self._idle, self._lock)
@@ -252,12 +260,6 @@ class Wire:
         return origin
 
     def _checkout(self, netloc: str, origin: _Origin) -> _Connection:
-        if os.getpid() != self._pid:
-            # A forked child shares its parent's sockets: using one would interleave two
-            # processes' requests on one connection. Closing the child's descriptors
-            # leaves the parent's connections as they are (no shutdown).
-            self._pid = os.getpid()
-            _close_idle(self._idle, self._lock)
         while True:
             with self._lock:
                 idle = self._idle.get(netloc)
@@ -536,10 +538,21 @@ class Fields(Mapping[str, str]):
 
 def _close_idle(idle: dict[str, list[_Connection]], lock: threading.Lock) -> None:
     with lock:
-        conns = [conn for pool in idle.values() for conn in pool]
-        idle.clear()
+        conns = _take_all(idle)
     for conn in conns:
         conn.close()
+
+
+def _close_all(idle: dict[str, list[_Connection]]) -> None:
+    """:func:`_close_idle` where no other thread can reach ``idle``."""
+    for conn in _take_all(idle):
+        conn.close()
+
+
+def _take_all(idle: dict[str, list[_Connection]]) -> list[_Connection]:
+    conns = [conn for pool in idle.values() for conn in pool]
+    idle.clear()
+    return conns
 
 
 def _persists(version: str, fields: Mapping[str, str]) -> bool:
