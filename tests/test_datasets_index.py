@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 from datasets_helpers import make_shard
 
-from objsdk import Client
+from objsdk import Client, ObjectChangedError
 from objsdk.datasets import (
     INDEX_NAME,
     ShardDataset,
@@ -251,6 +251,7 @@ def test_a_shard_changed_after_indexing_is_a_shard_error_naming_the_remedy(clien
     with pytest.raises(ShardError, match="objsdk index") as e:
         keys(ds)
     assert e.value.shard == f"{bucket}/u/shard-000.tar"
+    assert isinstance(e.value.__cause__, ObjectChangedError)
 
 
 def test_a_state_saved_splitting_by_shard_is_refused_by_an_indexed_dataset(client, uneven):

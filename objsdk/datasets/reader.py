@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from objsdk import Client, ObjectFile, ReadStats
-from objsdk.errors import InvalidArgument
+from objsdk.errors import InvalidArgument, ObjectChangedError
 
 from .decode import decoder_for
 from .errors import ShardError
@@ -26,7 +26,14 @@ from .tar import RawSample, group_samples, iter_members
 if TYPE_CHECKING:
     from .dataset import ShardDataset
 
-__all__ = ["REPROBE_EVERY", "REPROBE_SECONDS", "ShardRead", "SlotReader", "carried_level"]
+__all__ = [
+    "REPROBE_EVERY",
+    "REPROBE_SECONDS",
+    "ShardRead",
+    "SlotReader",
+    "carried_level",
+    "shard_changed",
+]
 
 # Under readahead=None a worker reads its first shard, and every REPROBE_EVERY-th after
 # it, with the client's adaptive read-ahead; the shards between start at the level the
@@ -53,6 +60,30 @@ def carried_level(
     if opened % REPROBE_EVERY == 0 and (since_probe is None or since_probe >= REPROBE_SECONDS):
         return None
     return min(learned, cap)
+
+
+def shard_changed(
+    shard: Shard,
+    etag: str | None,
+    recorded: str | None,
+    *,
+    since: str,
+    record: str,
+    remedy: str,
+    cause: ObjectChangedError | None = None,
+) -> ShardError:
+    """The refusal of a shard that is no longer the version recorded for it (by its
+    sample index, or by the state a resumed epoch was saved in): names the shard, its
+    ETag now and the recorded one. ``__cause__`` is ``cause`` (the read's own
+    :class:`~objsdk.ObjectChangedError`) or one saying the same."""
+    now, then = normal_etag(etag), normal_etag(recorded)
+    error = ShardError(
+        f"shard changed since {since} (ETag {now}, {record} {then}); {remedy}", shard=str(shard)
+    )
+    error.__cause__ = cause or ObjectChangedError(
+        f"ETag {then} is now {now}", bucket=shard.bucket, key=shard.key
+    )
+    return error
 
 
 @dataclass
@@ -422,10 +453,13 @@ class SlotReader:
         want = index[str(shard)].etag
         got = normal_etag(f.etag)
         if want is not None and got is not None and want != got:
-            raise ShardError(
-                f"shard changed since its index was built (ETag {got}, index {want}); "
-                "rebuild the index (objsdk index s3://bucket/prefix/)",
-                shard=str(shard),
+            raise shard_changed(
+                shard,
+                got,
+                want,
+                since="its index was built",
+                record="index",
+                remedy="rebuild the index (objsdk index s3://bucket/prefix/)",
             )
 
     def samples(self) -> Iterator[dict[str, Any]]:
