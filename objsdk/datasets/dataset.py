@@ -33,7 +33,8 @@ __all__ = ["OnError", "ShardDataset", "ShardRead"]
 log = logging.getLogger("objsdk.datasets")
 
 OnError = str | Callable[[ShardError], bool]
-STATE_VERSION = 2
+# 3: every slot pins the shards it stands in to the version it read (ETag, version id).
+STATE_VERSION = 3
 DEFAULT_PART_SIZE = 4 << 20
 # How long a shard's stream may go without progress before the read fails: a training
 # job would rather wait out an outage of a minute or two than die.
@@ -278,7 +279,10 @@ class ShardDataset(_Base):
     def state_dict(self) -> dict[str, Any]:
         """Where every (rank, worker) that read in this process stands, plus what was
         loaded for the others: shard order, shard, byte offset of the next tar member,
-        and the shuffle buffer (as offsets) and its random state. Plain Python data.
+        the shuffle buffer (as offsets) and its random state, and the version (ETag, and
+        version id on a versioned bucket) of each shard whose samples are still to come
+        from what was read: the shard being read and those with samples in the buffer.
+        Plain Python data.
 
         Raises :class:`~objsdk.errors.InvalidArgument` in a process whose DataLoader
         workers read this epoch: their progress is not visible here, and a state without
@@ -319,9 +323,28 @@ class ShardDataset(_Base):
         ``"slots"``). The state's epoch becomes this dataset's, unless :meth:`set_epoch`
         chose one: then that epoch wins, and slots saved in another epoch are ignored
         (a state saved at the end of epoch 0 and ``set_epoch(1)`` read all of epoch 1,
-        in whichever order the two calls come)."""
-        if state.get("version") != STATE_VERSION:
-            raise InvalidArgument(f"unknown state version {state.get('version')!r}")
+        in whichever order the two calls come).
+
+        A resumed epoch never mixes two versions of a shard: a shard it stood in mid-way
+        (or has samples of in the shuffle buffer) is read in the version the state saved
+        (pinned by ``If-Match`` on its ETag, and by its version id when the bucket keeps
+        versions, which then reads on even after the shard was replaced). A shard
+        replaced since is a :class:`ShardError` naming it and both ETags (``__cause__``
+        an :class:`~objsdk.ObjectChangedError`) before any of its samples is given out,
+        through ``on_error`` (``"skip"`` goes on without the rest of it). Shards the
+        epoch had not started are read as they are now. A state saved by an objsdk that
+        recorded no versions (state version 2 or older) is refused."""
+        version = state.get("version")
+        if isinstance(version, int) and version < STATE_VERSION:
+            raise InvalidArgument(_older_state(f"this state (version {version})"))
+        if version != STATE_VERSION:
+            raise InvalidArgument(f"unknown state version {version!r}")
+        slots = state.get("slots")
+        if not isinstance(slots, Mapping):
+            raise InvalidArgument("state has no 'slots' table")
+        for key, slot in slots.items():
+            if isinstance(slot, Mapping) and "pins" not in slot:  # merged from an older one
+                raise InvalidArgument(_older_state(f"the state of slot {key}"))
         if state.get("seed") != self.seed or state.get("n_shards") != len(self.shards):
             raise InvalidArgument(
                 f"state is for seed {state.get('seed')!r} and {state.get('n_shards')!r} "
@@ -335,7 +358,7 @@ class ShardDataset(_Base):
             )
         if not self._shared.explicit:
             self._shared.set_epoch(int(state["epoch"]), explicit=False)
-        self._pending = {str(k): dict(v) for k, v in state["slots"].items()}
+        self._pending = {str(k): dict(v) for k, v in slots.items()}
         self._readers = {}
 
     # -- iteration -----------------------------------------------------------------------
@@ -411,6 +434,13 @@ def _resolve_index(
     if missing:
         raise InvalidArgument(f"the index lacks {len(missing)} shards, first {missing[0]}")
     return index
+
+
+def _older_state(what: str) -> str:
+    return (
+        f"{what} was saved by an older objsdk without shard ETags; resuming it could mix "
+        "versions of a shard: start the epoch again (set_epoch, without load_state_dict)"
+    )
 
 
 def _secret_box(client: Client) -> SecretBox | None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from objsdk import Client, ObjectFile, ReadStats
-from objsdk.errors import InvalidArgument, ObjectChangedError
+from objsdk._core.pin import VersionPin
+from objsdk.errors import InvalidArgument, ObjectChangedError, ObjsdkError
 
 from .decode import decoder_for
 from .errors import ShardError
@@ -112,6 +113,11 @@ class SlotReader:
         self.offset = self._start(0)  # byte offset of the next member header at pos
         self.taken = 0  # samples the source took from the segment at pos
         self.yielded = 0
+        # The version (ETag, version id) each shard was read in, by position, for the
+        # shards whose samples are still to come from that version: the one at ``pos``
+        # and those with samples in the shuffle buffer. A resumed pass reads them pinned
+        # to it (see state()).
+        self._pins: dict[int, VersionPin] = {}
         self.buffer: ShuffleBuffer[tuple[RawSample, int]] = ShuffleBuffer(
             ds.shuffle_buffer, ds.shuffle_initial, self.rng
         )
@@ -195,7 +201,12 @@ class SlotReader:
     # -- state -----------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
+        """Where this pass stands, as plain data. ``"pins"``: for the shard being read and
+        every shard with samples in the shuffle buffer, the version the samples came from
+        (``{"<pos>": {"shard", "etag", "version_id"}}``); shards not started are not
+        pinned."""
         version, internal, gauss = self.rng.getstate()
+        live = self._live()
         return {
             "epoch": self.epoch,
             "world_size": self.slot.world_size,
@@ -207,7 +218,21 @@ class SlotReader:
             "yielded": self.yielded,
             "rng": [version, list(internal), gauss],
             "buffer": [[pos, raw.offset] for raw, pos in self.buffer.items],
+            "pins": {
+                str(pos): {
+                    "shard": str(self._shard(pos)),
+                    "etag": pin.etag,
+                    "version_id": pin.version_id,
+                }
+                for pos, pin in sorted(self._pins.items())
+                if pos in live
+            },
         }
+
+    def _live(self) -> set[int]:
+        """The positions whose samples are still to come from a version already read:
+        the shard at ``pos`` and those with samples in the shuffle buffer."""
+        return {self.pos, *(pos for _, pos in self.buffer.items)}
 
     def _restore(self, state: Mapping[str, Any]) -> None:
         try:
@@ -225,26 +250,89 @@ class SlotReader:
         self.yielded = int(state["yielded"])
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
-        self.buffer.items = self._refetch([(int(p), int(o)) for p, o in state["buffer"]])
+        self._pins = self._saved_pins(state["pins"])
+        items, skipped = self._refetch([(int(p), int(o)) for p, o in state["buffer"]])
+        self.buffer.items = items
+        if self.pos in skipped:
+            # The shard being read was replaced and on_error skipped it: all of its rest.
+            self.pos, self.offset, self.taken = self.pos + 1, self._start(self.pos + 1), 0
 
-    def _refetch(self, refs: list[tuple[int, int]]) -> list[tuple[RawSample, int]]:
-        """The buffered samples again, read at their offsets (one reader per shard)."""
+    def _saved_pins(self, saved: Any) -> dict[int, VersionPin]:
+        """The versions a saved state pins its shards to, by position in its plan."""
+        pins: dict[int, VersionPin] = {}
+        names: dict[int, str] = {}
+        try:
+            for pos, entry in saved.items():
+                etag, version_id, name = entry["etag"], entry["version_id"], entry["shard"]
+                if not all(isinstance(v, str | None) for v in (etag, version_id)):
+                    raise TypeError("etag and version_id must be strings or None")
+                pins[int(pos)] = VersionPin(etag=etag, version_id=version_id)
+                names[int(pos)] = str(name)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise InvalidArgument("state has malformed shard pins") from None
+        for pos, name in names.items():
+            if not self.plan or str(self._shard(pos)) != name:
+                raise InvalidArgument(
+                    f"state pins shard {name!r} at position {pos} of its plan, which reads "
+                    "another shard there"
+                )
+        return pins
+
+    def _refetch(self, refs: list[tuple[int, int]]) -> tuple[list[tuple[RawSample, int]], set[int]]:
+        """The buffered samples again, read at their offsets (one reader per shard, pinned
+        to the version they came from), and the positions whose shard was replaced since
+        and skipped by ``on_error`` (their samples are left out)."""
         found: dict[tuple[int, int], RawSample] = {}
         by_pos: dict[int, list[int]] = collections.defaultdict(list)
         for pos, offset in refs:
             by_pos[pos].append(offset)
+        skipped: set[int] = set()
         for pos, offsets in by_pos.items():
             shard = self._shard(pos)
-            with self._open(shard, min(offsets), one_stream=True) as f:
-                for offset in sorted(offsets):
-                    samples = group_samples(iter_members(f, str(shard), offset), str(shard))
-                    raw = next(samples, None)
-                    if raw is None:
-                        raise ShardError(
-                            "no sample at saved offset", shard=str(shard), offset=offset
-                        )
-                    found[pos, offset] = raw
-        return [(found[ref], ref[0]) for ref in refs]
+            pin = self._pins.get(pos)
+            try:
+                with self._open(shard, min(offsets), one_stream=True, pin=pin) as f:
+                    for offset in sorted(offsets):
+                        samples = group_samples(iter_members(f, str(shard), offset), str(shard))
+                        raw = next(samples, None)
+                        if raw is None:
+                            raise ShardError(
+                                "no sample at saved offset", shard=str(shard), offset=offset
+                            )
+                        found[pos, offset] = raw
+            except ShardError as e:
+                replaced = self._replaced(e, pin, shard)
+                if replaced is e:
+                    raise
+                self.ds._handle(replaced)
+                skipped.add(pos)
+        return [(found[ref], ref[0]) for ref in refs if ref[0] not in skipped], skipped
+
+    def _replaced(self, error: ShardError, pin: VersionPin | None, shard: Shard) -> ShardError:
+        """``error`` as the refusal of a shard replaced since the state was saved, when it
+        is one: a read pinned to the saved version ``pin`` was refused (412, or an answer
+        with another ETag) before any of its samples; else ``error`` itself."""
+        cause = error.__cause__
+        if pin is None or not isinstance(cause, ObjectChangedError):
+            return error
+        return shard_changed(
+            shard,
+            self._etag_now(shard),
+            pin.etag,
+            since="the state was saved",
+            record="saved",
+            remedy="resuming would mix two versions of it: start the epoch again, or let "
+            "on_error='skip' go on without the rest of it",
+            cause=cause,
+        )
+
+    def _etag_now(self, shard: Shard) -> str | None:
+        """The shard's ETag now, for the message of a refused read (a 412 does not say
+        it); None if it cannot be asked."""
+        try:
+            return self.client.head_object(shard.bucket, shard.key).etag
+        except ObjsdkError:
+            return None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -258,7 +346,17 @@ class SlotReader:
             return self.pos < len(self.plan)
         return self.yielded < self.quota
 
-    def _open(self, shard: Shard, offset: int, *, one_stream: bool = False) -> ObjectFile:
+    def _open(
+        self,
+        shard: Shard,
+        offset: int,
+        *,
+        one_stream: bool = False,
+        pin: VersionPin | None = None,
+    ) -> ObjectFile:
+        """A reader of ``shard`` from ``offset``; ``pin``: the version it must read (a
+        resumed shard's saved one): every request sends its ETag as ``If-Match`` and its
+        version id, so another version is refused by the first answer."""
         readahead = self.ds.readahead
         if readahead is None and not one_stream:
             now = _now()
@@ -269,13 +367,24 @@ class SlotReader:
                 self._probed_at = now
         elif readahead is not None:
             readahead = min(readahead, self._cap) if readahead else 0
-        f = self.client.open(
-            shard.bucket,
-            shard.key,
-            readahead=0 if one_stream else readahead,
-            part_size=self.ds.part_size,
-            max_stall=self.ds.max_stall,
-        )
+        if pin is None:
+            f = self.client.open(
+                shard.bucket,
+                shard.key,
+                readahead=0 if one_stream else readahead,
+                part_size=self.ds.part_size,
+                max_stall=self.ds.max_stall,
+            )
+        else:  # Client.open pins only to what head_object returned
+            f = ObjectFile(
+                self.client,
+                shard.bucket,
+                shard.key,
+                readahead=0 if one_stream else readahead,
+                part_size=self.ds.part_size,
+                max_stall=self.ds.max_stall,
+                pin=pin,
+            )
         if readahead is None and not one_stream:
             with self._probes_lock:
                 self._probes.append(f)
@@ -336,16 +445,18 @@ class SlotReader:
 
         self._prefetch_pool().submit(wait)
 
-    def _take(self, pos: int, offset: int) -> ObjectFile:
+    def _take(self, pos: int, offset: int, pin: VersionPin | None = None) -> ObjectFile:
+        """The reader of the shard at ``pos`` from ``offset``: the prefetched one, or a
+        new one (pinned to ``pin``; a pinned shard, resumed, is never the prefetched)."""
         pending, self._prefetch = self._prefetch, None
         if pending is not None:
             p, o, future = pending
             f = future.result()
-            if (p, o) == (pos, offset):
+            if (p, o) == (pos, offset) and pin is None:
                 return f
             f.close()
             self._forget(f)
-        return self._open(self._shard(pos), offset)
+        return self._open(self._shard(pos), offset, pin=pin)
 
     def _closed(self, f: ObjectFile) -> None:
         """A shard read to its end or left: if it was opened adaptive, it teaches the
@@ -400,6 +511,8 @@ class SlotReader:
             if count is None or self.taken < count:
                 yield from self._segment(pos, shard, count)
             self.pos, self.offset, self.taken = pos + 1, self._start(pos + 1), 0
+            live = self._live()
+            self._pins = {p: pin for p, pin in self._pins.items() if p in live}
             if self.quota is not None and self.pos - cycle_start >= len(self.plan):
                 if self.yielded == cycle_yield:
                     raise ShardError(
@@ -415,8 +528,11 @@ class SlotReader:
         """The rest of the segment at ``pos``: from ``offset``, ``count - taken`` samples
         (or to the end of the shard)."""
         name = str(shard)
-        f = self._take(pos, self.offset)
+        # A shard resumed mid-way is read in the version the state saved, or refused.
+        pin = self._pins.get(pos)
+        f = self._take(pos, self.offset, pin)
         first = self.offset
+        read = False  # whether a sample came from f: a refusal of the pin comes before
         try:
             # The next shard is opened, and its first part fetched, in the background.
             # While this shard's adaptive level still climbs, that waits: opened now,
@@ -428,7 +544,10 @@ class SlotReader:
             else:
                 self._prefetch_once(pos + 1)
             for raw in group_samples(iter_members(f, name, self.offset), name):
+                read = True
                 self._check_version(f, shard)
+                if pos not in self._pins:
+                    self._pins[pos] = VersionPin(etag=f.etag, version_id=f.version_id)
                 self.offset = raw.end
                 self.taken += 1
                 if waiting and self._settled_or_halfway(f, first):
@@ -438,7 +557,7 @@ class SlotReader:
                 if count is not None and self.taken >= count:
                     break
         except ShardError as e:
-            self.ds._handle(e)
+            self.ds._handle(e if read else self._replaced(e, pin, shard))
         finally:
             with self._prefetch_lock:
                 self._prefetch_for = pos + 1  # started, or left to _take
