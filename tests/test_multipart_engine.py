@@ -166,12 +166,39 @@ CREATED = b"<InitiateMultipartUploadResult><UploadId>U9</UploadId></InitiateMult
 UPLOADS = (
     b"<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>"
 )
-UPLOADS_LEFT = (
-    b"<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
-    b"<Upload><Key>k</Key><UploadId>U1</UploadId><Initiated>2999-01-01T00:00:00Z</Initiated>"
-    b"</Upload><Upload><Key>k</Key><UploadId>U9</UploadId>"
-    b"<Initiated>2999-01-01T00:00:00Z</Initiated></Upload></ListMultipartUploadsResult>"
-)
+# The server's clock, as the listing's Date tells it: unrelated to the client's.
+SERVER_NOW = "Sun, 01 Jan 2034 12:00:10 GMT"
+ME = ("arn:aws:iam::111122223333:user/me", "me")
+
+
+def uploads_of_k(*uploads: tuple[str, str, tuple[str, str]]) -> bytes:
+    """A ListMultipartUploads answer: (upload id, Initiated, (Initiator ID, DisplayName))."""
+    body = "".join(
+        f"<Upload><Key>k</Key><UploadId>{upload_id}</UploadId>"
+        f"<Initiator><ID>{who}</ID><DisplayName>{name}</DisplayName></Initiator>"
+        f"<Initiated>{initiated}</Initiated></Upload>"
+        for upload_id, initiated, (who, name) in uploads
+    )
+    return (
+        "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+        f"{body}</ListMultipartUploadsResult>"
+    ).encode()
+
+
+def create_after_a_lost_reply(listing: bytes, date: str | None = SERVER_NOW) -> MockTransport:
+    """A transport whose first Create reached the server and answered 503, whose second
+    returns U9, and whose ListMultipartUploads answers ``listing`` with that ``Date``."""
+    answers = {
+        "POST": [MockResponse(503, {}, error("SlowDown")), MockResponse(200, {}, CREATED)],
+        "GET": [MockResponse(200, {"Date": date} if date else {}, listing)],
+        "DELETE": [MockResponse(204)],
+    }
+    return MockTransport(lambda request: answers[request.method].pop(0), retry=default_retry())
+
+
+def aborted(transport: MockTransport) -> list[str]:
+    """The upload ids the requests sent to ``transport`` aborted."""
+    return [r.url.rpartition("uploadId=")[2] for r in transport.requests if r.method == "DELETE"]
 
 
 def test_create_is_retried_on_a_503_answer(monkeypatch):
@@ -189,15 +216,82 @@ def test_create_is_retried_on_a_503_answer(monkeypatch):
 def test_a_create_retried_after_a_lost_reply_aborts_the_upload_it_left(monkeypatch):
     # The first attempt reached the server (upload U1), its answer came back as a 503.
     monkeypatch.setattr("time.sleep", lambda s: None)
-    answers = {
-        "POST": [MockResponse(503, {}, error("SlowDown")), MockResponse(200, {}, CREATED)],
-        "GET": [MockResponse(200, {}, UPLOADS_LEFT)],
-        "DELETE": [MockResponse(204)],
-    }
-    transport = MockTransport(lambda request: answers[request.method].pop(0), retry=default_retry())
+    transport = create_after_a_lost_reply(
+        uploads_of_k(("U1", "2034-01-01T12:00:09.400Z", ME), ("U9", "2034-01-01T12:00:09.700Z", ME))
+    )
     assert create_multipart_upload(transport, "b", "k") == "U9"
-    (abort,) = [r for r in transport.requests if r.method == "DELETE"]
-    assert "uploadId=U1" in abort.url
+    assert aborted(transport) == ["U1"]
+
+
+@pytest.mark.parametrize("year", [2001, 2099], ids=["server-behind", "server-ahead"])
+def test_the_lost_upload_is_judged_by_the_servers_date_not_the_local_clock(monkeypatch, year):
+    # The server's clock is decades from the client's: only the listing's Date counts.
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    transport = create_after_a_lost_reply(
+        uploads_of_k(("U1", f"{year}-01-01T12:00:09Z", ME), ("U9", f"{year}-01-01T12:00:10Z", ME)),
+        date=f"Mon, 01 Jan {year} 12:00:10 GMT",
+    )
+    assert create_multipart_upload(transport, "b", "k") == "U9"
+    assert aborted(transport) == ["U1"]
+
+
+def test_an_upload_of_the_key_started_before_the_first_attempt_is_another_writers(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    transport = create_after_a_lost_reply(
+        uploads_of_k(
+            ("OTHER", "2034-01-01T12:00:07.000Z", ME),  # 3 s before the first attempt
+            ("U1", "2034-01-01T12:00:09.500Z", ME),
+            ("U9", "2034-01-01T12:00:09.800Z", ME),
+        )
+    )
+    assert create_multipart_upload(transport, "b", "k") == "U9"
+    assert aborted(transport) == ["U1"]
+
+
+def test_an_upload_of_the_key_by_another_initiator_is_never_aborted(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    someone = ("arn:aws:iam::111122223333:user/someone", "someone")
+    transport = create_after_a_lost_reply(
+        uploads_of_k(
+            ("THEIRS", "2034-01-01T12:00:09.600Z", someone),
+            ("U9", "2034-01-01T12:00:09.800Z", ME),
+        )
+    )
+    assert create_multipart_upload(transport, "b", "k") == "U9"
+    assert aborted(transport) == []
+
+
+def test_when_more_than_one_upload_could_be_the_lost_one_none_is_aborted_and_all_are_logged(
+    monkeypatch, caplog
+):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    transport = create_after_a_lost_reply(
+        uploads_of_k(
+            ("U1", "2034-01-01T12:00:09.500Z", ME),
+            ("U2", "2034-01-01T12:00:09.600Z", ME),
+            ("U9", "2034-01-01T12:00:09.800Z", ME),
+        )
+    )
+    with caplog.at_level("WARNING", logger="objsdk"):
+        assert create_multipart_upload(transport, "b", "k") == "U9"
+    assert aborted(transport) == []
+    (record,) = [r for r in caplog.records if "none is aborted" in r.getMessage()]
+    assert record.name == "objsdk"
+    assert "U1" in record.getMessage()
+    assert "U2" in record.getMessage()
+    assert "U9" not in record.getMessage()
+
+
+def test_without_the_servers_date_no_upload_is_aborted(monkeypatch, caplog):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    transport = create_after_a_lost_reply(
+        uploads_of_k(("U1", "2034-01-01T12:00:09.5Z", ME), ("U9", "2034-01-01T12:00:09.8Z", ME)),
+        date=None,
+    )
+    with caplog.at_level("WARNING", logger="objsdk"):
+        assert create_multipart_upload(transport, "b", "k") == "U9"
+    assert aborted(transport) == []
+    assert any("U1" in r.getMessage() for r in caplog.records)
 
 
 def test_create_is_not_retried_on_a_client_error():
@@ -308,17 +402,16 @@ def test_adaptive_parts_tell_the_level_when_each_starts_and_ends(monkeypatch):
 def test_a_create_interrupted_while_its_answer_is_on_the_way_aborts_the_upload_it_left():
     # Ctrl-C or SIGTERM once the server has created the upload (U1), before the client
     # read its id: nothing else would ever abort it.
-    only_u1 = UPLOADS_LEFT.replace(
-        b"<Upload><Key>k</Key><UploadId>U9</UploadId>"
-        b"<Initiated>2999-01-01T00:00:00Z</Initiated></Upload>",
-        b"",
+    listing = uploads_of_k(
+        ("OTHER", "2034-01-01T12:00:07.000Z", ME),  # another writer's, 3 s earlier
+        ("U1", "2034-01-01T12:00:09.500Z", ME),
     )
 
     def handler(request: Request) -> MockResponse:
         if request.method == "POST":
             raise KeyboardInterrupt
         if request.method == "GET":
-            return MockResponse(200, {}, only_u1)
+            return MockResponse(200, {"Date": SERVER_NOW}, listing)
         return MockResponse(204)
 
     transport = MockTransport(handler, retry=default_retry())

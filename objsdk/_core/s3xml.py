@@ -385,9 +385,12 @@ def parse_complete_result(body: bytes) -> CompleteResult:
 
 @dataclass(frozen=True)
 class UploadListPage:
-    """One ``ListMultipartUploads`` page: (key, upload id, initiated) and where to go on."""
+    """One ``ListMultipartUploads`` page: (key, upload id, initiated, initiator) and where
+    to go on. The initiator is the ``Initiator``'s (ID, DisplayName), None if absent."""
 
-    uploads: list[tuple[str, str, datetime | None]] = field(default_factory=list)
+    uploads: list[tuple[str, str, datetime | None, tuple[str, str] | None]] = field(
+        default_factory=list
+    )
     next_key_marker: str | None = None
     next_upload_id_marker: str | None = None
 
@@ -399,11 +402,15 @@ def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
     uploads = []
     for up in root.iterfind("{*}Upload"):
         key = xml_text(up, "Key") or ""
+        initiator = up.find("{*}Initiator")
         uploads.append(
             (
                 unquote_plus(key) if encoded else key,
                 xml_text(up, "UploadId") or "",
                 _date(up, "Initiated"),
+                None
+                if initiator is None
+                else (xml_text(initiator, "ID") or "", xml_text(initiator, "DisplayName") or ""),
             )
         )
     truncated = (xml_text(root, "IsTruncated") or "").lower() == "true"

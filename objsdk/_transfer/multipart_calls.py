@@ -9,24 +9,28 @@ failures, 5xx answers and 200-with-error answers; if a retry finds the upload go
 (NoSuchUpload) because an earlier attempt completed it and its reply was lost, a HEAD
 checks that the object is there with the size and CRC32C we sent, and that counts as
 success. CreateMultipartUpload is retried on 5xx answers only: an answer means no
-upload was created, while a lost reply might hide one (the caller then gets the error).
+upload was created, while a lost reply might hide one (the caller then gets the error);
+:func:`create_multipart_upload` says how such an upload is found and aborted.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import IO
 
 from objsdk import errors
 from objsdk._core.checksums import encode_crc32c
 from objsdk._core.parts import Part
 from objsdk._core.s3xml import (
+    UploadListPage,
     build_complete_body,
     parse_complete_result,
     parse_copy_result,
+    parse_http_date,
     parse_list_multipart_uploads,
     parse_upload_id,
 )
@@ -48,9 +52,12 @@ __all__ = [
 
 log = logging.getLogger("objsdk")
 
-# Servers' clocks may run behind ours: uploads initiated this much before our first
-# attempt still count as possibly ours.
-_CLOCK_SKEW = timedelta(seconds=2)
+# The window in which a lost CreateMultipartUpload reply's upload was initiated is
+# measured on the server's clock: the listing's Date less the time since the first
+# attempt. Date is in whole seconds (RFC 9110 §5.6.7), and so is Initiated on some
+# services, perhaps stamped by another of their nodes: uploads initiated this much
+# before the window still count.
+_SERVER_CLOCK_SLACK = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,8 @@ class MultipartUpload:
     key: str
     upload_id: str
     initiated: datetime | None = None
+    #: Who started it: the ``Initiator``'s (ID, DisplayName); None if not given.
+    initiator: tuple[str, str] | None = None
 
 
 def create_multipart_upload(
@@ -77,14 +86,17 @@ def create_multipart_upload(
     """Start an upload; return its upload id. ``headers`` carry content type,
     metadata and ``x-amz-checksum-algorithm``/``x-amz-checksum-type``.
 
-    An attempt whose answer was lost (a 5xx from a proxy after the server created the
+    An attempt whose reply was lost (a 5xx from a proxy after the server created the
     upload, a connection dropped before the reply, an interruption while it was on its
-    way) may have created an upload nobody knows the id of. So once attempts have failed
-    or been interrupted, uploads of this key that were initiated since the first
-    attempt, other than the one returned, are aborted (best effort; another writer of
-    the same key in the same seconds would see its upload fail, never a torn object).
+    way) may have created an upload nobody knows the id of. So once an attempt has
+    failed that way, the key's uploads are listed and the one it left is aborted (best
+    effort): an upload of the key, other than the one returned, initiated since the
+    first attempt as the server's clock tells (the listing's ``Date`` less the
+    monotonic time since then: the local clock may be minutes off), by the initiator
+    of the upload returned. If more than one qualifies, none is aborted and their ids
+    are logged: an upload this client cannot tell is its own is never aborted.
     """
-    started = datetime.now(timezone.utc) - _CLOCK_SKEW
+    started = time.monotonic()
     retried: list[errors.ObjsdkError] = []
     try:
         # POST ?uploads: retried after an error answer (nothing was created), never
@@ -114,24 +126,75 @@ def create_multipart_upload(
 
 
 def _abort_lost(
-    transport: Transport, bucket: str, key: str, since: datetime, *, keep: str | None
+    transport: Transport, bucket: str, key: str, started: float, *, keep: str | None
 ) -> None:
-    """Abort uploads of ``key`` initiated since ``since`` but ``keep`` (a lost reply's)."""
+    """Abort the upload of ``key`` a lost reply left, if it can be told (see
+    :func:`create_multipart_upload`); ``started`` is the first attempt's
+    ``time.monotonic()``, ``keep`` the upload id the Create returned, if any."""
     try:
-        for up in list_multipart_uploads(transport, bucket, key):
-            if up.key != key or up.upload_id == keep:
-                continue
-            if up.initiated is not None and up.initiated < since:
-                continue
-            abort_multipart_upload(transport, bucket, key, up.upload_id)
-    except errors.ObjsdkError:
+        uploads, since = _uploads_of(transport, bucket, key, started)
+    except errors.ObjsdkError as e:
         log.warning(
-            "could not look for uploads left by a lost CreateMultipartUpload reply "
-            "(bucket %r, key %r)",
+            "could not look for an upload left by a lost CreateMultipartUpload reply "
+            "(bucket %r, key %r): %s",
             bucket,
             key,
-            exc_info=True,
+            e,
         )
+        return
+    lost = _lost_uploads(uploads, keep, since)
+    if lost is not None and len(lost) == 1:
+        abort_multipart_upload(transport, bucket, key, lost[0].upload_id)
+        return
+    candidates = [up for up in uploads if up.upload_id != keep] if lost is None else lost
+    if candidates:
+        log.warning(
+            "CreateMultipartUpload of key %r in bucket %r lost a reply, and which of the "
+            "uploads %s it left cannot be told: none is aborted",
+            key,
+            bucket,
+            ", ".join(up.upload_id for up in candidates),
+        )
+
+
+def _lost_uploads(
+    uploads: list[MultipartUpload], keep: str | None, since: datetime | None
+) -> list[MultipartUpload] | None:
+    """The uploads among ``uploads`` (all of one key) that a lost Create may have left:
+    initiated since ``since`` (the first attempt, on the server's clock), by ``keep``'s
+    initiator if ``keep`` is given. None if that cannot be judged: no ``since``, an
+    upload without its ``Initiated`` time, or ``keep`` not among ``uploads``."""
+    if since is None or any(up.initiated is None for up in uploads):
+        return None
+    since -= _SERVER_CLOCK_SLACK
+    mine = [up for up in uploads if up.upload_id == keep]
+    if keep is not None and not mine:
+        return None
+    return [
+        up
+        for up in uploads
+        if up.upload_id != keep
+        and (not mine or up.initiator == mine[0].initiator)
+        and up.initiated is not None
+        and up.initiated >= since
+    ]
+
+
+def _uploads_of(
+    transport: Transport, bucket: str, key: str, started: float
+) -> tuple[list[MultipartUpload], datetime | None]:
+    """The uploads of ``key`` in progress, and the server's time at ``started`` (a
+    ``time.monotonic()``): the first page's ``Date`` less the time from ``started`` to
+    its arrival. None without a ``Date``."""
+    uploads: list[MultipartUpload] = []
+    since: datetime | None = None
+    for n, (page, headers) in enumerate(_upload_pages(transport, bucket, key)):
+        if n == 0:
+            date = parse_http_date(headers.get("Date"))
+            if date is not None:
+                since = date - timedelta(seconds=time.monotonic() - started)
+        uploads.extend(up for up in page if up.key == key)
+    return uploads, since
 
 
 def upload_part(
@@ -298,6 +361,14 @@ def list_multipart_uploads(
     transport: Transport, bucket: str, prefix: str = ""
 ) -> Iterator[MultipartUpload]:
     """Uploads started and neither completed nor aborted, under ``prefix``."""
+    for page, _headers in _upload_pages(transport, bucket, prefix):
+        yield from page
+
+
+def _upload_pages(
+    transport: Transport, bucket: str, prefix: str
+) -> Iterator[tuple[list[MultipartUpload], Mapping[str, str]]]:
+    """ListMultipartUploads page by page: each page's uploads and answer headers."""
     key_marker = upload_marker = ""
     while True:
         params = [("uploads", ""), ("prefix", prefix), ("encoding-type", "url")]
@@ -307,9 +378,8 @@ def list_multipart_uploads(
             resp = transport.request(
                 "GET", operation="list_multipart_uploads", bucket=bucket, params=params
             )
-        page = parse_list_multipart_uploads(resp.content)
-        for key, upload_id, initiated in page.uploads:
-            yield MultipartUpload(key, upload_id, initiated)
+        page: UploadListPage = parse_list_multipart_uploads(resp.content)
+        yield [MultipartUpload(*up) for up in page.uploads], resp.headers
         if not page.next_key_marker:
             return
         key_marker = page.next_key_marker
