@@ -4,6 +4,8 @@ The public API is re-exported here; the modules behind it each own one idea
 (``signing``, ``transport``, ``client``, ``errors``...).
 """
 
+import logging
+
 from objsdk._core.client_config import ClientConfig
 from objsdk._core.sse import SSE, SSEC, SSEKMS, SSES3
 from objsdk._io.objectfile import ObjectFile, ReadStats
@@ -50,6 +52,11 @@ from objsdk.models import (
     Prefix,
     UploadInfo,
 )
+
+# A library logs, the application decides where it goes: without this handler, Python's
+# last-resort handler would print objsdk's warnings (retries, say) on stderr of every
+# program that configured no logging (Python docs, "Configuring Logging for a Library").
+logging.getLogger("objsdk").addHandler(logging.NullHandler())
 
 __all__ = [
     "SSE",

@@ -303,6 +303,38 @@ def test_create_is_not_retried_on_a_client_error():
     assert [r.method for r in transport.requests if r.method == "POST"] == ["POST"]
 
 
+def test_a_refused_create_is_not_taken_for_a_lost_reply():
+    # A 403 is the server's answer: no upload was created, so none is looked for.
+    transport = MockTransport(
+        lambda request: MockResponse(403, {}, error("AccessDenied")), retry=default_retry()
+    )
+    with pytest.raises(objsdk.AccessDenied):
+        create_multipart_upload(transport, "b", "k")
+    assert [(r.method, r.operation) for r in transport.requests] == [
+        ("POST", "create_multipart_upload")
+    ]
+
+
+def test_a_refusal_after_a_lost_reply_still_looks_for_the_upload_left(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    answers = {
+        "POST": [
+            MockResponse(503, {}, error("SlowDown")),
+            MockResponse(403, {}, error("AccessDenied")),
+        ],
+        "GET": [
+            MockResponse(
+                200, {"Date": SERVER_NOW}, uploads_of_k(("U1", "2034-01-01T12:00:09.5Z", ME))
+            )
+        ],
+        "DELETE": [MockResponse(204)],
+    }
+    transport = MockTransport(lambda request: answers[request.method].pop(0), retry=default_retry())
+    with pytest.raises(objsdk.AccessDenied):
+        create_multipart_upload(transport, "b", "k")
+    assert aborted(transport) == ["U1"]
+
+
 def _session_with_parts(numbers: list[int], at: list[int] | None = None) -> MultipartSession:
     """Parts of one byte each, numbered ``numbers``, at offsets ``at`` (default: the
     part's index, so consecutive numbers hold consecutive bytes)."""

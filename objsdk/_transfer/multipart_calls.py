@@ -94,7 +94,9 @@ def create_multipart_upload(
     first attempt as the server's clock tells (the listing's ``Date`` less the
     monotonic time since then: the local clock may be minutes off), by the initiator
     of the upload returned. If more than one qualifies, none is aborted and their ids
-    are logged: an upload this client cannot tell is its own is never aborted.
+    are logged: an upload this client cannot tell is its own is never aborted. An
+    error answer (a 403, say) with no failed attempt before it is a refusal, not a
+    lost reply: nothing is listed.
     """
     started = time.monotonic()
     retried: list[errors.ObjsdkError] = []
@@ -110,6 +112,13 @@ def create_multipart_upload(
             headers=headers,
             on_retry=retried.append,
         )
+    except errors.S3Error as e:
+        # A 5xx may be a proxy's after the server created the upload; a 4xx (a 403 under
+        # a policy without s3:PutObject, say) is the server's refusal: nothing was
+        # created, unless an earlier attempt's reply was lost.
+        if retried or e.status >= 500:
+            _abort_lost(transport, bucket, key, started, keep=None)
+        raise
     except BaseException:
         # Also when interrupted (Ctrl-C, SIGTERM) while the answer was on its way: the
         # server may have created the upload already.
