@@ -393,6 +393,7 @@ class UploadListPage:
     )
     next_key_marker: str | None = None
     next_upload_id_marker: str | None = None
+    is_truncated: bool = False
 
 
 def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
@@ -418,4 +419,5 @@ def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
         uploads,
         (xml_text(root, "NextKeyMarker") or None) if truncated else None,
         (xml_text(root, "NextUploadIdMarker") or None) if truncated else None,
+        truncated,
     )

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket
+from objsdk._core.pagination import Pagination
 from objsdk._core.s3xml import parse_list_objects_v2
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectSummary, Prefix
@@ -38,6 +39,7 @@ def _pages(
     page_size: int,
 ) -> Iterator[ObjectSummary | Prefix]:
     token: str | None = None
+    walk = Pagination("list_objects", bucket, prefix)
     while True:
         params = [
             ("list-type", "2"),
@@ -60,13 +62,8 @@ def _pages(
         yield from entries
         if not page.is_truncated:
             return
-        if not page.next_token:
-            raise errors.ProtocolError(
-                f"truncated listing without a continuation token (prefix {prefix!r})",
-                operation="list_objects",
-                bucket=bucket,
-            )
-        token = page.next_token
+        token = page.next_token or ""
+        walk.next_page(len(entries), [("continuation-token", token)])
 
 
 class ListingAPI:

@@ -16,6 +16,7 @@ from urllib.parse import unquote_plus
 
 from objsdk import errors
 from objsdk._core.addressing import check_bucket
+from objsdk._core.pagination import Pagination
 from objsdk._core.s3xml import parse_iso_date, xml_root, xml_text
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Transport
@@ -92,6 +93,7 @@ def _pages(
 ) -> Iterator[ObjectVersion]:
     key_marker: str | None = None
     version_marker: str | None = None
+    walk = Pagination("list_object_versions", bucket, prefix)
     while True:
         params = [
             ("versions", ""),
@@ -109,9 +111,13 @@ def _pages(
             )
         page = parse_list_object_versions(resp.content)
         yield from page.versions
-        if not page.is_truncated or page.next_key_marker is None:
+        if not page.is_truncated:
             return
-        key_marker, version_marker = page.next_key_marker, page.next_version_id_marker
+        key_marker, version_marker = page.next_key_marker or "", page.next_version_id_marker
+        walk.next_page(
+            len(page.versions),
+            [("key-marker", key_marker), ("version-id-marker", version_marker or "")],
+        )
 
 
 def get_bucket_versioning(transport: Transport, bucket: str) -> str | None:

@@ -24,6 +24,7 @@ from typing import IO
 
 from objsdk import errors
 from objsdk._core.checksums import encode_crc32c
+from objsdk._core.pagination import Pagination
 from objsdk._core.parts import Part
 from objsdk._core.s3xml import (
     UploadListPage,
@@ -379,6 +380,7 @@ def _upload_pages(
 ) -> Iterator[tuple[list[MultipartUpload], Mapping[str, str]]]:
     """ListMultipartUploads page by page: each page's uploads and answer headers."""
     key_marker = upload_marker = ""
+    walk = Pagination("list_multipart_uploads", bucket, prefix)
     while True:
         params = [("uploads", ""), ("prefix", prefix), ("encoding-type", "url")]
         if key_marker:
@@ -389,7 +391,10 @@ def _upload_pages(
             )
         page: UploadListPage = parse_list_multipart_uploads(resp.content)
         yield [MultipartUpload(*up) for up in page.uploads], resp.headers
-        if not page.next_key_marker:
+        if not page.is_truncated:
             return
-        key_marker = page.next_key_marker
+        key_marker = page.next_key_marker or ""
         upload_marker = page.next_upload_id_marker or ""
+        walk.next_page(
+            len(page.uploads), [("key-marker", key_marker), ("upload-id-marker", upload_marker)]
+        )
