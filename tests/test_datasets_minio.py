@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from datasets_helpers import expected_samples, make_shard, make_tar
@@ -524,3 +525,44 @@ def test_states_of_several_workers_merge_and_each_worker_resumes_its_own(client,
         ds = dataset(w)
         ds.load_state_dict(merged)
         assert keys_of(ds) == full[w][k:]
+
+
+def saved_in_shard_0(
+    client: Client, bucket: str, buffer: int
+) -> tuple[list[str], list[str], list[str], dict[str, Any]]:
+    """Two shards of 10 samples in ``bucket``; their keys, the keys of an uninterrupted
+    epoch, its first 3 (shard 0 part read, part in the shuffle buffer) and the state
+    saved then (through JSON)."""
+    shards = []
+    for s in range(2):
+        client.put_object(bucket, f"s-{s}.tar", make_shard(s, 10))
+        shards.append(f"{bucket}/s-{s}.tar")
+    full = keys_of(ShardDataset(client, shards, shuffle_shards=False, shuffle_buffer=buffer))
+    ds = ShardDataset(client, shards, shuffle_shards=False, shuffle_buffer=buffer)
+    it = iter(ds)
+    head = [next(it)["__key__"] for _ in range(3)]
+    state = json.loads(json.dumps(ds.state_dict()))
+    it.close()
+    assert head == full[:3]
+    return shards, full, head, state
+
+
+@pytest.mark.parametrize("buffer", [0, 4])
+def test_a_resume_cut_off_as_it_starts_resumes_from_the_state_when_iterated_again(
+    local_minio, minio_proxy, bucket, client, buffer
+):
+    """The endpoint is down as the resumed epoch starts: a ShardError naming the shard.
+    The state stays loaded, so once the endpoint is back the next iteration gives
+    exactly the rest of the epoch, not the epoch from its start."""
+    shards, full, head, state = saved_in_shard_0(client, bucket, buffer)
+    with Client(
+        minio_proxy.endpoint, local_minio.access_key, local_minio.secret_key, retries=0
+    ) as proxied:
+        ds = ShardDataset(proxied, shards, shuffle_shards=False, shuffle_buffer=buffer, max_stall=1)
+        ds.load_state_dict(state)
+        minio_proxy.disable()
+        with pytest.raises(ShardError) as info:
+            list(ds)
+        assert info.value.shard == shards[0]
+        minio_proxy.enable()
+        assert head + keys_of(ds) == full

@@ -185,3 +185,32 @@ def test_on_a_versioned_bucket_the_resumed_epoch_reads_the_versions_it_started_w
     assert head + rest == [(f"s000/{i:06d}", "v1") for i in range(PER_SHARD)] + [
         (f"s001/{i:06d}", "v2") for i in range(PER_SHARD)
     ]
+
+
+@pytest.mark.parametrize("buffer", [0, 4])
+def test_a_refused_resume_is_refused_again_by_every_iteration_of_that_epoch(client, bucket, buffer):
+    """The loaded state stays in force until an iteration has taken it over: after the
+    refusal, iterating again is refused again (never the epoch over from its start, which
+    would give out again the samples read before the state was saved), and so is the
+    state_dict() the same; set_epoch(1) leaves it behind and reads all of epoch 1."""
+    shards = write_v1(client, bucket)
+    _, state = saved_after(dataset(client, shards, shuffle_buffer=buffer), 3)
+    for s in range(2):
+        client.put_object(bucket, f"s-{s}.tar", second_version(s))
+
+    again = dataset(client, shards, shuffle_buffer=buffer)
+    again.load_state_dict(state)
+    for epoch in (None, None, 0):  # set_epoch(0), as a training loop does, keeps it too
+        if epoch is not None:
+            again.set_epoch(epoch)
+        delivered: list[tuple[str, str]] = []
+        with pytest.raises(ShardError, match="changed since the state was saved") as info:
+            delivered.extend(which(s) for s in again)
+        assert delivered == []
+        assert info.value.shard == f"{bucket}/s-0.tar"
+        assert again.state_dict()["slots"] == state["slots"]
+
+    again.set_epoch(1)
+    assert sorted(which(s) for s in again) == [
+        (f"s{s:03d}/{i:06d}", "v2") for s in range(2) for i in range(PER_SHARD)
+    ]

@@ -302,7 +302,9 @@ class ShardDataset(_Base):
             )
         slots = {k: v for k, v in self._pending.items() if v.get("epoch") == self.epoch}
         for key, reader in self._readers.items():
-            if reader.epoch == self.epoch:
+            # A resumed pass that has not taken its loaded state over stands where that
+            # state does, which is still loaded (and in ``slots``).
+            if reader.epoch == self.epoch and not reader.resuming:
                 slots[key] = reader.state()
         return {
             "version": STATE_VERSION,
@@ -333,7 +335,15 @@ class ShardDataset(_Base):
         an :class:`~objsdk.ObjectChangedError`) before any of its samples is given out,
         through ``on_error`` (``"skip"`` goes on without the rest of it). Shards the
         epoch had not started are read as they are now. A state saved by an objsdk that
-        recorded no versions (state version 2 or older) is refused."""
+        recorded no versions (state version 2 or older) is refused.
+
+        The state stays loaded until the iteration resuming a (rank, worker) has given out
+        a sample or ended. One that fails before (a shard refused as replaced, an
+        unreachable endpoint) leaves it loaded, and :meth:`state_dict` returns it: the
+        next iteration resumes from it again (or is refused again), and never reads the
+        epoch from its start, which would give out again the samples read before the
+        state was saved. :meth:`set_epoch` with another epoch leaves it behind; to read
+        its epoch from the start, use a dataset that loaded no state."""
         version = state.get("version")
         if isinstance(version, int) and version < STATE_VERSION:
             raise InvalidArgument(_older_state(f"this state (version {version})"))
@@ -366,8 +376,11 @@ class ShardDataset(_Base):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         client = self._own_client()
         slot = self.slot()
-        pending = self._pending.pop(slot.key, None)
+        # The loaded state stays loaded until this pass takes it over (SlotReader): a
+        # pass that fails before that leaves it for the next iteration to resume again.
+        pending = self._pending.get(slot.key)
         if pending is not None and pending.get("epoch") != self.epoch:
+            del self._pending[slot.key]  # saved in another epoch: left behind
             pending = None
         if pending is not None and (
             pending.get("world_size"),
@@ -393,6 +406,12 @@ class ShardDataset(_Base):
         reader = SlotReader(self, client, slot, pending)
         self._readers[slot.key] = reader
         return reader.samples()
+
+    def _release(self, key: str, state: Mapping[str, Any]) -> None:
+        """The pass of slot ``key`` took over ``state``, loaded for it: unload it (unless
+        another state was loaded since)."""
+        if self._pending.get(key) is state:
+            del self._pending[key]
 
     def _handle(self, error: ShardError) -> None:
         """Apply ``on_error``: return to skip, raise to stop."""

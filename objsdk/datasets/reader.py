@@ -148,6 +148,8 @@ class SlotReader:
             self._probed_at = previous._probed_at
         if state is not None:
             self._restore(state)
+        # The loaded state this pass resumes, until the pass takes it over (_take_over).
+        self._resuming = state
 
     def _plan(self) -> list[Segment]:
         ds = self.ds
@@ -581,19 +583,36 @@ class SlotReader:
                 remedy="rebuild the index (objsdk index s3://bucket/prefix/)",
             )
 
+    @property
+    def resuming(self) -> bool:
+        """Whether this pass resumes a loaded state it has not taken over yet: it stands
+        where that state does, and the state stays loaded in the dataset."""
+        return self._resuming is not None
+
+    def _take_over(self) -> None:
+        """From now on this pass stands for the slot, not the loaded state it resumed
+        (it gave out a sample, or ended): the dataset unloads that state. A pass that
+        fails before leaves it loaded, so the next iteration resumes it again instead
+        of reading the epoch from its start (giving out again what was read before the
+        state was saved)."""
+        if self._resuming is not None:
+            self.ds._release(self.slot.key, self._resuming)
+            self._resuming = None
+
     def samples(self) -> Iterator[dict[str, Any]]:
         source = self._source()
         try:
-            if self.quota is not None and self.yielded >= self.quota:
-                return
-            for raw, pos in shuffled(source, self.buffer):
-                sample = self._decode(raw, str(self._shard(pos)))
-                if sample is None:
-                    continue
-                self.yielded += 1
-                yield sample
-                if self.quota is not None and self.yielded >= self.quota:
-                    return
+            if self.quota is None or self.yielded < self.quota:
+                for raw, pos in shuffled(source, self.buffer):
+                    sample = self._decode(raw, str(self._shard(pos)))
+                    if sample is None:
+                        continue
+                    self.yielded += 1
+                    self._take_over()
+                    yield sample
+                    if self.quota is not None and self.yielded >= self.quota:
+                        break
+            self._take_over()
         finally:
             source.close()  # closes the shard being read
             self._close()
