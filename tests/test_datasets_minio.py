@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from datasets_helpers import expected_samples, make_shard, make_tar
 
-from objsdk import Client
+from objsdk import Client, ResumeLimitError
 from objsdk.datasets import ShardDataset, ShardError, default_decoders
 from objsdk.errors import InvalidArgument
 
@@ -286,7 +286,7 @@ def test_samples_per_rank_equalises_uneven_shards_by_dropping_or_wrapping(client
 
 FORK_SCRIPT = """
 import json, multiprocessing, sys
-from objsdk import Client
+from objsdk import Client, ResumeLimitError
 from objsdk.datasets import ShardDataset
 
 
@@ -345,7 +345,7 @@ def test_dataset_made_in_the_parent_works_in_child_processes(
 
 RESUME_SCRIPT = """
 import json, sys
-from objsdk import Client
+from objsdk import Client, ResumeLimitError
 from objsdk.datasets import ShardDataset
 
 endpoint, access, secret, spec, state_path = sys.argv[1:6]
@@ -566,3 +566,59 @@ def test_a_resume_cut_off_as_it_starts_resumes_from_the_state_when_iterated_agai
         assert info.value.shard == shards[0]
         minio_proxy.enable()
         assert head + keys_of(ds) == full
+
+
+def test_a_buffer_that_cannot_be_read_again_on_resume_is_skipped_and_counted_with_skip(
+    local_minio, minio_proxy, bucket, client
+):
+    """The endpoint is down while the resumed epoch reads its shuffle buffer again (the
+    samples of shard 0, which it stands in): on_error="skip" skips shard 0, its buffered
+    samples and its rest, as one skip, and goes on with shard 1 once the endpoint is
+    back."""
+    shards, _, _, state = saved_in_shard_0(client, bucket, 4)
+    with Client(
+        minio_proxy.endpoint, local_minio.access_key, local_minio.secret_key, retries=0
+    ) as proxied:
+        ds = ShardDataset(
+            proxied, shards, shuffle_shards=False, shuffle_buffer=4, max_stall=1, on_error="skip"
+        )
+        ds.load_state_dict(state)
+        minio_proxy.disable()
+        it = iter(ds)  # reads the buffer again
+        minio_proxy.enable()
+        rest = [s["__key__"] for s in it]
+    assert ds.skipped == 1
+    assert sorted(rest) == [f"s001/{i:06d}" for i in range(10)]
+
+
+def test_a_buffer_that_cannot_be_read_again_on_resume_reaches_on_error_naming_the_shard(
+    local_minio, minio_proxy, bucket, client
+):
+    """The same failure, given to an on_error callable that does not skip it: a
+    ShardError naming shard 0, the read's own error as its cause, raised by iter()."""
+    shards, _, _, state = saved_in_shard_0(client, bucket, 4)
+    seen: list[ShardError] = []
+
+    def keep_going(error: ShardError) -> bool:
+        seen.append(error)
+        return False
+
+    with Client(
+        minio_proxy.endpoint, local_minio.access_key, local_minio.secret_key, retries=0
+    ) as proxied:
+        ds = ShardDataset(
+            proxied,
+            shards,
+            shuffle_shards=False,
+            shuffle_buffer=4,
+            max_stall=1,
+            on_error=keep_going,
+        )
+        ds.load_state_dict(state)
+        minio_proxy.disable()
+        with pytest.raises(ShardError) as info:
+            iter(ds)
+    assert seen == [info.value]
+    assert info.value.shard == shards[0]
+    assert isinstance(info.value.__cause__, ResumeLimitError)
+    assert ds.skipped == 0

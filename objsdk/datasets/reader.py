@@ -256,7 +256,7 @@ class SlotReader:
         items, skipped = self._refetch([(int(p), int(o)) for p, o in state["buffer"]])
         self.buffer.items = items
         if self.pos in skipped:
-            # The shard being read was replaced and on_error skipped it: all of its rest.
+            # The shard being read failed and on_error skipped it: all of its rest.
             self.pos, self.offset, self.taken = self.pos + 1, self._start(self.pos + 1), 0
 
     def _saved_pins(self, saved: Any) -> dict[int, VersionPin]:
@@ -282,8 +282,10 @@ class SlotReader:
 
     def _refetch(self, refs: list[tuple[int, int]]) -> tuple[list[tuple[RawSample, int]], set[int]]:
         """The buffered samples again, read at their offsets (one reader per shard, pinned
-        to the version they came from), and the positions whose shard was replaced since
-        and skipped by ``on_error`` (their samples are left out)."""
+        to the version they came from), and the positions whose shard could not be read
+        again (replaced since, or a read that failed) and was skipped by ``on_error``
+        (their samples are left out). Every such failure goes through ``on_error``, as a
+        :class:`ShardError` naming the shard, like a failure of any other read."""
         found: dict[tuple[int, int], RawSample] = {}
         by_pos: dict[int, list[int]] = collections.defaultdict(list)
         for pos, offset in refs:
@@ -302,11 +304,8 @@ class SlotReader:
                                 "no sample at saved offset", shard=str(shard), offset=offset
                             )
                         found[pos, offset] = raw
-            except ShardError as e:
-                replaced = self._replaced(e, pin, shard)
-                if replaced is e:
-                    raise
-                self.ds._handle(replaced)
+            except ShardError as e:  # replaced since, unreadable, no sample there
+                self.ds._handle(self._replaced(e, pin, shard))
                 skipped.add(pos)
         return [(found[ref], ref[0]) for ref in refs if ref[0] not in skipped], skipped
 
