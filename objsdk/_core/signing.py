@@ -27,6 +27,8 @@ from urllib.parse import SplitResult, parse_qsl, quote, urlsplit, urlunsplit
 
 from objsdk.errors import InvalidArgument
 
+from .refresh import DEFAULT_POLICY, RefreshPolicy, Stage, utc
+
 __all__ = [
     "EMPTY_SHA256",
     "UNSIGNED_PAYLOAD",
@@ -92,11 +94,45 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 @dataclass(frozen=True)
 class Credentials:
-    """An access key pair, optionally with an STS session token. The repr shows only the key id."""
+    """An access key pair, optionally with an STS session token, and when it stops
+    working: ``expiry`` is an aware datetime (stored in UTC), None for keys that do not
+    expire. The repr shows only the key id and the expiry."""
 
     access_key: str
     secret_key: str = field(repr=False)
     session_token: str | None = field(default=None, repr=False)
+    expiry: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.expiry is not None:
+            # A frozen value normalises its own field once, here, as dataclasses allow.
+            object.__setattr__(self, "expiry", utc(self.expiry, "expiry"))
+
+    def expired(self, now: datetime) -> bool:
+        """Whether they no longer work at ``now`` (never, without an expiry)."""
+        return self.expiry is not None and utc(now) >= self.expiry
+
+    def stage(
+        self,
+        now: datetime,
+        *,
+        obtained: datetime | None = None,
+        policy: RefreshPolicy = DEFAULT_POLICY,
+    ) -> Stage:
+        """Where they stand at ``now`` under ``policy`` (:meth:`RefreshPolicy.stage`;
+        ``obtained``, when they arrived, scales the windows to their lifetime)."""
+        return policy.stage(self.expiry, now, obtained=obtained)
+
+    def needs_refresh(
+        self,
+        now: datetime,
+        *,
+        obtained: datetime | None = None,
+        policy: RefreshPolicy = DEFAULT_POLICY,
+    ) -> bool:
+        """Whether a refresh is due at ``now``: they are in the advisory or mandatory
+        window, or expired (see :meth:`stage`)."""
+        return self.stage(now, obtained=obtained, policy=policy) is not Stage.FRESH
 
 
 def uri_encode(text: str, *, encode_slash: bool = True) -> str:
