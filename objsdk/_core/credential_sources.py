@@ -52,7 +52,7 @@ from ..errors import ConfigError
 from .container_credentials import ContainerEndpoint, container_endpoint
 from .credential_process import CredentialProcess
 from .instance_metadata import InstanceMetadata, instance_metadata
-from .profiles import SharedFiles
+from .profiles import SharedFiles, named_profile
 from .refresh import parse_expiration
 from .signing import Credentials
 from .sso import SSO, sso_source
@@ -432,7 +432,7 @@ def resolve_credential_source(
     None when nothing gives credentials and no profile was named (the metadata service
     disabled): the client is anonymous. :class:`ConfigError` for a named profile that
     does not exist or gives nothing, and for a source configured wrongly."""
-    named = profile or environ.get("AWS_DEFAULT_PROFILE") or environ.get("AWS_PROFILE")
+    named = named_profile(environ, profile)
     if named and not files.has_profile(named):
         raise ConfigError(
             f"profile `{named}` is in neither {files.config_path} nor {files.credentials_path}"

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 
 from .config import FileReader, _expand, _home, _nested, _parse, read_text_if_exists
 
-__all__ = ["SharedFiles", "load_shared_files", "parse_shared_files", "profile_name"]
+__all__ = [
+    "SharedFiles",
+    "load_shared_files",
+    "named_profile",
+    "parse_shared_files",
+    "profile_name",
+]
 
 Sections = Mapping[str, Mapping[str, str]]
 
@@ -88,10 +94,15 @@ class SharedFiles:
         return _nested(block).get(key.lower()) or None
 
 
+def named_profile(environ: Mapping[str, str], profile: str | None) -> str | None:
+    """The profile named: ``profile`` if given, else ``AWS_DEFAULT_PROFILE``, else
+    ``AWS_PROFILE`` (botocore's order); None if none is."""
+    return profile or environ.get("AWS_DEFAULT_PROFILE") or environ.get("AWS_PROFILE") or None
+
+
 def profile_name(environ: Mapping[str, str], profile: str | None) -> str:
-    """The profile in effect: ``profile`` if given, else ``AWS_DEFAULT_PROFILE``, else
-    ``AWS_PROFILE`` (botocore's order), else ``default``."""
-    return profile or environ.get("AWS_DEFAULT_PROFILE") or environ.get("AWS_PROFILE") or "default"
+    """The profile in effect: the one named (:func:`named_profile`), else ``default``."""
+    return named_profile(environ, profile) or "default"
 
 
 def parse_shared_files(
