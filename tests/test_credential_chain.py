@@ -40,7 +40,13 @@ from objsdk._core.sts import (
     parse_sts_error,
     sts_endpoint,
 )
-from objsdk.errors import ConfigError, ObjsdkError, ProtocolError, XMLParseError
+from objsdk.errors import (
+    ConfigError,
+    InvalidArgument,
+    ObjsdkError,
+    ProtocolError,
+    XMLParseError,
+)
 
 HOME = "/home/u"
 CONFIG = f"{HOME}/.aws/config"
@@ -704,7 +710,7 @@ def test_mfa_profiles_are_refused_because_nothing_can_prompt():
     source_profile = base
     mfa_serial = arn:aws:iam::123456789012:mfa/me
     """
-    with pytest.raises(ConfigError, match=r"profile `r` needs an MFA code.*cannot prompt"):
+    with pytest.raises(ConfigError, match=r"`r` needs an MFA code.*export-credentials --profile r"):
         resolve(config, CREDENTIALS_FILE, profile="r")
 
 
@@ -1165,6 +1171,11 @@ def test_an_expired_sso_token_says_to_log_in_again():
     with pytest.raises(ConfigError, match=r"expired at .*`aws sso login --profile dev`") as caught:
         sso().token(cache(NOW - timedelta(seconds=1)), NOW)
     assert_no_secret(caught.value)
+
+
+def test_a_naive_sso_expiry_is_refused():
+    with pytest.raises(InvalidArgument, match="expires_at"):
+        SsoToken("t", datetime(2024, 5, 1))
 
 
 def test_the_login_command_quotes_an_awkward_profile_name():

@@ -39,6 +39,29 @@ a :class:`ConfigError` naming the profile.
 Every source has ``describe()``, a label for messages and logs such as ``profile `ml`
 (credential_process)``, and ``method``, botocore's name for it. No repr, ``describe()``
 or message holds a secret key or token.
+
+Fetching is the caller's part; each source says what to send and reads the answer:
+
+* :class:`EnvironmentKeys`, :class:`ProfileKeys`: ``.credentials`` (the environment's
+  expire at ``AWS_CREDENTIAL_EXPIRATION``; reading it again is their refresh);
+* :class:`AssumeRole`: credentials of ``.source`` first, then ``.request(endpoint,
+  region, now)`` signed with them (endpoint: :func:`~objsdk._core.sts.sts_endpoint`),
+  answer :func:`~objsdk._core.sts.parse_sts_credentials` or
+  :func:`~objsdk._core.sts.parse_sts_error`;
+* :class:`WebIdentity`: read ``.token_file``, then ``.request(text, endpoint, region,
+  now)`` unsigned, answer as for :class:`AssumeRole`;
+* SSO: read ``.cache_path``, ``.token(text, now)``, ``.role_credentials_request``,
+  ``.parse_role_credentials`` (and ``.renewal_request`` / ``.renewed`` for a token
+  due for renewal);
+* ``credential_process``: run ``.args()``, ``.parse_output(stdout)`` or
+  ``.failure(status, stderr)``;
+* container endpoint: ``GET .url`` with ``.headers(token file text)``, ``.parse_answer``;
+* instance metadata: ``.token_request``, ``.token_outcome``, ``.role_request``,
+  ``.parse_role``, ``.credentials_request``, ``.parse_answer``, then
+  :func:`~objsdk._core.instance_metadata.extend_stale_expiry`.
+
+Then :func:`~objsdk._core.refresh.on_arrival` on what arrived, and the
+:class:`~objsdk._core.refresh.RefreshPolicy` stage before each use.
 """
 
 from __future__ import annotations
@@ -322,8 +345,9 @@ class _Chain:
         if settings.get("mfa_serial"):
             raise ConfigError(
                 f"profile `{name}` needs an MFA code (mfa_serial), and objsdk cannot prompt "
-                "for one: get temporary credentials first (aws sts get-session-token, or a "
-                "credential_process that prompts) and use them"
+                "for one: use credential_process = aws configure export-credentials "
+                f"--profile {name} --format process in another profile (the aws CLI prompts "
+                "and caches the role's credentials)"
             )
         source_profile = settings.get("source_profile")
         credential_source = settings.get("credential_source")

@@ -77,6 +77,13 @@ class SsoToken:
     start_url: str | None = None
     region: str | None = None
 
+    def __post_init__(self) -> None:
+        # Aware times, kept in UTC (a naive one is refused).
+        object.__setattr__(self, "expires_at", utc(self.expires_at, "expires_at"))
+        if self.registration_expires_at is not None:
+            registration = utc(self.registration_expires_at, "registration_expires_at")
+            object.__setattr__(self, "registration_expires_at", registration)
+
     def expired(self, now: datetime) -> bool:
         return utc(now) >= self.expires_at
 
