@@ -275,6 +275,14 @@ def test_bad_bucket_or_key_is_refused_before_the_source_is_opened(client, s3, bu
     assert s3.requests == []
 
 
+def test_a_missing_source_path_is_file_not_found_and_nothing_is_sent(client, s3, tmp_path):
+    missing = tmp_path / "no" / "such" / "file"
+    with pytest.raises(FileNotFoundError) as info:
+        client.upload(BUCKET, KEY, missing)
+    assert info.value.filename == str(missing)
+    assert s3.requests == []
+
+
 # -- routes ------------------------------------------------------------------------------------
 
 

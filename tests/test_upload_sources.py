@@ -80,12 +80,26 @@ def test_a_path_is_a_file_source_stamped_with_size_and_mtime(tmp_path: Path):
         src.check_unchanged()
 
 
-def test_a_missing_path_is_refused_naming_it_bucket_and_key(tmp_path: Path):
-    with (
-        pytest.raises(objsdk.InvalidArgument, match=r"nope.*'b'.*'k'"),
-        open_source(tmp_path / "nope", "b", "k"),
-    ):
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("nope", FileNotFoundError),
+        ("a-file/x", NotADirectoryError),
+        (".", IsADirectoryError),
+    ],
+    ids=["missing", "parent is a file", "a directory"],
+)
+def test_a_path_that_cannot_be_opened_is_python_s_own_error_naming_it(
+    tmp_path: Path, name: str, error: type[OSError]
+):
+    # A fault of the path itself, as open(path, "rb") raises it (docs/errors.md, "Not
+    # objsdk errors"); before: InvalidArgument, a ValueError.
+    (tmp_path / "a-file").write_bytes(b"")
+    path = tmp_path / name
+    with pytest.raises(error) as info, open_source(path, "b", "k"):
         pass
+    assert not isinstance(info.value, ValueError)
+    assert info.value.filename == str(path)
 
 
 def test_a_text_or_closed_file_is_refused_naming_it_before_anything_is_read(tmp_path: Path):

@@ -127,13 +127,9 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
         with flat_view(source, "upload", bucket, key) as view:
             yield MemorySource(view)
     elif isinstance(source, (str, os.PathLike)):
-        try:
-            f = open(source, "rb")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise errors.InvalidArgument(
-                f"cannot read {os.fspath(source)!r}: {e.strerror} (bucket {bucket!r}, key {key!r})"
-            ) from e
-        with f:
+        # A path that cannot be opened (missing, a directory, no permission) raises
+        # Python's own OSError, as open() does (docs/errors.md, "Not objsdk errors").
+        with open(source, "rb") as f:
             yield _file_source(f)
     elif isinstance(source, io.BytesIO):
         # Its buffer, not its bytes: getbuffer() shares the memory.
