@@ -14,19 +14,25 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import COMMAND, env
 
+import objsdk
 from objsdk import Client, InvalidArgument
 from objsdk._transfer import download_file as download_module
 from objsdk._transfer.download_state import DownloadState, download_paths, save_state
+
+__all__ = ["env"]  # fixture, used by name
 
 pytestmark = pytest.mark.integration
 
@@ -282,3 +288,125 @@ def test_a_symlink_at_dest_is_replaced_and_its_target_left_as_it_was(
     (tmp_path / "via").symlink_to(tmp_path / "real")
     client.download(bucket, "k", tmp_path / "via" / "f")
     assert (tmp_path / "real" / "f").read_bytes() == data
+
+
+# -- destinations that are not there, or cannot be written ---------------------------------
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a filesystem mounted read-only (a tmpfs, ``-o ro``): nothing can be
+    created in it, whoever asks (root included)."""
+    path = tmp_path / "ro"
+    path.mkdir()
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        pytest.skip("no mount command: cannot make a read-only filesystem")
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs (needs root): {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.mark.parametrize("size", [5, 3 * MiB], ids=["one-part", "parts"])
+@pytest.mark.parametrize(
+    ("where", "error"),
+    [("missing/dest", FileNotFoundError), ("a-file/dest", NotADirectoryError)],
+    ids=["missing folder", "parent is a file"],
+)
+def test_a_destination_whose_folder_is_not_there_is_python_s_own_error_naming_it(
+    client: Client, bucket: str, tmp_path: Path, size: int, where: str, error: type[OSError]
+) -> None:
+    # Before: InvalidArgument (a ValueError) naming the hidden temp file.
+    client.put_object(bucket, "k", os.urandom(size))
+    (tmp_path / "a-file").write_bytes(b"")
+    dest = tmp_path / where
+    with pytest.raises(error) as info:
+        client.download(bucket, "k", dest, part_size=MiB)
+    assert not isinstance(info.value, ValueError)
+    assert info.value.filename == str(dest)  # the path the caller named, not the temp's
+    assert sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
+@pytest.mark.parametrize("size", [5, 3 * MiB], ids=["one-part", "parts"])
+def test_a_destination_on_a_read_only_filesystem_is_a_local_write_error_with_its_errno(
+    client: Client, bucket: str, read_only_dir: Path, size: int
+) -> None:
+    client.put_object(bucket, "k", os.urandom(size))
+    dest = read_only_dir / "dest"
+    with pytest.raises(objsdk.LocalWriteError) as info:
+        client.download(bucket, "k", dest, part_size=MiB)
+    err = info.value
+    assert err.errno == errno.EROFS
+    assert err.filename == str(dest)
+    assert str(err) == f"cannot write s3://{bucket}/k to {dest}: Read-only file system"
+    assert not isinstance(err, ValueError)
+
+
+def _cp(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, "cp", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("recursive", "under"),
+    [(False, ""), (False, "sub/"), (True, ""), (True, "sub/")],
+    ids=["cp", "cp into a folder to make", "cp -r", "cp -r into a folder to make"],
+)
+def test_cli_cp_under_a_file_says_that_path_is_not_a_directory(
+    env: dict[str, str], client: Client, bucket: str, tmp_path: Path, recursive: bool, under: str
+) -> None:
+    # Before: "FileExistsError: [Errno 17] File exists" (cp), and a NotADirectoryError
+    # naming the hidden temporary file (cp -r, the small-object path).
+    client.put_object(bucket, "d/k", b"data")
+    (tmp_path / "a-file").write_bytes(b"")
+    folder = f"{tmp_path}/a-file/{under}"
+    args = (
+        ["-r", f"s3://{bucket}/d/", folder] if recursive else [f"s3://{bucket}/d/k", folder + "k"]
+    )
+    proc = _cp(env, *args)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert f"Not a directory: {tmp_path}/a-file" in proc.stderr, proc.stderr
+    assert ".objsdk-" not in proc.stderr, proc.stderr
+    assert "Error:" not in proc.stderr, proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["a-file", "home"]
+
+
+@pytest.mark.parametrize(
+    ("recursive", "under"),
+    [(False, ""), (False, "sub/"), (True, ""), (True, "sub/")],
+    ids=["cp", "cp into a folder to make", "cp -r", "cp -r into a folder to make"],
+)
+def test_cli_cp_to_a_read_only_filesystem_names_the_object_and_its_destination(
+    env: dict[str, str],
+    client: Client,
+    bucket: str,
+    read_only_dir: Path,
+    recursive: bool,
+    under: str,
+) -> None:
+    # Before (cp -r): "OSError: [Errno 30] Read-only file system" naming a temporary file.
+    client.put_object(bucket, "d/k", b"data")
+    dest = f"{read_only_dir}/{under}k"
+    args = (
+        ["-r", f"s3://{bucket}/d/", f"{read_only_dir}/{under}"]
+        if recursive
+        else [
+            f"s3://{bucket}/d/k",
+            dest,
+        ]
+    )
+    proc = _cp(env, *args)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    said = f"cannot write s3://{bucket}/d/k to {dest}: Read-only file system"
+    assert said in proc.stderr, proc.stderr

@@ -48,7 +48,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: concurrent downloads are not detected
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["checked_path", "download_to_path", "object_size"]
+__all__ = ["checked_path", "creation_error", "download_to_path", "make_folder", "object_size"]
 
 
 def checked_path(dest: str | os.PathLike[str], bucket: str, key: str) -> str:
@@ -264,10 +264,7 @@ def _open_locked(temp: str, path: str, info: ObjectInfo) -> int:
         try:
             fd = os.open(temp, flags, 0o666)
         except OSError as e:
-            raise errors.InvalidArgument(
-                f"cannot write {temp!r} (the temp file of {path!r}): {e.strerror} "
-                f"(bucket {info.bucket!r}, key {info.key!r})"
-            ) from e
+            raise creation_error(e, path, info.bucket, info.key) from e
         try:
             _lock(fd, path, info)
             if _same_file(fd, temp):
@@ -284,6 +281,36 @@ def _open_locked(temp: str, path: str, info: ObjectInfo) -> int:
 
 # Faults of the path itself stay Python's own (docs/errors.md, "Not objsdk errors").
 _PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def creation_error(e: OSError, dest: str, bucket: str, key: str) -> OSError:
+    """The error for a file that could not be created at or beside ``dest`` (its temp
+    file): a fault of the path itself (a missing folder, a file where a folder should
+    be, no permission) is Python's own error, as ``open(dest, "wb")`` raises it, naming
+    ``dest`` rather than the hidden name; anything else (a read-only filesystem, a full
+    disk) a :class:`~objsdk.LocalWriteError` naming the object and ``dest``."""
+    if isinstance(e, _PATH_ERRORS):
+        return type(e)(e.errno, e.strerror, dest)
+    reason = e.strerror or str(e) or type(e).__name__
+    return errors.LocalWriteError(e.errno, reason, dest, bucket=bucket, key=key)
+
+
+def make_folder(dest: str, bucket: str, key: str) -> None:
+    """Make the folder ``dest`` goes in, and those above it, as ``aws s3 cp`` does
+    (``Client.download`` does not: a missing folder is its ``FileNotFoundError``). A
+    file where a folder should be is a ``NotADirectoryError`` naming it (``os.makedirs``
+    says ``FileExistsError``); other failures as :func:`creation_error` says."""
+    folder = os.path.dirname(dest)
+    if not folder:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except FileExistsError as e:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder) from e
+    except _PATH_ERRORS:
+        raise  # names the folder that could not be made
+    except OSError as e:
+        raise creation_error(e, dest, bucket, key) from e
 
 
 def _raise_write_error(e: OSError, info: ObjectInfo, path: str) -> NoReturn:

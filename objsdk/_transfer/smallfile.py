@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from objsdk import errors
-from objsdk._transfer.download_file import checked_path
+from objsdk._transfer.download_file import checked_path, creation_error, make_folder
 
 __all__ = [
     "BATCH_BYTES",
@@ -284,11 +284,14 @@ def download_small(
             break
         except FileExistsError:
             continue
-        except FileNotFoundError:
+        except FileNotFoundError as e:
             if not directory or made:
-                raise  # the folder went again as soon as it was made: not ours to fight
-            os.makedirs(directory, exist_ok=True)
+                # The folder went again as soon as it was made: not ours to fight.
+                raise creation_error(e, dest, bucket, key) from e
+            make_folder(dest, bucket, key)
             made = True
+        except OSError as e:  # a file where the folder should be, a read-only filesystem
+            raise creation_error(e, dest, bucket, key) from e
     try:
         try:
             view = data

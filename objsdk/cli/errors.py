@@ -57,6 +57,10 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_OTHER
 
 
+# A local path's own faults: Python's errors, told by what is wrong with which path.
+_PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
 def message_for(exc: BaseException) -> str:
     """One line describing ``exc`` for a user (objsdk messages carry no credentials)."""
     if isinstance(exc, KeyboardInterrupt):
@@ -65,7 +69,7 @@ def message_for(exc: BaseException) -> str:
         return f"cannot reach the endpoint: {exc}"
     if isinstance(exc, errors.AccessDenied):
         return f"{exc} (check the credentials and their permissions)"
-    if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
+    if isinstance(exc, _PATH_ERRORS):
         return f"{exc.strerror}: {exc.filename}"
     if isinstance(exc, errors.ObjsdkError | CliError):
         return str(exc)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from objsdk import errors
 from objsdk._core.parts import upload_part_size
 from objsdk._transfer.copy import MAX_SINGLE_COPY
+from objsdk._transfer.download_file import make_folder
 from objsdk._transfer.download_stream import is_stream_file
 from objsdk._transfer.smallfile import SMALL_OBJECT, Batch, download_small
 
@@ -128,9 +129,7 @@ class Runner:
             if self.progress is not None:
                 self.progress.add(n)
             return None
-        parent = os.path.dirname(dst.path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
+        make_folder(dst.path, src.bucket, src.key)
         result = self.client.download(
             src.bucket,
             src.key,
