@@ -123,6 +123,54 @@ def test_put_object_sends_a_small_file_from_its_position_as_signed_bytes(client,
     assert info.size == 6
 
 
+@pytest.mark.parametrize("size", [0, 5, SMALL_FILE_PUT + 10], ids=["empty", "small", "streamed"])
+def test_put_object_of_a_text_mode_file_is_refused_naming_the_argument_before_any_request(
+    client, rsps, tmp_path, size
+):
+    # Before: a raw TypeError from deep in the read (and an empty text file was sent).
+    path = tmp_path / "f.txt"
+    path.write_text("x" * size)
+    with (
+        open(path) as text,
+        pytest.raises(
+            objsdk.InvalidArgument,
+            match=r"put_object data is a text file, open it with 'rb' \(binary mode\): "
+            r"TextIOWrapper \(bucket 'b', key 'k'\)",
+        ),
+    ):
+        client.put_object("b", "k", text)
+    with pytest.raises(objsdk.InvalidArgument, match=r"text file.*'rb'.*StringIO"):
+        client.put_object("b", "k", io.StringIO("x"))
+    assert len(rsps.calls) == 0
+
+
+def test_put_object_of_a_file_like_object_that_reads_str_is_refused_saying_binary_mode(
+    client, rsps
+):
+    class Reader:
+        """Seekable and readable, but its reads give str (not an io.TextIOBase)."""
+
+        def __init__(self) -> None:
+            self.pos = 0
+
+        def seekable(self) -> bool:
+            return True
+
+        def tell(self) -> int:
+            return self.pos
+
+        def seek(self, pos: int, whence: int = 0) -> int:
+            self.pos = 10 if whence == os.SEEK_END else pos
+            return self.pos
+
+        def read(self, n: int = -1) -> str:
+            return "x" * n
+
+    with pytest.raises(objsdk.InvalidArgument, match=r"gave str, not bytes: open it with 'rb'"):
+        client.put_object("b", "k", Reader())
+    assert len(rsps.calls) == 0
+
+
 def test_put_object_refuses_unseekable_streams_naming_the_key(client):
     class Pipe:
         def read(self, n=-1):

@@ -3,13 +3,14 @@ of it before it is sent (the server checks the bytes that arrive against it)."""
 
 from __future__ import annotations
 
+import io
 from typing import IO
 
 from objsdk import errors
 from objsdk._core.checksums import crc32c
 from objsdk._core.sizes import MiB
 
-__all__ = ["READ_BLOCK", "SMALL_FILE_PUT", "fill", "stream_crc32c"]
+__all__ = ["READ_BLOCK", "SMALL_FILE_PUT", "fill", "refuse_text", "stream_crc32c"]
 
 # Reads of a file or stream to checksum it before sending it.
 READ_BLOCK = MiB
@@ -18,8 +19,24 @@ READ_BLOCK = MiB
 SMALL_FILE_PUT = 64 * 1024
 
 
+# What to do about a stream whose reads give str.
+_BINARY = "open it with 'rb' (binary mode)"
+
+
+def refuse_text(f: object, argument: str, bucket: str, key: str) -> None:
+    """Refuse a text file (an :class:`io.TextIOBase`: its reads give str, never the
+    bytes a request carries) before any request, naming the ``argument`` it came as
+    (``"put_object data"``, ``"upload source"``) and where it was to go."""
+    if isinstance(f, io.TextIOBase):
+        raise errors.InvalidArgument(
+            f"{argument} is a text file, {_BINARY}: {type(f).__name__} "
+            f"(bucket {bucket!r}, key {key!r})"
+        )
+
+
 def fill(stream: IO[bytes], view: memoryview) -> int:
-    """Read into ``view`` until it is full or the stream ends; return the bytes read."""
+    """Read into ``view`` until it is full or the stream ends; return the bytes read.
+    A stream whose ``read`` gives str is an :class:`~objsdk.InvalidArgument`."""
     got = 0
     readinto = getattr(stream, "readinto", None)
     while got < view.nbytes:
@@ -27,6 +44,10 @@ def fill(stream: IO[bytes], view: memoryview) -> int:
             n = readinto(view[got:])
         else:
             chunk = stream.read(view.nbytes - got)
+            if isinstance(chunk, str):  # a text stream that is no io.TextIOBase
+                raise errors.InvalidArgument(
+                    f"the stream's read() gave str, not bytes: {_BINARY} ({type(stream).__name__})"
+                )
             n = None if chunk is None else len(chunk)
             if n:
                 view[got : got + n] = chunk

@@ -13,7 +13,7 @@ from objsdk._core.bytes_like import flat_view, is_bytes_like
 from objsdk._core.checksums import crc32c_b64, encode_crc32c
 from objsdk._core.object_headers import object_headers, stored_checksums
 from objsdk._core.signing import UNSIGNED_PAYLOAD, payload_sha256
-from objsdk._core.streams import SMALL_FILE_PUT, fill, stream_crc32c
+from objsdk._core.streams import SMALL_FILE_PUT, fill, refuse_text, stream_crc32c
 from objsdk._transport.base import Body, Transport
 from objsdk.models import ObjectInfo
 
@@ -132,8 +132,9 @@ def _put(
 
 
 def _span(f: IO[bytes], bucket: str, key: str) -> tuple[int, int]:
-    """The file's position and the bytes from there to its end; refuses streams that
-    cannot rewind."""
+    """The file's position and the bytes from there to its end; refuses text files and
+    streams that cannot rewind."""
+    refuse_text(f, "put_object data", bucket, key)
     try:
         if not f.seekable():
             raise io.UnsupportedOperation

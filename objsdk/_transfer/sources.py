@@ -40,7 +40,7 @@ from objsdk._core.bytes_like import flat_view, is_bytes_like
 from objsdk._core.checksums import crc32c
 from objsdk._core.parts import Part
 from objsdk._core.sizes import MAX_PARTS, MAX_SINGLE_PUT
-from objsdk._core.streams import READ_BLOCK, SMALL_FILE_PUT, fill, stream_crc32c
+from objsdk._core.streams import READ_BLOCK, SMALL_FILE_PUT, fill, refuse_text, stream_crc32c
 from objsdk._io.buffers import PartBuffer, part_buffer
 from objsdk._transfer.multipart import MultipartSession
 from objsdk._transfer.progress import ProgressTracker
@@ -159,11 +159,11 @@ def open_source(source: UploadSource, bucket: str, key: str) -> Iterator[Source]
 def _check_file_object(f: object, bucket: str, key: str) -> None:
     """Refuse a file object no byte can be read from (closed, or opened in text mode)
     before any request, naming it: its first read would fail deep in a part."""
-    what = f"{type(f).__name__} (bucket {bucket!r}, key {key!r})"
-    if isinstance(f, io.TextIOBase):
-        raise errors.InvalidArgument(f"upload source is a text file, open it with 'rb': {what}")
+    refuse_text(f, "upload source", bucket, key)
     if getattr(f, "closed", False) is True:
-        raise errors.InvalidArgument(f"upload source is a closed file: {what}")
+        raise errors.InvalidArgument(
+            f"upload source is a closed file: {type(f).__name__} (bucket {bucket!r}, key {key!r})"
+        )
 
 
 def _file_source(f: IO[bytes]) -> FileSource | StreamSource | UnsizedStreamSource:
