@@ -51,6 +51,7 @@ import re
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 __all__ = [
     "AccessDenied",
@@ -157,7 +158,9 @@ class S3Error(ObjsdkError):
 
     ``code`` is S3's error code (``NoSuchKey``, ``SlowDown``...), ``message`` the
     server's human-readable text. ``prefix`` is the key prefix a listing asked for, if
-    the request was one.
+    the request was one. ``clock_skew``: for a 403 whose answer's ``Date`` is more than
+    S3's 15 minutes from this machine's clock, how far the local clock is ahead
+    (negative: behind), which the message then says; else None.
     """
 
     def __init__(
@@ -180,6 +183,7 @@ class S3Error(ObjsdkError):
         self.key = key
         self.operation = operation
         self.prefix = prefix
+        self.clock_skew: timedelta | None = None
         super().__init__(self._text())
 
     def _text(self) -> str:

@@ -38,6 +38,7 @@ from urllib3.util.retry import Retry
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint
+from objsdk._core.clock_skew import skew_note
 from objsdk._core.s3xml import error_from_response, error_in_body
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
@@ -195,6 +196,7 @@ class Pipeline:
                 if nxt is None:
                     if isinstance(e, errors.AccessDenied) and self.signer.credentials is None:
                         raise _unsigned(e) from e
+                    _say_clock_skew(e, self.signer.clock())
                     raise
                 failed: errors.ObjsdkError = e
                 retry_after = _retry_after(e)
@@ -407,11 +409,32 @@ def refusal(
     bucket: str | None,
     key: str | None,
 ) -> errors.S3Error:
-    """The error an answer of ``status`` is, remembering its ``Retry-After``."""
-    return keep_retry_after(
+    """The error an answer of ``status`` is, remembering its ``Retry-After`` and, for a
+    403, its ``Date`` (the retry loop tells a clock too far off from it)."""
+    error = keep_retry_after(
         error_from_response(status, headers, body, operation=operation, bucket=bucket, key=key),
         headers,
     )
+    if status == 403:
+        setattr(error, _DATE, headers.get("Date"))
+    return error
+
+
+# A 403 answer's Date (RFC 9110 §6.6.1), kept by the transport that got it.
+_DATE = "_objsdk_date"
+
+
+def _say_clock_skew(error: errors.S3Error, now: datetime) -> None:
+    """Complete a 403's message (and ``clock_skew``) when its answer's ``Date`` is more
+    than S3's 15 minutes from ``now``: a HEAD's refusal has no text of its own, and a
+    GET's ``RequestTimeTooSkewed`` does not say by how much, nor which way."""
+    date = getattr(error, _DATE, None)
+    noted = skew_note(date if isinstance(date, str) else None, now)
+    if noted is None:
+        return
+    error.clock_skew, note = noted
+    error.message = f"{error.message.rstrip('.')}; {note}" if error.message else note
+    error.args = (error._text(),)
 
 
 def _log_refusal(operation: str, code: str, bucket: str | None, key: str | None) -> None:

@@ -67,7 +67,8 @@ def message_for(exc: BaseException) -> str:
         return "interrupted"
     if isinstance(exc, errors.ConnectError):
         return f"cannot reach the endpoint: {exc}"
-    if isinstance(exc, errors.AccessDenied):
+    if isinstance(exc, errors.AccessDenied) and exc.clock_skew is None:
+        # (With the clock off, the message says so: the credentials are not the cause.)
         return f"{exc} (check the credentials and their permissions)"
     if isinstance(exc, _PATH_ERRORS):
         return f"{exc.strerror}: {exc.filename}"
