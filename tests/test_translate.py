@@ -200,3 +200,99 @@ def test_an_untrusted_certificate_says_how_to_trust_it():
     assert "AWS_CA_BUNDLE" in str(err)
     # Other TLS failures are reported as they are.
     assert "AWS_CA_BUNDLE" not in str(translate(u3.SSLError("wrong version"), "op", "b", "k"))
+
+
+# -- what a failure to connect says of where it went ---------------------------------------
+
+SIGNED_URL = (
+    "http://user:pw@s3.test:9000/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+    "&X-Amz-Credential=AKIDEXAMPLE%2F20250101%2Fus-east-1%2Fs3%2Faws4_request"
+    "&X-Amz-Signature=0123456789abcdef"
+)
+
+
+def _caused(outer: BaseException, inner: BaseException) -> BaseException:
+    outer.__cause__ = inner
+    return outer
+
+
+@pytest.mark.parametrize(
+    ("raised", "says"),
+    [
+        (
+            _caused(u3.NewConnectionError(None, "refused"), ConnectionRefusedError(111, "x")),  # type: ignore[arg-type]
+            'cannot reach the server at the endpoint URL "http://s3.test:9000/b/k" '
+            "(ConnectionRefusedError)",
+        ),
+        (
+            u3.ConnectTimeoutError(None, "timed out"),
+            'connect timed out at the endpoint URL "http://s3.test:9000/b/k"',
+        ),
+        (
+            _caused(u3.SSLError("bad"), ssl.SSLError(1, "[SSL] internal error")),
+            'TLS error at the endpoint URL "http://s3.test:9000/b/k" (SSLError)',
+        ),
+    ],
+    ids=["refused", "connect timeout", "TLS"],
+)
+def test_a_failure_to_connect_names_the_endpoint_url_but_never_its_query_or_user_info(
+    raised: BaseException, says: str
+) -> None:
+    # As aws: 'Could not connect to the endpoint URL: "http://host:port/bucket/key"'.
+    err = translate(raised, "get_object", "b", "k", SIGNED_URL)
+    assert str(err) == f"get_object: {says}{WHERE}"
+    for secret in ("Signature", "Credential", "AKID", "user", "pw", "?"):
+        assert secret not in str(err)
+
+
+def test_a_broken_connection_or_read_timeout_names_no_url() -> None:
+    # The server was reached: the operation, bucket and key say what broke.
+    for raised in (u3.ProtocolError("reset"), u3.ReadTimeoutError(None, "", "slow")):  # type: ignore[arg-type]
+        assert "http" not in str(translate(raised, "get_object", "b", "k", SIGNED_URL))
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("http://h:9000/b/k?uploadId=1&partNumber=2", "http://h:9000/b/k"),
+        ("https://h/", "https://h/"),
+        ("https://h", "https://h/"),
+        ("http://[::1]:9000/b", "http://[::1]:9000/b"),
+        ("http://a:s@h:1/b/k#frag", "http://h:1/b/k"),
+        ("http://h:9000/b/a%20b", "http://h:9000/b/a%20b"),
+    ],
+)
+def test_the_endpoint_url_is_scheme_host_port_and_path(url: str, named: str) -> None:
+    assert translate_module.endpoint_url(url) == named
+
+
+def test_a_name_that_does_not_resolve_names_the_host_and_the_resolver_s_words() -> None:
+    unresolved = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    raised = _caused(u3.NameResolutionError("no-such-host.invalid", None, unresolved), unresolved)  # type: ignore[arg-type]
+    err = translate(raised, "list_buckets", None, None, "http://no-such-host.invalid:9000/")
+    assert type(err) is errors.ConnectError
+    assert str(err) == (
+        "list_buckets: cannot reach the server at the endpoint URL "
+        '"http://no-such-host.invalid:9000/" (gaierror); '
+        "the host name 'no-such-host.invalid' could not be resolved "
+        "(Name or service not known)"
+    )
+
+
+@pytest.mark.parametrize(
+    "openssl_says",
+    [
+        "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)",  # OpenSSL 1.1 to 3.1
+        "[SSL] record layer failure (_ssl.c:1000)",  # OpenSSL 3.2 on
+    ],
+)
+def test_a_tls_handshake_answered_in_plain_http_says_the_endpoint_is_likely_http(
+    openssl_says: str,
+) -> None:
+    raised = _caused(u3.SSLError("handshake"), ssl.SSLError(1, openssl_says))
+    err = translate(raised, "list_buckets", None, None, "https://127.0.0.1:9000/")
+    assert str(err) == (
+        'list_buckets: TLS error at the endpoint URL "https://127.0.0.1:9000/" (SSLError); '
+        "the endpoint most likely answered plain HTTP to the TLS handshake: "
+        'is it "http://127.0.0.1:9000"?'
+    )

@@ -157,7 +157,7 @@ class HTTPTransport(PipelinedTransport):
         self, sending: Sending, request: SignedRequest, body: bytes | bytearray | memoryview | None
     ) -> Answer:
         view = None if body is None else flat_body(body)
-        with translate_errors(sending.operation, sending.bucket, sending.key):
+        with translate_errors(sending.operation, sending.bucket, sending.key, request.url):
             answer = self.wire.exchange(request.method, request.url, request.headers, view)
         log.debug(
             "%s %s/%s -> %s", sending.method, sending.bucket or "", sending.key or "", answer.status

@@ -160,7 +160,7 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
     def attempt(request: SignedRequest, _: object) -> Mapping[str, str]:
         prepared = requests.Request("PUT", transport.endpoint.url).prepare()
         prepared.url = request.url
-        with translate_errors(operation, bucket, key):
+        with translate_errors(operation, bucket, key, request.url):
             pool, conn = private_api.checkout(transport.adapter, transport.verify, prepared)
             resp: HTTPResponse | None = None
             reusable = False

@@ -230,7 +230,7 @@ class Streamed:
     ) -> StreamedResponse:
         """Send ``prepared``; an answer not in ``ok`` is raised as its S3 error. Without
         ``stream`` the body is read whole before returning."""
-        with translate_errors(operation, bucket, key):
+        with translate_errors(operation, bucket, key, prepared.url):
             # The adapter itself, not a Session: no cookie jars, hooks or redirects (a
             # 3xx is answered as an error), and no proxies or .netrc from the
             # environment to re-route or re-authenticate a request whose signature

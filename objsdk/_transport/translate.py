@@ -2,17 +2,23 @@
 
 Every failure leaves the transport as a :class:`~objsdk.errors.TransportError` subclass
 raised ``from`` the original (urllib3's ``response.py`` does the same for its own
-layer). Messages name the operation, bucket and key, never the URL: a presigned URL
-carries a signature.
+layer). Messages name the operation, bucket and key; a failure to connect also names the
+endpoint URL it was sent to, as ``aws`` does ("Could not connect to the endpoint URL"),
+but only its scheme, host, port and path: never its query (a presigned URL's carries a
+signature) or user info.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import re
+import socket
+import ssl
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import urllib3.exceptions
 from urllib3.exceptions import MaxRetryError
@@ -20,7 +26,7 @@ from urllib3.exceptions import MaxRetryError
 from objsdk import errors
 from objsdk._version import __version__
 
-__all__ = ["USER_AGENT", "is_requests_error", "translate", "translate_errors"]
+__all__ = ["USER_AGENT", "endpoint_url", "is_requests_error", "translate", "translate_errors"]
 
 USER_AGENT = f"objsdk/{__version__}"
 
@@ -35,13 +41,14 @@ _BROKEN = (
 
 
 # The objsdk error for each requests/urllib3/socket failure, and its message
-# ("{cause}": the innermost exception's type name). An exception takes the entry of the
-# nearest class in its MRO, so the most specific entry wins whatever the order here
-# (httpx's map_httpcore_exceptions picks the most derived match the same way); a class
-# that inherits from two entries' classes gets an entry of its own.
-_CONNECT = (errors.ConnectError, "cannot reach the server ({cause})")
-_TLS = (errors.ConnectError, "TLS error ({cause})")
-_CONNECT_TIMEOUT = (errors.Timeout, "connect timed out")
+# ("{cause}": the innermost exception's type name; "{at}": the endpoint URL, where a
+# connection could not be made). An exception takes the entry of the nearest class in
+# its MRO, so the most specific entry wins whatever the order here (httpx's
+# map_httpcore_exceptions picks the most derived match the same way); a class that
+# inherits from two entries' classes gets an entry of its own.
+_CONNECT = (errors.ConnectError, "cannot reach the server{at} ({cause})")
+_TLS = (errors.ConnectError, "TLS error{at} ({cause})")
+_CONNECT_TIMEOUT = (errors.Timeout, "connect timed out{at}")
 _READ_TIMEOUT = (errors.Timeout, "read timed out")
 _CONNECTION_BROKEN = (errors.ProtocolError, "connection broken ({cause})")
 
@@ -111,14 +118,19 @@ def _entries() -> Mapping[type[BaseException], _Entry]:
 
 
 def translate(
-    e: BaseException, operation: str, bucket: str | None, key: str | None
+    e: BaseException,
+    operation: str,
+    bucket: str | None,
+    key: str | None,
+    url: str | None = None,
 ) -> errors.ObjsdkError:
     """The objsdk error for a requests/urllib3/socket failure: an objsdk error is
     returned as it is; anything else maps by its most specific class in ``_MAP``, and
     what none covers is a plain :class:`~objsdk.errors.TransportError`.
 
-    The message names the operation, bucket and key, never the URL (a presigned URL
-    would carry a signature).
+    The message names the operation, bucket and key; a failure to connect also the
+    request's ``url`` as :func:`endpoint_url` gives it (never its query), the host a
+    name lookup did not resolve, and why a TLS handshake most likely failed.
     """
     if isinstance(e, errors.ObjsdkError):
         return e
@@ -128,18 +140,71 @@ def translate(
         mapped = entries.get(cls)
         if mapped is not None:
             error, message = mapped
-            if "{cause}" in message:
-                cause = _cause(e)
-                message = message.format(cause=cause)
-                if mapped is _TLS and cause in _REMEDIES:
-                    message += f"; {_REMEDIES[cause]}"
+            endpoint = endpoint_url(url) if url else None
+            inner = _innermost(e)
+            message = message.format(
+                cause=type(inner).__name__,
+                at=f' at the endpoint URL "{endpoint}"' if endpoint else "",
+            )
+            if mapped is _CONNECT and isinstance(inner, socket.gaierror):
+                message += f"; {_unresolved(inner, endpoint)}"
+            if mapped is _TLS:
+                remedy = _tls_remedy(inner, endpoint)
+                if remedy:
+                    message += f"; {remedy}"
             return error(message, **where)
     return errors.TransportError(f"request failed ({type(e).__name__})", **where)
 
 
+def endpoint_url(url: str) -> str:
+    """``url`` as a failure to connect names it: scheme, host, port and path, without
+    its query (a presigned URL's holds a signature and the access key), fragment or
+    user info."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path or "/", "", ""))
+
+
+def _unresolved(e: socket.gaierror, endpoint: str | None) -> str:
+    """What a failed name lookup says: the host (from the endpoint) and the resolver's
+    words (``Name or service not known``)."""
+    host = urlsplit(endpoint).hostname if endpoint else None
+    why = e.strerror or (str(e.args[1]) if len(e.args) > 1 else "")
+    named = f"the host name {host!r}" if host else "the host name"
+    return f"{named} could not be resolved" + (f" ({why})" if why else "")
+
+
+# What OpenSSL says of a handshake answered in plain HTTP, whose first bytes ("HTTP/1.1")
+# it read as a TLS record header: "wrong version number" (up to 3.1), "record layer
+# failure" (3.2 on), "unknown protocol" (1.0). urllib3 reads the same phrases to tell an
+# https:// proxy that speaks only HTTP (connection.py, _wrap_proxy_error).
+_PLAIN_HTTP_PHRASES = ("wrong version number", "record layer failure", "unknown protocol")
+
+
+def _tls_remedy(inner: BaseException, endpoint: str | None) -> str | None:
+    """What to do about a TLS failure whose innermost cause is ``inner``."""
+    remedy = _REMEDIES.get(type(inner).__name__)
+    if remedy is not None:
+        return remedy
+    said = " ".join(re.split("[^a-z]+", str(inner).lower()))
+    if isinstance(inner, ssl.SSLError) and any(p in said for p in _PLAIN_HTTP_PHRASES):
+        likely = "the endpoint most likely answered plain HTTP to the TLS handshake"
+        if endpoint and endpoint.startswith("https://"):
+            origin = urlsplit(endpoint)._replace(scheme="http", path="")
+            return f'{likely}: is it "{urlunsplit(origin)}"?'
+        return f"{likely}: is it http://, not https://?"
+    return None
+
+
 @contextlib.contextmanager
-def translate_errors(operation: str, bucket: str | None, key: str | None) -> Iterator[None]:
-    """Re-raise requests/urllib3/socket failures as objsdk errors (see :func:`translate`)."""
+def translate_errors(
+    operation: str, bucket: str | None, key: str | None, url: str | None = None
+) -> Iterator[None]:
+    """Re-raise requests/urllib3/socket failures as objsdk errors (see :func:`translate`;
+    ``url``: the request's)."""
     try:
         yield
     except errors.ObjsdkError:
@@ -149,11 +214,11 @@ def translate_errors(operation: str, bucket: str | None, key: str | None) -> Ite
         # exceptions; the objsdk error chained to it must not hold that buffer.
         if is_requests_error(e, "RequestException"):
             cast(Any, e).request = None
-        raise translate(e, operation, bucket, key) from e
+        raise translate(e, operation, bucket, key, url) from e
 
 
-def _cause(e: BaseException) -> str:
-    """The innermost exception's type name: informative, and free of URLs."""
+def _innermost(e: BaseException) -> BaseException:
+    """The innermost exception: its type name is informative and free of URLs."""
     seen = e
     while True:
         inner = seen.__cause__ or seen.__context__
@@ -164,4 +229,9 @@ def _cause(e: BaseException) -> str:
         seen = inner
         if isinstance(seen, MaxRetryError) and seen.reason is not None:
             seen = seen.reason
-    return type(seen).__name__
+    return seen
+
+
+def _cause(e: BaseException) -> str:
+    """The innermost exception's type name."""
+    return type(_innermost(e)).__name__
