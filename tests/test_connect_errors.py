@@ -1,16 +1,20 @@
 """What a new user sees when the endpoint is wrong: the error names the endpoint URL it
 could not connect to (as aws: 'Could not connect to the endpoint URL: "http://host:port/
-bucket/key"'), never a query or a signature; an ``https://`` endpoint that speaks plain
+bucket/key"'), never a query or a signature; a host name that does not resolve fails at
+once, after one attempt, naming the host; an ``https://`` endpoint that speaks plain
 HTTP says that is the likely cause. Whichever way the request went: objsdk's own
 connections, requests' adapter, or a file body sent by ``sendfile``."""
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,6 +65,67 @@ def test_a_refused_connection_names_the_endpoint_url_without_a_query(
             assert "ConnectionRefusedError" in said, (way, said)
             assert "?" not in said, (way, said)
             assert AK not in said, (way, said)
+
+
+class _Resolver:
+    """``socket.getaddrinfo``, counting the lookups of one host name (the system's
+    resolver answers them, and every other name as it would)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.lookups = 0
+        self._real = socket.getaddrinfo
+
+    def __call__(self, host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == self.host:
+            self.lookups += 1
+        return self._real(host, *args, **kwargs)
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> _Resolver:
+    counting = _Resolver("no-such-host.invalid")  # RFC 6761: never resolves
+    try:
+        socket.getaddrinfo(counting.host, 9000)
+    except socket.gaierror:
+        pass
+    else:  # pragma: no cover - a resolver that answers for every name
+        pytest.skip(f"this machine's resolver answers for {counting.host}")
+    monkeypatch.setattr(socket, "getaddrinfo", counting)
+    return counting
+
+
+def test_a_host_name_that_does_not_resolve_fails_after_one_attempt_naming_the_host(
+    resolver: _Resolver, a_file: Path, wire: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: retried 5 times (with backoff), each time the same answer.
+    endpoint = f"http://{resolver.host}:9000"
+    with Client(endpoint, AK, SK, retries=5) as client:
+        for way, (call, path) in _calls(client, a_file).items():
+            resolver.lookups = 0
+            with (
+                caplog.at_level(logging.WARNING, "objsdk"),
+                pytest.raises(objsdk.ConnectError) as info,
+            ):
+                call()
+            assert resolver.lookups == 1, way
+            said = str(info.value)
+            assert f'at the endpoint URL "{endpoint}{path}" (' in said, (way, said)
+            assert f"the host name {resolver.host!r} could not be resolved" in said, (way, said)
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+
+
+def test_a_connect_error_of_a_known_host_is_still_retried(
+    unused_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Only the name lookup is final: a refused connection may be a server restarting.
+    with (
+        Client(f"http://127.0.0.1:{unused_port}", AK, SK, retries=2) as client,
+        caplog.at_level(logging.WARNING, "objsdk"),
+        pytest.raises(objsdk.ConnectError),
+    ):
+        client.get_object("bkt", "k")
+    assert len([r for r in caplog.records if "retrying" in r.getMessage()]) == 2
 
 
 def test_an_https_endpoint_that_speaks_plain_http_says_it_is_likely_http(

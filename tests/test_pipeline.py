@@ -4,6 +4,7 @@ its classifier (what is retried, and when a request may be sent again)."""
 from __future__ import annotations
 
 import io
+import socket
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -67,6 +68,23 @@ def test_a_connect_error_is_retried_for_any_request() -> None:
     refused = urllib3.exceptions.NewConnectionError(None, "refused")  # type: ignore[arg-type]
     for kind in RetryKind:
         assert next_policy(default_retry(), kind, failure=refused) is not None
+
+
+def test_a_host_name_that_did_not_resolve_is_not_retried_for_any_request() -> None:
+    unresolved = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    on_the_wire = urllib3.exceptions.NewConnectionError(None, "failed")  # type: ignore[arg-type]
+    on_the_wire.__cause__ = unresolved  # how objsdk's own connections raise it
+    by_urllib3 = urllib3.exceptions.NameResolutionError("h.invalid", None, unresolved)  # type: ignore[arg-type]
+    through_requests = requests.exceptions.ConnectionError(
+        urllib3.exceptions.MaxRetryError(None, "/", reason=by_urllib3)  # type: ignore[arg-type]
+    )
+    for original in (on_the_wire, by_urllib3, through_requests, unresolved):
+        err = errors.ConnectError("cannot reach the server")
+        err.__cause__ = original
+        failure = network_failure(err)
+        assert failure is not None
+        for kind in RetryKind:
+            assert next_policy(default_retry(), kind, failure=failure) is None, (original, kind)
 
 
 def test_a_request_that_may_have_left_is_retried_only_when_always_safe() -> None:

@@ -466,7 +466,9 @@ def network_failure(error: errors.TransportError) -> Exception | None:
         if isinstance(e, (ConnectionRefusedError, socket.gaierror)) or is_requests_error(
             e, "ConnectTimeout"
         ):
-            return urllib3.exceptions.ConnectTimeoutError(str(e))
+            connect = urllib3.exceptions.ConnectTimeoutError(str(e))
+            connect.__cause__ = e  # the classifier tells a name that did not resolve
+            return connect
         if isinstance(e, (urllib3.exceptions.SSLError, ssl.SSLError)) or is_requests_error(
             e, "SSLError"
         ):

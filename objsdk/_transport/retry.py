@@ -16,6 +16,7 @@ their policies here.
 from __future__ import annotations
 
 import enum
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from urllib3.exceptions import (
     ConnectTimeoutError,
+    NameResolutionError,
     ProtocolError,
     ReadTimeoutError,
 )
@@ -51,6 +53,7 @@ __all__ = [
     "counting_failures",
     "default_retry",
     "is_idempotent",
+    "is_unresolved",
     "make_retry",
     "next_policy",
     "pause",
@@ -238,13 +241,16 @@ def next_policy(
     ``code`` and its ``Retry-After``) or failed on the network (``failure``, urllib3's
     kind of it: a connect error, or a read error once the request left), the policy
     for the next attempt, or None when that failure is not retried or no retry is
-    left. A connect error is retried for any request; an answer of
+    left. A connect error is retried for any request, but for a host name that did not
+    resolve (:func:`is_unresolved`); an answer of
     :data:`RETRY_STATUSES` (or a 200 carrying :data:`RETRY_CODES`) for ALWAYS and
     ANSWERED requests; a read error for ALWAYS requests only. The caller sleeps for
     :func:`pause` before the next attempt."""
     # urllib3 sorts by method: "GET" stands for any request that may be sent again.
     method = "GET" if kind is RetryKind.ALWAYS else "POST"
     if failure is not None:
+        if is_unresolved(failure):
+            return None
         if not isinstance(failure, ConnectTimeoutError) and kind is not RetryKind.ALWAYS:
             return None
         return _step(policy, method, error=failure)
@@ -253,6 +259,28 @@ def next_policy(
     if status not in RETRY_STATUSES and code not in RETRY_CODES:
         return None
     return _step(policy, method, response=HTTPResponse(status=status or 500))
+
+
+def is_unresolved(failure: BaseException) -> bool:
+    """Whether ``failure`` is a host name the resolver could not resolve
+    (``socket.gaierror``, urllib3's ``NameResolutionError``), found in it or in what it
+    was raised from. Such a connect is not tried again: the resolver has already asked
+    its servers as often as it is configured to (resolv.conf's ``attempts`` and
+    ``timeout``), and a name that does not exist (a typo in the endpoint) stays so; five
+    more lookups with backoff would only delay the error that names it."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [failure]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (socket.gaierror, NameResolutionError)):
+            return True
+        reason = getattr(e, "reason", None)
+        inner = [reason] if isinstance(reason, BaseException) else []
+        stack.extend([*inner, *(x for x in (e.__cause__, e.__context__) if x is not None)])
+    return False
 
 
 def pause(policy: Retry, retry_after: str | None = None) -> float:
