@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from ._extras import needs_extra
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,7 +57,7 @@ def _numpy() -> Any:
     try:
         import numpy
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("objsdk.shm needs numpy: pip install 'objsdk[numpy]'") from None
+        raise ImportError(needs_extra("objsdk.shm needs numpy", "numpy")) from None
     return numpy
 
 

@@ -10,7 +10,7 @@ GETs/s. A download writes the object to a file of its own name in a scratch dire
 ``download_file``, minio-py's ``fget_object``, obstore's ``get`` written to a file (the
 last three leave the bytes in the page cache). Clients: objsdk, boto3 (at its defaults,
 CRC32 on PUT), minio-py and obstore (its synchronous API) when installed
-(``pip install 'objsdk[perf]'``).
+(``pip install -e '.[perf]'`` in the clone).
 
 Target (issue 27): objsdk at most 0.25 ms of client CPU per GET, HEAD and PUT; with 16
 threads, GETs/s at least minio-py's and 0.7x obstore's.
@@ -168,7 +168,7 @@ def measure(args: argparse.Namespace, keys: list[str]) -> None:
         for name in args.clients:
             module, make = CLIENTS[name]
             if module is not None and importlib.util.find_spec(module) is None:
-                print(f"{name}: not installed, skipped (pip install 'objsdk[perf]')")
+                print(f"{name}: not installed, skipped (pip install -e '.[perf]')")
                 continue
             clients[name] = make(srv)
         names = list(clients)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from objsdk._extras import needs_extra
 from objsdk.bench import downloads, resume, seqread, sweep, tarx, uploads, zerocopy
 from objsdk.bench.context import Context, Options, scratch_dir
 from objsdk.bench.machine import describe
@@ -300,7 +301,7 @@ def run_suite(
     if args.no_plots:
         pass
     elif importlib.util.find_spec("matplotlib") is None:
-        notes.append("plots skipped: matplotlib is not installed (pip install 'objsdk[perf]')")
+        notes.append(needs_extra("plots skipped: matplotlib is not installed", "perf"))
     else:
         plots = plot(output, results)
     (output / "results.md").write_text(markdown(machine, command, results, notes, plots))

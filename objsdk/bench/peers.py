@@ -3,7 +3,8 @@
 Each peer reads an object start to end in 1 MiB pieces (``read``), downloads it to a
 file (``download``) and uploads a file (``upload``), at the library's defaults, where
 the library has that operation. A peer whose package is missing is skipped with a note
-(``pip install 'objsdk[perf]'`` installs them all; curl is the system's).
+(``pip install './objsdk[perf]'`` from the folder holding the clone installs them all;
+curl is the system's).
 
 =========== =========================================================================
 peer        what is timed
@@ -32,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from objsdk import Client
+from objsdk._extras import needs_extra
 
 __all__ = ["PEERS", "Peer", "PeerConfig", "make_peer"]
 
@@ -69,7 +71,7 @@ def _module(name: str, package: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise Unavailable(f"{package} is not installed (pip install 'objsdk[perf]')") from None
+        raise Unavailable(needs_extra(f"{package} is not installed", "perf")) from None
 
 
 def _drain(chunks: Any) -> int:

@@ -12,6 +12,7 @@ import json as _json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from objsdk._extras import needs_extra
 from objsdk.errors import InvalidArgument
 
 __all__ = ["Decoder", "cls", "default_decoders", "json", "normalise_decoders", "npy", "txt"]
@@ -24,7 +25,7 @@ def npy(data: bytes) -> Any:
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("decoding .npy needs numpy: pip install 'objsdk[numpy]'") from None
+        raise ImportError(needs_extra("decoding .npy needs numpy", "numpy")) from None
     return np.load(io.BytesIO(data), allow_pickle=False)
 
 

@@ -1,0 +1,123 @@
+"""What a new user meets first, checked the way they meet it: objsdk installed as users
+install it (one regular install of this checkout, tests/installed_venv.py), its console
+script and its Python run in subprocesses with a user's environment, and the docs they
+read on the way."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from installed_venv import Installed, installed
+
+__all__ = ["installed"]  # fixtures, used by name
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_install_is_a_regular_one_of_this_checkout(
+    installed: Installed, tmp_path: Path
+) -> None:
+    done = installed.run(
+        [installed.python, "-c", "import objsdk, sys; print(objsdk.__file__)"], cwd=tmp_path
+    )
+
+    assert done.returncode == 0, done.stderr
+    where = Path(done.stdout.strip())
+    assert installed.root in where.parents  # site-packages, not the checkout
+    assert ROOT not in where.parents
+    assert installed.script("objsdk").exists()
+
+
+def test_import_objsdk_prints_nothing(installed: Installed, tmp_path: Path) -> None:
+    done = installed.run([installed.python, "-c", "import objsdk, objsdk.testing"], cwd=tmp_path)
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+# -- installing: objsdk is not on the package index -------------------------------------------
+
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+# Where a user reads an install command: the docs, the package's messages, the scripts.
+READ_BY_USERS = ("README.md", "docs/*.md", "objsdk/**/*.py", "examples/*.py", "perf/*.py")
+_PIP_INSTALL = re.compile(r"pip install\b[^\n`#]*")  # up to a comment
+
+
+def index_installs(text: str) -> list[str]:
+    """The ``pip install`` commands in ``text`` that name objsdk as a package of the
+    index (``objsdk``, ``'objsdk[fsspec]'``), which would fetch whatever the index holds
+    under that name; a path (``./objsdk``, ``'.[fsspec]'``) or a direct reference
+    (``'objsdk[fsspec] @ git+...'``) is not one."""
+    found = []
+    for m in _PIP_INSTALL.finditer(text):
+        words = m.group(0).split()[2:]
+        for i, word in enumerate(words):
+            name = word.strip("'\"(),")
+            direct = words[i + 1 : i + 2] == ["@"] or "@" in word
+            if re.fullmatch(r"objsdk(\[[\w,-]*\])?", name) and not direct:
+                found.append(m.group(0))
+    return found
+
+
+def test_what_counts_as_an_install_from_the_index() -> None:
+    assert index_installs("pip install objsdk") == ["pip install objsdk"]
+    assert index_installs("run `pip install 'objsdk[numpy]'` first") == [
+        "pip install 'objsdk[numpy]'"
+    ]
+    assert index_installs("ImportError(\"x: pip install 'objsdk[perf]'\")") != []
+    for fine in (
+        "pip install ./objsdk",
+        "pip install './objsdk[fsspec]'",
+        "pip install -e '.[dev]'",
+        "pip install 'objsdk[fsspec] @ git+https://example.com/objsdk.git'",
+    ):
+        assert index_installs(fine) == [], fine
+
+
+def test_no_doc_message_or_script_installs_objsdk_from_the_package_index() -> None:
+    found = {
+        f"{path.relative_to(ROOT)}: {command}"
+        for pattern in READ_BY_USERS
+        for path in ROOT.glob(pattern)
+        for command in index_installs(path.read_text(encoding="utf-8"))
+    }
+
+    assert sorted(found) == []
+
+
+def test_getting_started_gives_the_install_command_of_every_extra(
+    installed: Installed, tmp_path: Path
+) -> None:
+    text = GETTING_STARTED.read_text(encoding="utf-8")
+    code = "import importlib.metadata as m; print(*m.metadata('objsdk').get_all('Provides-Extra'))"
+    extras = installed.run([installed.python, "-c", code], cwd=tmp_path).stdout.split()
+
+    assert "pip install ./objsdk" in text
+    missing = [e for e in extras if e != "dev" and f"pip install './objsdk[{e}]'" not in text]
+    assert missing == []
+    assert "pip install -e '.[fsspec]'" in text  # from inside the clone
+
+
+@pytest.mark.parametrize(
+    ("what", "code"),
+    [
+        ("objsdk.shm", "from objsdk.shm import load_shared\nload_shared(CLIENT, 'b', 'a.npy')"),
+        ("decoding .npy", "from objsdk.datasets.decode import npy\nnpy(b'')"),
+    ],
+    ids=["shm", "npy-decoder"],
+)
+def test_a_missing_extra_is_named_with_the_install_command_of_getting_started(
+    installed: Installed, tmp_path: Path, what: str, code: str
+) -> None:
+    client = "from objsdk import Client\nCLIENT = Client('http://127.0.0.1:9', 'AKIDEXAMPLE', 's')"
+    done = installed.run([installed.python, "-c", f"{client}\n{code}"], cwd=tmp_path)
+
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"ImportError: {what} needs numpy: ")
+    command = re.search(r"pip install '[^']*'", last)
+    assert command is not None, last
+    assert command.group(0) == "pip install './objsdk[numpy]'"
+    assert command.group(0) in GETTING_STARTED.read_text(encoding="utf-8")
+    assert "docs/getting-started.md" in last
