@@ -5,8 +5,11 @@ read on the way."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from installed_venv import Installed, installed
@@ -121,3 +124,58 @@ def test_a_missing_extra_is_named_with_the_install_command_of_getting_started(
     assert command.group(0) == "pip install './objsdk[numpy]'"
     assert command.group(0) in GETTING_STARTED.read_text(encoding="utf-8")
     assert "docs/getting-started.md" in last
+
+
+# -- ShardDataset's defaults are stated ---------------------------------------------------------
+
+_SIGNATURE = """
+import inspect, json
+from objsdk.datasets import ShardDataset
+params = inspect.signature(ShardDataset).parameters.values()
+print(json.dumps({
+    "doc": inspect.getdoc(ShardDataset),
+    "defaults": {p.name: repr(p.default) for p in params if p.default is not p.empty},
+}))
+"""
+
+
+def stated_defaults(text: str, quote: str, names: Iterable[str]) -> dict[str, str]:
+    """``{name: repr(default)}`` of each table row of ``text`` that starts with one of
+    ``names`` in code quotes (``quote``: two backticks in a docstring, one in Markdown)
+    followed by its default, which is evaluated as a Python expression (``4 << 20``,
+    ``"raise"``, ``None``)."""
+    q = re.escape(quote)
+    row = re.compile(rf"^\|?\s*{q}(\w+){q}\s*\|?\s*{q}([^`]+){q}", re.M)
+    return {
+        m.group(1): repr(eval(m.group(2), {"__builtins__": {}}))
+        for m in row.finditer(text)
+        if m.group(1) in names
+    }
+
+
+@pytest.fixture
+def shard_dataset_signature(installed: Installed, tmp_path: Path) -> dict[str, Any]:
+    done = installed.run([installed.python, "-c", _SIGNATURE], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_shard_dataset_docstring_states_every_default(
+    shard_dataset_signature: dict[str, Any],
+) -> None:
+    defaults = shard_dataset_signature["defaults"]
+
+    stated = stated_defaults(shard_dataset_signature["doc"], "``", defaults)
+
+    assert stated == defaults
+
+
+def test_datasets_doc_states_every_default_of_shard_dataset(
+    shard_dataset_signature: dict[str, Any],
+) -> None:
+    defaults = shard_dataset_signature["defaults"]
+
+    text = (ROOT / "docs" / "datasets.md").read_text(encoding="utf-8")
+
+    assert stated_defaults(text, "`", defaults) == defaults

@@ -111,6 +111,32 @@ class ShardDataset(_Base):
     the read fails with a :class:`ShardError` (default :data:`DEFAULT_MAX_STALL`, 180 s,
     which outlasts a one-minute outage); None falls back to the client's ``max_resume``
     count (about 30 s).
+
+    Every argument after ``shards`` is keyword-only; the defaults:
+
+    ======================  ===============  ============================================
+    argument                default          what the default does
+    ======================  ===============  ============================================
+    ``shuffle_shards``      ``True``         each epoch reads the shards in an order
+                                             drawn from ``(seed, epoch)``; False: as given
+    ``shuffle_buffer``      ``0``            no sample shuffle buffer (N: one of N)
+    ``shuffle_initial``     ``None``         the buffer fills to ``shuffle_buffer`` first
+    ``seed``                ``0``            the seed of every random draw
+    ``decode``              ``None``         fields stay bytes (:func:`default_decoders`)
+    ``on_error``            ``"raise"``      a shard that cannot be read stops the epoch
+    ``even``                ``True``         every rank gets as many samples (an index)
+                                             or shards (none): ``"wrap"``
+    ``samples_per_rank``    ``None``         no quota of samples per rank
+    ``readahead``           ``None``         the client's adaptive read-ahead
+    ``part_size``           ``4 << 20``      4 MiB parts for read-ahead
+    ``rank``                ``None``         torch.distributed, else ``RANK``, else 0
+    ``world_size``          ``None``         torch.distributed, else ``WORLD_SIZE``, else 1
+    ``worker``              ``None``         torch's ``get_worker_info()``, else 0
+    ``num_workers``         ``None``         torch's ``get_worker_info()``, else 1
+    ``index``               ``None``         the index beside the shards, if there is one
+    ``max_stall``           ``180.0``        a stream may stall for 3 minutes
+    ``connections``         ``16``           connections shared by a process's workers
+    ======================  ===============  ============================================
     """
 
     def __init__(
