@@ -36,7 +36,11 @@ def announce_builds() -> None:
             continue
         folder = gobuild.cache_dir() / "bin" / f"{name}-{re.sub(r'[^A-Za-z0-9._-]', '_', version)}"
         if not (folder / exe).is_file():
-            print(f"building {label} once (a few minutes) into {folder.parent}...", flush=True)
+            print(
+                f"building {label} once into {folder.parent} "
+                f"({variable}=<a {label} binary of yours> skips this)...",
+                flush=True,
+            )
 
 
 def sha256(data: bytes) -> str:

@@ -6,13 +6,17 @@ read on the way."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from installed_venv import Installed, installed
+
+from objsdk.testing import gobuild
 
 __all__ = ["installed"]  # fixtures, used by name
 
@@ -179,3 +183,107 @@ def test_datasets_doc_states_every_default_of_shard_dataset(
     text = (ROOT / "docs" / "datasets.md").read_text(encoding="utf-8")
 
     assert stated_defaults(text, "`", defaults) == defaults
+
+
+# -- the one-time build of MinIO: how long, how far, and how to skip it --------------------------
+
+# Behaves like a cold `go install -v`: a download line, then one line per package compiled,
+# slowly, then the binary in $GOBIN.
+FAKE_GO = """\
+#!{python}
+import os, pathlib, sys, time
+print("go: downloading github.com/minio/minio v0.0.0", file=sys.stderr, flush=True)
+for i in range(12):
+    time.sleep(0.1)
+    print(f"github.com/minio/minio/internal/pkg{{i}}", file=sys.stderr, flush=True)
+exe = pathlib.Path(os.environ["GOBIN"]) / "minio"
+exe.write_text("#!/bin/sh\\n")
+exe.chmod(0o755)
+"""
+
+_BUILD = """
+from objsdk.testing import gobuild
+gobuild.PROGRESS_EVERY = 0.25
+print(gobuild.minio_binary())
+"""
+
+
+def test_the_one_time_build_of_minio_says_how_long_and_how_far_it_is(
+    installed: Installed, tmp_path: Path
+) -> None:
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "go").write_text(FAKE_GO.format(python=sys.executable))
+    (fake / "go").chmod(0o755)
+    env = installed.env(tmp_path, {"OBJSDK_CACHE_DIR": str(tmp_path / "cache")})
+    env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
+
+    done = installed.run([installed.python, "-c", _BUILD], cwd=tmp_path, env=env)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("/minio")
+    notice, *progress = done.stderr.splitlines()
+    assert notice.startswith("objsdk: building minio ")
+    assert "one-time: about 10 minutes on 2 cores" in notice
+    assert len(progress) >= 2, done.stderr
+    counts = []
+    for line in progress:  # the only other lines: how far it is
+        m = re.fullmatch(
+            r"objsdk: still building minio: \d+ s, (\d+) packages compiled \(about 1,300 in all\)",
+            line,
+        )
+        assert m is not None, line
+        counts.append(int(m.group(1)))
+    assert counts == sorted(counts)
+    assert 0 < counts[-1] <= 12
+
+
+def section(path: Path, heading: str) -> str:
+    """The text under ``heading`` (a Markdown heading line) up to the next heading of
+    its level or above."""
+    text = path.read_text(encoding="utf-8")
+    level = heading.split(" ", 1)[0]
+    start = text.index(f"\n{heading}\n") + len(heading) + 2
+    ends = [m.start() for m in re.finditer(rf"^#{{1,{len(level)}}} ", text[start:], re.M)]
+    return text[start : start + ends[0]] if ends else text[start:]
+
+
+@pytest.mark.parametrize(
+    ("doc", "heading"),
+    [("README.md", "### In your own tests"), ("docs/getting-started.md", "## Install")],
+)
+def test_the_docs_say_how_long_the_build_takes_and_how_to_skip_it(doc: str, heading: str) -> None:
+    text = " ".join(section(ROOT / doc, heading).split())
+
+    assert "about 10 minutes on 2 cores" in text
+    for name in ("binary=", "OBJSDK_MINIO_BINARY", "OBJSDK_TOXIPROXY_BINARY", "OBJSDK_CACHE_DIR"):
+        assert name in text, name
+
+
+_OWN_MINIO = """
+import sys
+from objsdk.testing import LocalMinio
+with LocalMinio(**({"binary": sys.argv[1]} if len(sys.argv) > 1 else {})) as minio:
+    with minio.client() as client:
+        client.create_bucket("mine")
+        print(*(b.name for b in client.list_buckets()))
+"""
+
+
+@pytest.mark.parametrize("how", ["OBJSDK_MINIO_BINARY", "binary="])
+def test_a_minio_of_ones_own_skips_the_build(
+    installed: Installed, tmp_path: Path, how: str
+) -> None:
+    own = gobuild.minio_binary()  # a MinIO the user has (the suite's own)
+    cache = tmp_path / "cache"
+    env = installed.env(tmp_path, {"OBJSDK_CACHE_DIR": str(cache)})
+    args: list[str | Path] = [installed.python, "-c", _OWN_MINIO]
+    if how == "binary=":
+        args.append(own)
+    else:
+        env["OBJSDK_MINIO_BINARY"] = str(own)
+
+    done = installed.run(args, cwd=tmp_path, env=env)
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, "mine\n", "")
+    assert not (cache / "bin").exists()  # nothing built

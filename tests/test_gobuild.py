@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import as_at_a_terminal
 
 from objsdk.errors import LocalMinioError
 from objsdk.testing import gobuild
@@ -21,12 +24,14 @@ FAKE_GO = """\
 import os, pathlib, sys, time
 with open(os.environ["FAKE_GO_CALLS"], "a") as calls:
     calls.write(" ".join(sys.argv[1:]) + "\\n")
+if os.environ.get("FAKE_GO_PIDFILE"):
+    pathlib.Path(os.environ["FAKE_GO_PIDFILE"]).write_text(str(os.getpid()))
 time.sleep(float(os.environ.get("FAKE_GO_SLEEP", "0")))
 if os.environ.get("FAKE_GO_FAIL"):
     print("go: downloading example.com/tool v1.0.0")
     print("go: example.com/tool@v1.0.0: " + os.environ["FAKE_GO_FAIL"])
     sys.exit(1)
-exe = pathlib.Path(os.environ["GOBIN"]) / sys.argv[2].split("@")[0].rsplit("/", 1)[1]
+exe = pathlib.Path(os.environ["GOBIN"]) / sys.argv[-1].split("@")[0].rsplit("/", 1)[1]
 exe.write_text("#!/bin/sh\\n")
 exe.chmod(0o755)
 """
@@ -60,7 +65,7 @@ def test_first_call_runs_go_install_and_returns_the_cached_binary(
 
     assert binary == tmp_path / "cache" / "bin" / "tool-v1.0.0" / "tool"
     assert os.access(binary, os.X_OK)
-    assert calls.read_text().splitlines() == ["install example.com/tool@v1.0.0"]
+    assert calls.read_text().splitlines() == ["install -v example.com/tool@v1.0.0"]
 
 
 def test_later_calls_reuse_the_cache_without_running_go(calls: Path) -> None:
@@ -132,6 +137,33 @@ def test_concurrent_processes_build_only_once(calls: Path, monkeypatch: pytest.M
     assert [proc.returncode for proc in procs] == [0, 0, 0, 0]
     assert len(set(outputs)) == 1
     assert len(calls.read_text().splitlines()) == 1
+
+
+def test_an_interrupted_build_leaves_no_go_process_behind(
+    calls: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GO_SLEEP", "60")
+    monkeypatch.setenv("FAKE_GO_PIDFILE", str(tmp_path / "go.pid"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    script = (
+        "from objsdk.testing.gobuild import go_binary; "
+        "go_binary('tool', 'example.com/tool', 'v1.0.0', exe='tool')"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stderr=subprocess.PIPE, preexec_fn=as_at_a_terminal
+    )
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "go.pid").exists() or not (tmp_path / "go.pid").read_text():
+        assert time.monotonic() < deadline, "go was never started"
+        time.sleep(0.05)
+    go_pid = int((tmp_path / "go.pid").read_text())
+
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+
+    assert proc.returncode != 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(go_pid, 0)
 
 
 def test_env_override_names_an_existing_binary_without_building(
