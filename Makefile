@@ -47,7 +47,7 @@ lint: $(STAMP)
 # Two passes at a time: the suite on MinIO (its output as it runs) beside the other three
 # in turn (each one's output when it ends). Much of each pass waits on a server, a
 # timeout or a subprocess, so on 2 cores the four take 16 minutes this way and 27 one
-# after another (README). Each pass starts its own servers on free ports.
+# after another (docs/development.md). Each pass starts its own servers on free ports.
 test: lint
 	$(MAKE) --no-print-directory -j2 test-minio test-others
 

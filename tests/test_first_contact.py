@@ -287,3 +287,20 @@ def test_a_minio_of_ones_own_skips_the_build(
 
     assert (done.returncode, done.stdout, done.stderr) == (0, "mine\n", "")
     assert not (cache / "bin").exists()  # nothing built
+
+
+# -- the README's quickstart is for users -------------------------------------------------------
+
+
+def test_the_readme_quickstart_says_what_the_commands_do_and_how_long_not_ci_figures() -> None:
+    quickstart = " ".join(section(ROOT / "README.md", "## Quickstart").split())
+    development = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+
+    assert "make demo #" in quickstart
+    assert "make test #" in quickstart
+    assert "about 10 minutes on 2 cores" in quickstart  # the one-time build
+    assert re.findall(r"\d[\d,]* tests", quickstart) == []
+    for internal in (".ci/run", "VM", "EPYC"):
+        assert internal not in quickstart
+    assert "docs/development.md" in quickstart
+    assert re.findall(r"\d[\d,]* tests", development) != []  # where the CI figures are
