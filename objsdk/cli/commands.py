@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from objsdk import ObjectSummary, Prefix, errors
+from objsdk import SSEKMS, SSES3, ObjectSummary, Prefix, errors
 
 from .._core.sizes import MAX_OBJECT_SIZE
 from .._core.wildcards import has_wildcard
@@ -73,7 +73,21 @@ class Context:
             profile=self.args.profile,
             max_pool_connections=max(16, jobs * parallel),
             verify=self._verify(),
+            sse=self._sse(),
         )
+
+    def _sse(self) -> SSES3 | SSEKMS | None:
+        """The encryption of the objects this run writes, as aws s3 cp's ``--sse`` and
+        ``--sse-kms-key-id`` say (None: the bucket's default)."""
+        kind = getattr(self.args, "sse", None)
+        key_id = getattr(self.args, "sse_kms_key_id", None)
+        if key_id is not None and kind != "aws:kms":
+            raise CliError("--sse-kms-key-id needs --sse aws:kms", EXIT_BAD_ARGS)
+        if kind == "AES256":
+            return SSES3()
+        if kind == "aws:kms":
+            return SSEKMS(key_id)
+        return None
 
     def _verify(self) -> bool | str | None:
         """What checks TLS certificates, as aws's --no-verify-ssl and --ca-bundle say
@@ -179,9 +193,9 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
     count = total = 0
     objects: Iterable[tuple[str, ObjectSummary | Prefix]]
     if has_wildcard(where.key):
-        objects = ((s.key, s) for _rel, s in list_objects(client, where))
+        objects = ((s.key, s) for _rel, s in list_objects(client, where, page_size=args.page_size))
     else:
-        objects = _ls_entries(client, where, args.recursive)
+        objects = _ls_entries(client, where, args.recursive, args.page_size)
     matched = False
     for name, entry in objects:
         matched = True
@@ -210,20 +224,16 @@ def cmd_ls(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_FAILED if where.key and not matched else EXIT_OK
 
 
-# The aws CLI prints each page of a listing (1000 entries) as its prefixes, then its
-# objects; holding one page's objects at a time keeps memory bounded on huge levels.
-_LS_PAGE = 1000
-
-
 def _ls_entries(
-    client: Client, where: RemotePath, recursive: bool
+    client: Client, where: RemotePath, recursive: bool, page_size: int
 ) -> Iterator[tuple[str, ObjectSummary | Prefix]]:
-    """(name shown, entry) of one level: in each page of the listing its prefixes
-    first (the PRE lines), then its objects; with ``recursive``, every object under
-    the prefix."""
+    """(name shown, entry) of one level: in each page of the listing (``page_size``
+    entries, ``--page-size``) its prefixes first (the PRE lines), then its objects, as the
+    aws CLI prints them, holding one page's objects at a time so memory stays bounded on
+    huge levels; with ``recursive``, every object under the prefix."""
     base = _dir_of(where.key)
     listing = client.list_objects(
-        where.bucket, prefix=where.key, delimiter=None if recursive else "/"
+        where.bucket, prefix=where.key, delimiter=None if recursive else "/", page_size=page_size
     )
     held: list[ObjectSummary] = []
     for entries, entry in enumerate(listing, 1):
@@ -233,7 +243,7 @@ def _ls_entries(
             yield entry.key, entry
         else:
             held.append(entry)  # after the page's PRE lines, as the aws CLI prints them
-        if entries % _LS_PAGE == 0:
+        if entries % page_size == 0:
             yield from ((e.key[len(base) :], e) for e in held)
             held.clear()
     yield from ((e.key[len(base) :], e) for e in held)

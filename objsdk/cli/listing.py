@@ -128,14 +128,15 @@ def key_prefix(src: RemotePath) -> str:
 
 
 def list_objects(
-    client: Client, src: RemotePath, *, markers: bool = False
+    client: Client, src: RemotePath, *, markers: bool = False, page_size: int = 1000
 ) -> Iterator[tuple[str, ObjectSummary]]:
     """Objects under ``src`` as a prefix (or matching its wildcards, ``*`` crossing
-    ``/`` as in s5cmd), as (key relative to the prefix, summary). Folder markers (keys
-    ending in ``/``: no file to copy) only with ``markers`` (what ``rm`` deletes)."""
+    ``/`` as in s5cmd), as (key relative to the prefix, summary), listed ``page_size``
+    keys a request. Folder markers (keys ending in ``/``: no file to copy) only with
+    ``markers`` (what ``rm`` deletes)."""
     prefix = key_prefix(src)
     pattern = key_pattern(src.key) if has_wildcard(src.key) else None
-    for entry in client.list_objects(src.bucket, prefix=prefix):
+    for entry in client.list_objects(src.bucket, prefix=prefix, page_size=page_size):
         if not isinstance(entry, ObjectSummary) or (entry.key.endswith("/") and not markers):
             continue
         if pattern is not None and not pattern.match(entry.key):

@@ -60,6 +60,29 @@ _positive = _int_at_least(1, "must be at least 1")
 _non_negative = _int_at_least(0, "must not be negative")
 
 
+def _page_size(text: str) -> int:
+    """``--page-size``: keys per ListObjects request, 1 to 1000 (what S3 returns at most)."""
+    n = _positive(text)
+    if n > 1000:
+        raise argparse.ArgumentTypeError(f"must be at most 1000 (S3's largest page), got {n}")
+    return n
+
+
+class _OutputFormat(argparse.Action):
+    """The aws CLI's ``--output json|text|table``, refused naming what objsdk has instead
+    (``--json``), so a script written for aws fails with the remedy."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        instead = "use --json" if values == "json" else "objsdk prints text, or JSON with --json"
+        raise CliError(f"--output {values} is not supported; {instead}", EXIT_BAD_ARGS)
+
+
 class _Parser(argparse.ArgumentParser):
     """Bad arguments raise CliError (exit 252) instead of argparse's exit 2, naming the
     option at fault. Options are never abbreviated (``--inc`` is not ``--include``), as
@@ -128,6 +151,7 @@ def _global_options() -> _Parser:
         help="do not check the endpoint's TLS certificate (a warning says so)",
     )
     group.add_argument("--json", action="store_true", default=s, help="JSON output")
+    group.add_argument("--output", action=_OutputFormat, default=s, help=s)
     group.add_argument("--debug", action="store_true", default=s, help="log and show tracebacks")
     return g
 
@@ -233,6 +257,19 @@ def _object_fields(p: argparse.ArgumentParser) -> None:
         choices=CANNED_ACLS,
         help="canned ACL for uploads and copies (bucket-owner-full-control...)",
     )
+    p.add_argument(
+        "--sse",
+        default=None,
+        choices=("AES256", "aws:kms"),
+        help="server-side encryption of the objects written, as aws s3 cp: AES256 (keys "
+        "the service manages) or aws:kms (a KMS key)",
+    )
+    p.add_argument(
+        "--sse-kms-key-id",
+        default=None,
+        metavar="KEY_ID",
+        help="the KMS key of --sse aws:kms (default: the service's)",
+    )
 
 
 def _filter_options(p: argparse.ArgumentParser) -> None:
@@ -319,6 +356,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bytes", action="store_true", help=argparse.SUPPRESS)  # the default now
     p.add_argument("--summarize", action="store_true", help="print totals")
+    p.add_argument(
+        "--page-size",
+        type=_page_size,
+        default=1000,
+        help="keys per ListObjects request, 1 to 1000 (default 1000), as aws s3 ls: every "
+        "key is still listed",
+    )
 
     p = add("mb", "make a bucket")
     p.add_argument("bucket", help="s3://bucket")
