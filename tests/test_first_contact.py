@@ -5,6 +5,7 @@ read on the way."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -304,3 +305,60 @@ def test_the_readme_quickstart_says_what_the_commands_do_and_how_long_not_ci_fig
         assert internal not in quickstart
     assert "docs/development.md" in quickstart
     assert re.findall(r"\d[\d,]* tests", development) != []  # where the CI figures are
+
+
+# -- fsspec storage options: a mistake says what was meant ------------------------------------
+
+_STORAGE_OPTIONS = """
+import sys, fsspec
+try:
+    fsspec.filesystem("objsdk", endpoint_url="http://127.0.0.1:9", **eval(sys.argv[1]))
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+"""
+
+
+def fsspec_error(installed: Installed, tmp_path: Path, options: str) -> str:
+    """What ``fsspec.filesystem("objsdk", **options)`` raises in a user's process (no
+    AWS_* variables, no ~/.aws)."""
+    done = installed.run([installed.python, "-c", _STORAGE_OPTIONS, options], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("options", "meant"),
+    [
+        ("{'endpoint': 'http://127.0.0.1:9'}", "endpoint (did you mean endpoint_url?)"),
+        ("{'access_key': 'AKIDEXAMPLE'}", "access_key (did you mean key?)"),
+        ("{'region_name': 'eu-west-1'}", "region_name (did you mean region?)"),
+        ("{'readahaed': 4}", "readahaed (did you mean readahead?)"),
+        ("{'colour': 'blue'}", "colour"),
+    ],
+)
+def test_an_unknown_storage_option_suggests_the_one_meant(
+    installed: Installed, tmp_path: Path, options: str, meant: str
+) -> None:
+    error = fsspec_error(installed, tmp_path, options)
+
+    assert error == f"TypeError: ObjsdkFileSystem got unknown storage options: {meant}"
+
+
+def test_a_secret_without_its_key_says_where_the_key_would_come_from(
+    installed: Installed, tmp_path: Path
+) -> None:
+    error = fsspec_error(installed, tmp_path, "{'secret': 'not-shown-anywhere'}")
+
+    assert error.startswith("ConfigError: ")
+    assert "secret= given without key=" in error
+    for remedy in ("key=", "AWS_ACCESS_KEY_ID", "profile="):
+        assert remedy in error
+    assert "not-shown-anywhere" not in error
+
+
+def test_the_suggestions_are_drawn_from_the_filesystems_own_arguments() -> None:
+    from objsdk.filesystem import ObjsdkFileSystem, options
+
+    own = inspect.signature(ObjsdkFileSystem.__init__).parameters
+
+    assert sorted(options.OWN_OPTIONS) == sorted(set(own) - {"self", "kwargs"})

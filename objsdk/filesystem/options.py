@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,59 @@ _SSE_PARAMS = (
 # objsdk's own names for the same, accepted by open() in write modes.
 OPEN_WRITE_OPTIONS = frozenset({*_WRITE_PARAMS.values(), "parallel", "part_size"})
 OPEN_READ_OPTIONS = frozenset({"readahead", "part_size"})
+
+# Every storage option understood, for an unknown one to be compared with: the
+# filesystem's own keyword arguments (spec.py), then s3fs's and fsspec's, handled here.
+OWN_OPTIONS = (
+    "endpoint_url",
+    "key",
+    "secret",
+    "token",
+    "region",
+    "profile",
+    "client_kwargs",
+    "readahead",
+    "parallel",
+    "part_size",
+    "anon",
+    "pickle_credentials",
+)
+_S3FS_OPTIONS = (
+    "username",
+    "password",
+    "use_ssl",
+    "requester_pays",
+    "default_block_size",
+    "default_fill_cache",
+    "default_cache_type",
+    "version_aware",
+    "config_kwargs",
+    "s3_additional_kwargs",
+    "session",
+    "cache_regions",
+    "asynchronous",
+    "loop",
+    "max_concurrency",
+    "fixed_upload_size",
+    "local_expiry_check",
+    "use_listings_cache",
+    "listings_expiry_time",
+    "max_paths",
+    "skip_instance_cache",
+)
+# What other clients call an option (boto3's, objsdk.Client's), where the spelling alone
+# would not suggest it.
+_CALLED_ELSEWHERE = {
+    "access_key": "key",
+    "aws_access_key_id": "key",
+    "secret_key": "secret",
+    "aws_secret_access_key": "secret",
+    "session_token": "token",
+    "aws_session_token": "token",
+    "endpoint": "endpoint_url",
+    "region_name": "region",
+    "profile_name": "profile",
+}
 
 # config_kwargs (botocore.config.Config) keys and the Client argument they become.
 _CONFIG_KEYS = (
@@ -197,10 +251,21 @@ def parse_storage_options(
     for name in ("listings_expiry_time", "max_paths"):
         _refuse_unless(name, s3fs.pop(name, None), None, "objsdk never caches listings")
     if s3fs:
-        raise TypeError(f"ObjsdkFileSystem got unknown storage options: {', '.join(sorted(s3fs))}")
+        raise TypeError(
+            "ObjsdkFileSystem got unknown storage options: "
+            + ", ".join(_with_suggestion(name) for name in sorted(s3fs))
+        )
     out.key, out.secret, out.token = key, secret, token
     out.endpoint_url, out.region = endpoint_url, region
     return out
+
+
+def _with_suggestion(name: str) -> str:
+    """``name``, followed by the known option it is closest to, if any is close."""
+    meant = _CALLED_ELSEWHERE.get(name) or next(
+        iter(difflib.get_close_matches(name, (*OWN_OPTIONS, *_S3FS_OPTIONS), n=1)), None
+    )
+    return f"{name} (did you mean {meant}?)" if meant else name
 
 
 def client_config(
@@ -215,6 +280,13 @@ def client_config(
         key = secret = token = None
     elif key is not None and secret is None:
         secret, token = _secret_for(settings.endpoint_url, key)
+    elif secret is not None and key is None:
+        # A secret is half of a key pair; the other half is never taken from elsewhere.
+        raise errors.ConfigError(
+            "ObjsdkFileSystem: secret= given without key=: pass key= too (the access key "
+            "the secret belongs to), or neither and set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or use profile= (a profile in ~/.aws)"
+        )
     options: dict[str, Any] = {
         "access_key": key,
         "secret_key": secret,
