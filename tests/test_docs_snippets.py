@@ -4,14 +4,14 @@ Conventions for writing docs (see docs/cli.md for examples):
 
 * Every fenced ```python block is executed, on its own, in a fresh namespace that already
   holds ``client`` (an ``objsdk.Client`` on the test MinIO), ``bucket`` (the name of a
-  fresh, empty bucket, removed afterwards), ``endpoint``, ``access_key``, ``secret_key``
-  and ``storage_options`` (the fsspec options ``{"endpoint_url", "key", "secret"}``).
-  The environment has ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID`` and
-  ``AWS_SECRET_ACCESS_KEY`` set for that MinIO (``Client.from_env()``, the CLI and
-  ``objsdk://`` URLs just work), ``HOME`` points at an empty directory (no ``~/.aws``),
-  and the working directory is an empty temporary directory (relative paths land there).
-  Write snippets that use these names instead of literal endpoints, keys or bucket names,
-  and that create the local files they read.
+  fresh, empty bucket, removed afterwards), ``endpoint``, ``access_key`` and
+  ``secret_key``; anything else a snippet uses it defines, as a reader copying it must
+  (fsspec's ``storage_options`` included). The environment has ``AWS_ENDPOINT_URL``,
+  ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` set for that MinIO
+  (``Client.from_env()``, the CLI and ``objsdk://`` URLs just work), ``HOME`` points at
+  an empty directory (no ``~/.aws``), and the working directory is an empty temporary
+  directory (relative paths land there). Write snippets that use these names instead of
+  literal endpoints, keys or bucket names, and that create the local files they read.
 * A fenced ```sh or ```bash block runs (with ``bash -euo pipefail``, same environment and
   working directory, ``$BUCKET`` set to the fresh bucket, ``objsdk`` on the PATH) only
   when the line just before it is ``<!-- run-snippet -->``; other shell blocks
@@ -188,11 +188,6 @@ def test_snippet_runs(
         "endpoint": local_minio.endpoint,
         "access_key": local_minio.access_key,
         "secret_key": local_minio.secret_key,
-        "storage_options": {
-            "endpoint_url": local_minio.endpoint,
-            "key": local_minio.access_key,
-            "secret": local_minio.secret_key,
-        },
     }
     code = compile(snippet.code, snippet.id, "exec")
     exec(code, namespace)
