@@ -362,3 +362,27 @@ def test_the_suggestions_are_drawn_from_the_filesystems_own_arguments() -> None:
     own = inspect.signature(ObjsdkFileSystem.__init__).parameters
 
     assert sorted(options.OWN_OPTIONS) == sorted(set(own) - {"self", "kwargs"})
+
+
+# -- the docs say what installing brings ----------------------------------------------------------
+
+_REQUIRES = """
+import importlib.metadata, re
+for req in importlib.metadata.requires("objsdk"):
+    if "extra ==" not in req:
+        print(re.match(r"[A-Za-z0-9_.-]+", req).group(0))
+"""
+
+
+def test_getting_started_names_every_runtime_dependency(
+    installed: Installed, tmp_path: Path
+) -> None:
+    done = installed.run([installed.python, "-c", _REQUIRES], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    required = sorted(done.stdout.split())
+    install = section(GETTING_STARTED, "## Install")
+    sentence = " ".join(install[: install.index("\n\n", 1)].split())  # its first paragraph
+
+    assert "runtime dependencies" in sentence
+    named = sorted(set(re.findall(r"`([A-Za-z0-9_.-]+)`", sentence)))
+    assert named == required
