@@ -43,7 +43,8 @@ MAX_SINGLE_PUT = 5 * GiB
 DEFAULT_CHUNK_SIZE = 1 * MiB
 # One socket read of a large receive: the checksum reads each slice while it is in the
 # CPU cache, the adaptive level sees its bytes, and the kernel wakes the reader once for
-# it (docs/perf.md, "what verification costs a read", "Fewer wake-ups per receive").
+# it (docs/perf.md, "Checksums: what verification costs a read", "Fewer wake-ups per
+# receive").
 RECEIVE_SLICE = 256 * KiB
 # Parts of uploads and downloads.
 DEFAULT_PART_SIZE = 16 * MiB

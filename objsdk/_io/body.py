@@ -67,8 +67,8 @@ class BodyStream:
         view = view[: self._cap(len(view))]
         # The observer (the checksum) reads each slice while it is still in the CPU cache:
         # a 1 MiB buffer hashed after the kernel filled it is read back from memory, which
-        # costs several times the CRC itself (docs/perf.md, "what verification costs a
-        # read").
+        # costs several times the CRC itself (docs/perf.md, "Checksums: what verification
+        # costs a read").
         if self.observer is None or len(view) <= RECEIVE_SLICE:
             return self._readinto(view)
         n = 0

@@ -56,7 +56,8 @@ BATCH_FILES = 256
 BATCH_BYTES = 64 << 20
 # Dirty data not the batch's that one syncfs may flush along with it; above it, an fsync
 # of each file costs less. 600 MB of another program's dirty data added 0.4 s to a
-# syncfs of 200 x 1 MiB on the EPYC VM's disk (docs/perf.md).
+# syncfs of 200 x 1 MiB on the EPYC VM's disk (docs/perf.md, "Many files: a batch's flush
+# and other programs' writes").
 SYNCFS_MAX_FOREIGN = 64 << 20
 # A file's date is set through its open descriptor where the system can (no path lookup).
 _UTIME_FD = os.utime in os.supports_fd

@@ -189,7 +189,8 @@ def cmd_extract(ctx: Context, args: argparse.Namespace) -> int:
         ctx.out.progress(size, "extract") as progress,
         client.open(where.bucket, where.key, readahead=args.readahead) as reader,
         # tarfile reads a stream 10 KiB at a time (RECORDSIZE); a C buffer in front
-        # serves those reads and fills itself by one readinto per MiB (docs/perf.md).
+        # serves those reads and fills itself by one readinto per MiB (docs/perf.md, "A
+        # remote tar extracted as it streams").
         io.BufferedReader(reader, READ_BUFFER) as f,
         tarfile.open(fileobj=f, mode="r|*") as tar,
     ):
