@@ -129,6 +129,92 @@ def test_docs_have_snippets() -> None:
     assert len(snippets()) >= 5
 
 
+# -- citations of docs/perf.md's sections ----------------------------------------------------
+
+PERF_MD = ROOT / "docs" / "perf.md"
+# A section cited by name: the path, a comma, then one or more quoted headings; or a link
+# to its anchor (the file name, "#", the anchor).
+CITED_BY_NAME = re.compile(r'docs/perf\.md,\s*((?:"[^"]+"(?:,\s*)?)+)')
+CITED_BY_ANCHOR = re.compile(r"perf\.md#([\w-]+)")
+QUOTED = re.compile(r'"([^"]+)"')
+# A line break inside a citation, with the indentation and "#" of a comment that goes on.
+LINE_BREAK = re.compile(r"\s*\n\s*(?:#\s*)?")
+HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(?P<text>.+?)(?:[ \t]+#+)?[ \t]*$")
+
+
+def headings(markdown: str) -> list[str]:
+    """The text of a Markdown file's ATX headings, outside fenced code blocks."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in markdown.splitlines():
+        if fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+            continue
+        m = FENCE.match(line)
+        if m:
+            fence = m.group("fence")
+            continue
+        h = HEADING.match(line)
+        if h:
+            out.append(h.group("text"))
+    return out
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def perf_md_citations(text: str) -> tuple[list[str], list[str]]:
+    """The headings of docs/perf.md that a text cites by name, and the anchors it links."""
+    flat = LINE_BREAK.sub(" ", text)
+    names = [q for m in CITED_BY_NAME.finditer(flat) for q in QUOTED.findall(m.group(1))]
+    return names, CITED_BY_ANCHOR.findall(text)
+
+
+def citing_files() -> list[Path]:
+    code = [p for d in ("objsdk", "perf", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *code]
+
+
+def test_perf_md_citations_are_read_from_comments_docstrings_and_links() -> None:
+    doc = "docs/perf" + ".md"  # spelled apart so this file cites nothing itself
+    text = (
+        f'# costs more (docs/perf.md is not cited here); it is ({doc}, "First\n'
+        f'    # heading", "Second: two")\n'
+        f'"""Docstring ({doc}, "A heading\n    over lines")."""\n'
+        f"See [perf.md]({doc[5:]}#an-anchor) and ({doc}) with no section.\n"
+    )
+    names, anchors = perf_md_citations(text)
+    assert names == ["First heading", "Second: two", "A heading over lines"]
+    assert anchors == ["an-anchor"]
+
+
+def test_perf_md_headings_are_read_outside_code_blocks_with_their_anchors() -> None:
+    markdown = "# Title\n\n## Reads: ObjectFile, lines, tar, cuts\n```\n## output\n```\n### A #\n"
+    assert headings(markdown) == ["Title", "Reads: ObjectFile, lines, tar, cuts", "A"]
+    assert anchor("Reads: ObjectFile, lines, tar, cuts") == "reads-objectfile-lines-tar-cuts"
+    assert anchor("`cat` of many files") == "cat-of-many-files"
+
+
+def test_every_citation_of_a_perf_md_section_names_one_of_its_headings() -> None:
+    """Code and docs that cite a section of docs/perf.md by its heading or its anchor
+    point at a heading that exists, so a reader following the citation finds it."""
+    titles = headings(PERF_MD.read_text(encoding="utf-8"))
+    anchors = {anchor(t) for t in titles}
+    found: list[str] = []
+    broken: list[str] = []
+    for path in citing_files():
+        names, links = perf_md_citations(path.read_text(encoding="utf-8"))
+        where = path.relative_to(ROOT).as_posix()
+        found += names + links
+        broken += [f'{where}: "{n}"' for n in names if n not in titles]
+        broken += [f"{where}: #{a}" for a in links if a not in anchors]
+    assert len(found) >= 10, f"too few citations found, the reader is broken: {found}"
+    assert not broken, "citations of docs/perf.md sections it does not have:\n" + "\n".join(broken)
+
+
 # -- running them ----------------------------------------------------------------------------
 
 
