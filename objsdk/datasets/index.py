@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from objsdk import ObjectSummary
-from objsdk.errors import InvalidArgument, NoSuchKey, ObjsdkError
+from objsdk.errors import InvalidArgument, NoSuchKey, ObjectChangedError, ObjsdkError
 
 from .errors import ShardError
 from .shards import INDEX_NAME, Shard, parse_shard, resolve_shards
@@ -50,6 +50,7 @@ __all__ = [
     "load_index",
     "normal_etag",
     "save_index",
+    "shard_changed",
 ]
 
 log = logging.getLogger("objsdk.datasets")
@@ -104,6 +105,30 @@ class ShardIndex(dict[str, ShardEntry]):
 def normal_etag(etag: str | None) -> str | None:
     """An ETag without its quotes (listings and GET answers differ in quoting)."""
     return etag.strip('"') or None if etag else None
+
+
+def shard_changed(
+    shard: Shard,
+    etag: str | None,
+    recorded: str | None,
+    *,
+    since: str,
+    record: str,
+    remedy: str,
+    cause: ObjectChangedError | None = None,
+) -> ShardError:
+    """The refusal of a shard that is no longer the version recorded for it (by its
+    sample index, or by the state a resumed epoch was saved in): names the shard, its
+    ETag now and the recorded one. ``__cause__`` is ``cause`` (the read's own
+    :class:`~objsdk.ObjectChangedError`) or one saying the same."""
+    now, then = normal_etag(etag), normal_etag(recorded)
+    error = ShardError(
+        f"shard changed since {since} (ETag {now}, {record} {then}); {remedy}", shard=str(shard)
+    )
+    error.__cause__ = cause or ObjectChangedError(
+        f"ETag {then} is now {now}", bucket=shard.bucket, key=shard.key
+    )
+    return error
 
 
 def index_location(shard: Shard) -> Shard:
