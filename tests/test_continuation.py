@@ -236,3 +236,10 @@ def test_ranged_body_slices_a_200_that_ignored_range():
     body = bytes(range(256))
     assert ranged_body(200, {}, body, offset=10, length=5) == body[10:15]
     assert ranged_body(200, {}, body, offset=250, length=None) == body[250:]
+
+
+@pytest.mark.parametrize("length", [None, 200])
+def test_ranged_body_refuses_a_206_cut_short_without_the_object_size(length):
+    """``bytes 100-199/*`` may or may not end at the object's end: not proof enough."""
+    with pytest.raises(BadResponse, match="without saying the object's size"):
+        ranged_body(206, h(Content_Range="bytes 100-199/*"), b"x" * 100, offset=100, length=length)

@@ -215,3 +215,47 @@ def test_a_pickled_reader_keeps_the_last_modified_pin(
     last = server.requests[-1]
     assert last.headers.get("Range") == "bytes=10-"
     assert last.headers.get("If-Unmodified-Since") == "Mon, 01 Jan 2024 00:00:00 GMT"
+
+
+# -- get_object without a range: the answer is the whole object ------------------------------
+
+
+def partial_answer(content_range: str, body: bytes) -> Handler:
+    """Every GET, asked for a range or not, is answered 206 with ``content_range`` and
+    ``body`` (Content-Length: its length); a HEAD gets the object's true size."""
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        if request.method == "HEAD":
+            answer(request, conn, object_reply(request, S3Object(DATA)))
+            return
+        Reply(206, {"ETag": S3Object(DATA).etag, "Content-Range": content_range}, body).send(conn)
+
+    return handler
+
+
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize(
+    ("content_range", "body", "match"),
+    [
+        (f"bytes 0-99/{SIZE}", DATA[:100], "ends at 99"),
+        (f"bytes 100-{SIZE - 1}/{SIZE}", DATA[100:], "from 100"),
+        ("bytes 0-99/*", DATA[:100], "size"),
+        (f"bytes 0-{SIZE - 1}/{SIZE}", DATA + DATA[:50], "Content-Length"),
+    ],
+    ids=["first-bytes-only", "starts-late", "size-unknown", "body-longer-than-range"],
+)
+def test_get_object_of_the_whole_object_refuses_a_206_for_other_bytes(
+    serve: Serve, content_range: str, body: bytes, match: str, verify: bool
+) -> None:
+    """A GET without Range answered 206 must hold the whole object, as Content-Range
+    proves, and its body exactly those bytes: anything else is a ProtocolError naming
+    the object, never a short or padded object returned as if whole."""
+    _, client = serve(partial_answer(content_range, body))
+    with pytest.raises(objsdk.ProtocolError, match=match) as info:
+        client.get_object(BUCKET, KEY, verify=verify)
+    assert (info.value.bucket, info.value.key) == (BUCKET, KEY)
+
+
+def test_get_object_of_the_whole_object_takes_a_206_that_holds_it_all(serve: Serve) -> None:
+    _, client = serve(partial_answer(f"bytes 0-{SIZE - 1}/{SIZE}", DATA))
+    assert client.get_object(BUCKET, KEY) == DATA

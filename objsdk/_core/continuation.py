@@ -170,8 +170,8 @@ def ranged_body(
     (``body``) to a GET sent with that ``Range``.
 
     A 206 must say, in ``Content-Range``, that it holds exactly those bytes (fewer only
-    where the object ends) and hold as many; a 200 is the whole object, sliced here; a
-    416 whose ``Content-Range`` puts ``offset`` at or past the end holds no bytes.
+    where it says the object ends) and hold as many; a 200 is the whole object, sliced
+    here; a 416 whose ``Content-Range`` puts ``offset`` at or past the end holds no bytes.
     Raises :class:`BadResponse` otherwise.
     """
     end = None if length is None else offset + length
@@ -184,6 +184,13 @@ def ranged_body(
     assert cr is not None  # check_response refused a 206 without one
     if end is not None and cr.last >= end:
         raise BadResponse(f"Content-Range ends at {cr.last}, past {end - 1}")
+    if cr.total is None and (end is None or cr.last != end - 1):
+        # "bytes first-last/*": fewer bytes than asked may or may not end the object.
+        goal = "the object's end" if end is None else f"byte {end - 1}"
+        raise BadResponse(
+            f"Content-Range {headers.get('Content-Range')!r} stops before {goal} "
+            "without saying the object's size"
+        )
     if len(body) != cr.length:
         raise BadResponse(f"{len(body)} body bytes for a Content-Range of {cr.length}")
     return body

@@ -54,14 +54,13 @@ def get_object(
         headers=headers,
         ok=(200, 206),
     )
-    data = resp.content
-    _check_length(transport, bucket, key, version_id, resp.status, resp.headers, len(data))
+    _check_length(transport, bucket, key, version_id, resp.status, resp.headers, len(resp.content))
+    # The bytes asked for, whether a Range was sent or not: a 206 must hold exactly those
+    # (the whole object when none was), a 200 (Range ignored) is sliced.
+    data = ranged_content(resp, offset, length, operation=operation, bucket=bucket, key=key)
     if verify and offset == 0:
-        check_body(bucket, key, resp.status, resp.headers, data)
-    if "Range" not in headers:
-        return data
-    # A 206 must hold exactly the bytes asked for; a 200 (Range ignored) is sliced.
-    return ranged_content(resp, offset, length, operation=operation, bucket=bucket, key=key)
+        check_body(bucket, key, resp.status, resp.headers, resp.content)
+    return data
 
 
 def _check_length(
