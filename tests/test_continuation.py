@@ -6,6 +6,7 @@ from objsdk._core.continuation import (
     BadResponse,
     Changed,
     Continuation,
+    Malformed,
     SizeUnknown,
     check_response,
     is_strong_etag,
@@ -243,3 +244,28 @@ def test_ranged_body_refuses_a_206_cut_short_without_the_object_size(length):
     """``bytes 100-199/*`` may or may not end at the object's end: not proof enough."""
     with pytest.raises(BadResponse, match="without saying the object's size"):
         ranged_body(206, h(Content_Range="bytes 100-199/*"), b"x" * 100, offset=100, length=length)
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [
+        (200, h(Content_Length="-5")),
+        (200, h(Content_Length="+5")),
+        (206, h(Content_Range="bytes 40-99/100", Content_Length="-60")),
+        (206, h(Content_Range="bytes 40-99/-100")),
+        (206, h(ETag=ETAG)),
+        (416, h(Content_Range="bytes */-5")),
+    ],
+    ids=[
+        "200-negative",
+        "200-signed",
+        "206-negative-length",
+        "206-negative-total",
+        "206-none",
+        "416",
+    ],
+)
+def test_framing_values_that_are_not_numbers_are_malformed_not_sizes(status, headers):
+    """Never a negative size or an end of the object: Malformed, which no resume cures."""
+    with pytest.raises(Malformed):
+        check_response(status, headers, want=40, etag=None, size=None)

@@ -4,7 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from objsdk._core.ranges import ContentRange, format_range, parse_content_range
+from objsdk._core.ranges import (
+    ContentRange,
+    format_range,
+    parse_content_length,
+    parse_content_range,
+    parse_unsatisfied_range,
+)
 
 
 def test_open_ended_range():
@@ -44,3 +50,30 @@ def test_content_range_round_trip(first, length, extra):
     last = first + length
     total = last + extra
     assert parse_content_range(f"bytes {first}-{last}/{total}") == ContentRange(first, last, total)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("0", 0), ("0042", 42)])
+def test_content_length_is_digits(value, expected):
+    assert parse_content_length(value) == expected
+
+
+@pytest.mark.parametrize("value", ["-5", "+5", " 5", "5 ", "5_0", "5, 5", "0x10", "²", ""])
+def test_content_length_that_is_not_digits_is_refused(value):
+    """RFC 9110 §8.6: 1*DIGIT. int() would take several of these."""
+    with pytest.raises(ValueError, match="not a byte count"):
+        parse_content_length(value)
+
+
+def test_unsatisfied_range_states_the_size_or_nothing():
+    assert parse_unsatisfied_range("bytes */1024") == 1024
+    assert parse_unsatisfied_range(None) is None
+
+
+@pytest.mark.parametrize("value", ["bytes */-5", "bytes */+0", "bytes */0x10", "bytes 0-1/2", ""])
+def test_unsatisfied_range_that_states_no_size_is_refused(value):
+    with pytest.raises(ValueError, match="unusable Content-Range"):
+        parse_unsatisfied_range(value)
+
+
+def test_content_range_positions_are_ascii_digits():
+    assert parse_content_range("bytes 0-1/²") is None

@@ -11,11 +11,14 @@ import random
 import socket
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
-from rawserver import RawServer, Reply, Request, S3Object, object_reply
+from rawserver import RawServer, Reply, Request, S3Object, http_response, object_reply
 
 import objsdk
+from objsdk._core.checksums import crc32c_b64
+from objsdk._transport.http import HTTPTransport
 
 BUCKET, KEY = "bkt", "dir/obj.bin"
 SIZE = 600 * 1024
@@ -259,3 +262,131 @@ def test_get_object_of_the_whole_object_refuses_a_206_for_other_bytes(
 def test_get_object_of_the_whole_object_takes_a_206_that_holds_it_all(serve: Serve) -> None:
     _, client = serve(partial_answer(f"bytes 0-{SIZE - 1}/{SIZE}", DATA))
     assert client.get_object(BUCKET, KEY) == DATA
+
+
+# -- framing values that are not numbers, on every read path --------------------------------
+
+
+def read_whole(client: objsdk.Client, tmp_path: Path) -> object:
+    return client.get_object(BUCKET, KEY)
+
+
+def read_range(client: objsdk.Client, tmp_path: Path) -> object:
+    return client.get_object(BUCKET, KEY, offset=100, length=100)
+
+
+def read_file(client: objsdk.Client, tmp_path: Path) -> object:
+    with client.open(BUCKET, KEY, readahead=0) as f:
+        return f.read()
+
+
+def read_file_ahead(client: objsdk.Client, tmp_path: Path) -> object:
+    with client.open(BUCKET, KEY, readahead=2, part_size=128 * 1024) as f:
+        return f.read()
+
+
+def read_into(client: objsdk.Client, tmp_path: Path) -> object:
+    return client.get_into(BUCKET, KEY, bytearray(SIZE))
+
+
+def read_to_path(client: objsdk.Client, tmp_path: Path) -> object:
+    try:
+        return client.download(BUCKET, KEY, tmp_path / "out")
+    finally:
+        assert not (tmp_path / "out").exists()
+
+
+READ_PATHS = [read_whole, read_range, read_file, read_file_ahead, read_into, read_to_path]
+STREAMED_READ_PATHS = [read_file, read_file_ahead, read_into, read_to_path]
+
+
+def misframed(name: str, value: Callable[[int, int], str]) -> Handler:
+    """Every GET is answered with the object's right bytes (those asked for, as a 206 when
+    a range was asked, else as a 200, a CRC32C with it), but with its ``name`` header set
+    to ``value(first, last)`` and the connection closed after the body; HEADs are true."""
+    obj = S3Object(DATA, headers={"x-amz-checksum-crc32c": crc32c_b64(DATA)})
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        reply = object_reply(request, obj)
+        if request.method == "HEAD":
+            answer(request, conn, reply)
+            return
+        first = request.range_start or 0
+        last = first + len(reply.body) - 1
+        reply.headers[name] = value(first, last)
+        if name == "Content-Range":
+            reply.status = 206
+        conn.sendall(reply.to_bytes())
+        conn.close()  # where the body ends is the connection's end, whatever was said
+
+    return handler
+
+
+MISFRAMINGS = {
+    "length-negative": ("Content-Length", lambda first, last: "-5"),
+    "length-signed": ("Content-Length", lambda first, last: "+5"),
+    "length-not-a-number": ("Content-Length", lambda first, last: "5 bytes"),
+    "range-total-negative": ("Content-Range", lambda first, last: f"bytes {first}-{last}/-{SIZE}"),
+    "range-not-numbers": ("Content-Range", lambda first, last: f"bytes {first}-{last}/{SIZE}.0"),
+}
+
+
+@pytest.mark.parametrize("read", READ_PATHS)
+@pytest.mark.parametrize("framing", list(MISFRAMINGS))
+def test_a_content_length_or_range_that_is_not_a_number_is_a_protocol_error_on_every_read_path(
+    serve: Serve, tmp_path: Path, framing: str, read: Callable[[objsdk.Client, Path], object]
+) -> None:
+    """RFC 9110 §8.6 and §14.4: Content-Length is digits, Content-Range's positions and
+    total are digits. Anything else (a sign, a word, a fraction) is a ProtocolError
+    naming the object (not a ResumeLimitError: the same server would say it again), never
+    a short, empty or negative-sized object."""
+    _, client = serve(misframed(*MISFRAMINGS[framing]))
+    with pytest.raises(objsdk.ProtocolError) as info:
+        read(client, tmp_path)
+    assert (info.value.bucket, info.value.key) == (BUCKET, KEY)
+
+
+def unsatisfiable(total: str) -> Handler:
+    """Every GET is answered 416 with ``Content-Range: bytes */<total>``; HEADs are true."""
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        if request.method == "HEAD":
+            answer(request, conn, object_reply(request, S3Object(DATA)))
+            return
+        headers = {"Content-Type": "application/xml", "Content-Range": f"bytes */{total}"}
+        Reply(416, headers, b"<Error><Code>InvalidRange</Code></Error>").send(conn)
+
+    return handler
+
+
+@pytest.mark.parametrize("read", STREAMED_READ_PATHS)
+@pytest.mark.parametrize("total", ["-5", "+0", "0x10"])
+def test_a_416_whose_size_is_not_a_number_is_a_protocol_error_not_the_end(
+    serve: Serve, tmp_path: Path, total: str, read: Callable[[objsdk.Client, Path], object]
+) -> None:
+    """A 416 says where the object ends only with ``bytes */<digits>``: ``bytes */-5`` is
+    no end of the object, and reading from byte 0 must not return b"" for it."""
+    _, client = serve(unsatisfiable(total))
+    with pytest.raises(objsdk.ProtocolError) as info:
+        read(client, tmp_path)
+    assert (info.value.bucket, info.value.key) == (BUCKET, KEY)
+
+
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
+@pytest.mark.parametrize("length", ["-5", "+5", "²"])
+def test_head_object_with_a_content_length_that_is_not_a_number_is_a_protocol_error(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool, length: str
+) -> None:
+    """The size every reader plans with comes from HEAD: a Content-Length that is not
+    digits is a ProtocolError naming the object, on either of the transport's paths."""
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire)
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        conn.sendall(http_response(200, {"ETag": '"e"', "Content-Length": length}))
+
+    _, client = serve(handler)
+    with pytest.raises(objsdk.ProtocolError) as info:
+        client.head_object(BUCKET, KEY)
+    assert (info.value.bucket, info.value.key) == (BUCKET, KEY)
+    with pytest.raises(objsdk.ProtocolError), client.open(BUCKET, KEY) as f:
+        f.size  # noqa: B018

@@ -12,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from objsdk._core.ranges import parse_content_range
+from objsdk._core.ranges import (
+    parse_content_length,
+    parse_content_range,
+    parse_unsatisfied_range,
+)
 
 __all__ = [
     "BadResponse",
     "Changed",
     "Continuation",
+    "Malformed",
     "SizeUnknown",
     "check_response",
     "is_strong_etag",
@@ -68,11 +73,18 @@ class BadResponse(Exception):
     """The response is malformed or does not start where it must; worth another try."""
 
 
-def _int(value: str | None) -> int | None:
+class Malformed(BadResponse):
+    """The answer breaks HTTP's rules for saying what its body holds: a
+    ``Content-Length`` or ``Content-Range`` that is not digits where digits belong, or a
+    206 without a usable ``Content-Range`` (RFC 9110 §8.6, §14.4, §15.3.7). Not worth
+    another try: the server that said it once says it again."""
+
+
+def _content_length(headers: Mapping[str, str]) -> int | None:
     try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+        return parse_content_length(headers.get("Content-Length"))
+    except ValueError as e:
+        raise Malformed(str(e)) from None
 
 
 def check_response(
@@ -93,7 +105,8 @@ def check_response(
     ``If-Unmodified-Since``): a different ``Last-Modified`` is another version.
 
     Raises :class:`Changed` if it belongs to another version, :class:`BadResponse` if it
-    cannot be trusted to hold the right bytes.
+    cannot be trusted to hold the right bytes (:class:`Malformed` if it breaks HTTP's
+    rules doing so).
     """
     if status == 412:
         if is_strong_etag(etag):
@@ -110,7 +123,10 @@ def check_response(
 
     if status == 416:
         # "bytes */<size>": the range starts at or past the end (RFC 9110 §15.5.17).
-        total = _int((headers.get("Content-Range") or "").rpartition("/")[2])
+        try:
+            total = parse_unsatisfied_range(headers.get("Content-Range"))
+        except ValueError as e:
+            raise Malformed(str(e)) from None
         if total is None and size is not None and want < size:
             # Nothing at `want` although the pinned version has bytes there: the object
             # is now shorter, on a server that ignored If-Match (MinIO's 416 says no size).
@@ -129,7 +145,7 @@ def check_response(
 
     if status == 200:
         # A full body: the server ignored or was not sent a Range.
-        total = _int(headers.get("Content-Length"))
+        total = _content_length(headers)
         if size is not None and total is not None and total != size:
             raise Changed(f"object size changed from {size} to {total}")
         total = total if total is not None else size
@@ -146,7 +162,7 @@ def check_response(
     if status == 206:
         cr = parse_content_range(headers.get("Content-Range"))
         if cr is None:
-            raise BadResponse(f"206 with unusable Content-Range {headers.get('Content-Range')!r}")
+            raise Malformed(f"206 with unusable Content-Range {headers.get('Content-Range')!r}")
         if cr.total is not None and size is not None and cr.total != size:
             raise Changed(f"object size changed from {size} to {cr.total}")
         if cr.first != want:
@@ -155,7 +171,7 @@ def check_response(
         stop = total if end is None or total is None else min(end, total)
         if stop is not None and cr.last != stop - 1:
             raise BadResponse(f"Content-Range ends at {cr.last}, not at {stop - 1}")
-        length = _int(headers.get("Content-Length"))
+        length = _content_length(headers)
         if length is not None and length != cr.length:
             raise BadResponse(f"Content-Length {length} disagrees with Content-Range")
         return Continuation(start=want, size=total, etag=got_etag or etag, last_modified=date)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from objsdk import errors
+from objsdk._core.ranges import parse_content_length
 from objsdk._core.s3xml import parse_http_date
 from objsdk.models import ObjectInfo
 
@@ -79,12 +80,16 @@ def stored_checksums(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def object_info_from_headers(bucket: str, key: str, headers: Mapping[str, str]) -> ObjectInfo:
-    """An :class:`ObjectInfo` from the (case-insensitive) headers of a HEAD or GET."""
-    length = headers.get("Content-Length")
+    """An :class:`ObjectInfo` from the (case-insensitive) headers of a HEAD or GET; its
+    ``size`` is None if ``Content-Length`` is absent or not a byte count."""
+    try:
+        size = parse_content_length(headers.get("Content-Length"))
+    except ValueError:
+        size = None
     return ObjectInfo(
         bucket=bucket,
         key=key,
-        size=int(length) if length is not None and length.isdigit() else None,
+        size=size,
         etag=headers.get("ETag"),
         last_modified=parse_http_date(headers.get("Last-Modified")),
         content_type=headers.get("Content-Type"),

@@ -1,4 +1,5 @@
-"""HTTP byte ranges (RFC 9110 §14): building ``Range`` and checking ``Content-Range``.
+"""HTTP byte ranges (RFC 9110 §14): building ``Range``, and reading ``Content-Range``
+and ``Content-Length``, which say what an answer's body holds.
 
 Pure functions: the reader and the client decide what to do; this module only says
 what a header means.
@@ -11,9 +12,19 @@ from dataclasses import dataclass
 
 from objsdk import errors
 
-__all__ = ["ContentRange", "format_range", "parse_content_range"]
+__all__ = [
+    "ContentRange",
+    "format_range",
+    "parse_content_length",
+    "parse_content_range",
+    "parse_unsatisfied_range",
+]
 
-_CONTENT_RANGE_RE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
+# Digits are ASCII digits (RFC 5234 DIGIT): a header decoded as Latin-1 may hold "²",
+# which str.isdigit() takes and int() refuses.
+_CONTENT_RANGE_RE = re.compile(r"^\s*bytes\s+([0-9]+)-([0-9]+)/([0-9]+|\*)\s*$", re.IGNORECASE)
+_UNSATISFIED_RANGE_RE = re.compile(r"^\s*bytes\s+\*/([0-9]+)\s*$", re.IGNORECASE)
+_DIGITS_RE = re.compile(r"[0-9]+")
 
 
 def format_range(start: int, end: int | None = None) -> str:
@@ -52,3 +63,26 @@ def parse_content_range(value: str | None) -> ContentRange | None:
     if last < first or (total is not None and last >= total):
         return None
     return ContentRange(first, last, total)
+
+
+def parse_unsatisfied_range(value: str | None) -> int | None:
+    """The object's size a 416's ``Content-Range: bytes */<size>`` states (RFC 9110
+    §14.4); None if there is none (MinIO sends none). Raises :class:`ValueError` if the
+    header is there but says something else: no size can be read from it."""
+    if value is None:
+        return None
+    m = _UNSATISFIED_RANGE_RE.match(value)
+    if not m:
+        raise ValueError(f"416 with unusable Content-Range {value!r}")
+    return int(m.group(1))
+
+
+def parse_content_length(value: str | None) -> int | None:
+    """An answer's ``Content-Length``; None if absent. Raises :class:`ValueError` unless
+    it is digits (RFC 9110 §8.6): ``int()`` would take ``"+5"``, ``" 5"`` or ``"5_0"``,
+    and urllib3 reads a negative one as no length at all."""
+    if value is None:
+        return None
+    if not _DIGITS_RE.fullmatch(value):
+        raise ValueError(f"Content-Length {value!r} is not a byte count")
+    return int(value)

@@ -23,6 +23,7 @@ from objsdk._core.continuation import (
     BadResponse,
     Changed,
     Continuation,
+    Malformed,
     SizeUnknown,
     check_response,
     ranged_body,
@@ -434,6 +435,11 @@ class RangeReader:
         except Changed as e:
             resp.close()
             raise self._changed(str(e), want) from None
+        except Malformed as e:
+            resp.close()
+            raise errors.ProtocolError(
+                str(e), operation="read", bucket=self.bucket, key=self.key
+            ) from None
         except BadResponse as e:
             resp.close()
             raise Broken(str(e)) from None

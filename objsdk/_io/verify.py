@@ -8,6 +8,7 @@ from typing import Protocol
 from objsdk import errors
 from objsdk._core.checksums import StreamChecksum, full_object_checksum
 from objsdk._core.object_headers import stored_checksums
+from objsdk._core.ranges import parse_content_range
 from objsdk.models import ObjectInfo
 
 __all__ = [
@@ -119,8 +120,8 @@ def check_body(bucket: str, key: str, status: int, headers: Mapping[str, str], b
     :class:`~objsdk.IntegrityError` if it does not hash to the full-object checksum the
     answer carries (none, or a composite one: nothing to check)."""
     if status == 206:
-        total = (headers.get("Content-Range") or "").rpartition("/")[2]
-        if not (total.isdigit() and int(total) == len(body)):
+        cr = parse_content_range(headers.get("Content-Range"))
+        if cr is None or cr.first != 0 or cr.total != len(body):
             return
     elif status != 200:
         return

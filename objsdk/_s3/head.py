@@ -28,8 +28,13 @@ def head_object(
     info = object_info_from_headers(bucket, key, resp.headers)
     if info.size is None:
         # Never a silent empty read: what a size-less answer means is unknown.
+        length = resp.headers.get("Content-Length")
+        what = "no Content-Length" if length is None else f"Content-Length {length!r}"
         raise errors.ProtocolError(
-            "HEAD answer has no Content-Length", operation="head_object", bucket=bucket, key=key
+            f"HEAD answer has {what}, not a byte count",
+            operation="head_object",
+            bucket=bucket,
+            key=key,
         )
     return info
 

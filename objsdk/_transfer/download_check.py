@@ -175,7 +175,7 @@ def _composite(transport: Transport, info: ObjectInfo, why: str) -> tuple[_Compo
             continue
         size = info.size or 0
         part_size, reported = _first_part(transport, info)
-        parts = reported or (int(count) if count.isdigit() else etag_parts) or 0
+        parts = reported or (int(count) if _is_count(count) else etag_parts) or 0
         if not part_size or parts < 1 or not (parts - 1) * part_size < size <= parts * part_size:
             return None, (
                 f"composite {algorithm} checksum over {parts} parts whose sizes "
@@ -186,9 +186,14 @@ def _composite(transport: Transport, info: ObjectInfo, why: str) -> tuple[_Compo
     return None, why
 
 
+def _is_count(text: str) -> bool:
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses.
+    return text.isascii() and text.isdigit()
+
+
 def _suffix(text: str) -> int | None:
     _, dash, count = text.rpartition("-")
-    return int(count) if dash and count.isdigit() else None
+    return int(count) if dash and _is_count(count) else None
 
 
 def _first_part(transport: Transport, info: ObjectInfo) -> tuple[int | None, int | None]:
@@ -212,7 +217,7 @@ def _first_part(transport: Transport, info: ObjectInfo) -> tuple[int | None, int
         return None, None  # no part layout to be had (a 412 is caught by the parts' pins)
     length = resp.headers.get("Content-Length") or ""
     count = resp.headers.get("x-amz-mp-parts-count") or ""
-    return (int(length) if length.isdigit() else None), (int(count) if count.isdigit() else None)
+    return (int(length) if _is_count(length) else None), (int(count) if _is_count(count) else None)
 
 
 class _RunningCrc:
