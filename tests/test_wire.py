@@ -508,3 +508,71 @@ def test_a_large_body_cut_short_is_a_protocol_error(w: Wire) -> None:
 
     with RawServer(truncated) as server, pytest.raises(urllib3.exceptions.ProtocolError):
         w.exchange("GET", f"{server.url}/b/k", {}, None)
+
+
+# -- error answers --------------------------------------------------------------------------
+
+HUGE = 64 << 20  # an error body far larger than what is kept of one
+PIECE = 1 << 20
+
+
+def huge_error(status: int, code: str, framing: str):  # type: ignore[no-untyped-def]
+    """A server answering every request with ``status``: S3's XML error naming ``code``,
+    then whitespace (still a well-formed document) up to HUGE bytes, framed by
+    Content-Length, chunked, or by the connection's end; the connection is kept open
+    for another request when the framing allows it."""
+    xml = f"<Error><Code>{code}</Code><Message>it is {code}</Message></Error>".encode()
+    piece = b" " * PIECE
+
+    framed = {"length": f"Content-Length: {HUGE}", "chunked": "Transfer-Encoding: chunked"}
+    head = f"HTTP/1.1 {status} Error\r\n{framed.get(framing, 'Connection: close')}\r\n\r\n"
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        conn.sendall(head.encode())
+        sent = len(xml)
+        conn.sendall(b"%x\r\n%s\r\n" % (len(xml), xml) if framing == "chunked" else xml)
+        while sent < HUGE:  # ends early if the client hangs up (the handler's OSError)
+            n = min(PIECE, HUGE - sent)
+            conn.sendall(b"%x\r\n%s\r\n" % (n, piece[:n]) if framing == "chunked" else piece[:n])
+            sent += n
+        if framing == "chunked":
+            conn.sendall(b"0\r\n\r\n")
+        elif framing == "close":
+            conn.close()
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "framing"),
+    [
+        (404, "NoSuchBucket", "length"),
+        (500, "InternalError", "chunked"),
+        (403, "SignatureDoesNotMatch", "close"),
+    ],
+)
+def test_an_error_answer_is_read_no_further_than_what_is_kept_of_it(
+    status: int, code: str, framing: str
+) -> None:
+    """A huge error body costs the client no more memory than the error keeps
+    (MAX_ERROR_BODY), whatever its framing; the error still names the S3 code its XML
+    says, and the connection left in mid-body is not reused."""
+    import tracemalloc
+
+    with (
+        RawServer(huge_error(status, code, framing)) as server,
+        Client(server.url, "AK", "SK", retries=0) as client,
+    ):
+        tracemalloc.start()
+        try:
+            with pytest.raises(errors.S3Error) as caught:
+                client.get_object("b", "k", verify=False)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 2 << 20
+        with pytest.raises(errors.S3Error):
+            client.get_object("b", "k", verify=False)
+        assert connections(server) == 2
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert caught.value.message == f"it is {code}"

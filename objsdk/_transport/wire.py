@@ -9,14 +9,15 @@ docs/design.md says why that library.
 
 Contract of :meth:`Wire.exchange`: the request is sent exactly as signed (the URL's path
 and query as they are, the given headers, ``Host`` derived from the URL as the signer
-derived it) and the whole answer is returned. A failure raises the urllib3 exception
+derived it) and the whole answer is returned, except that of an error answer (status 300
+or more) at most ``MAX_ERROR_BODY`` of the body is read. A failure raises the urllib3 exception
 urllib3 raises for the same failure, so :mod:`objsdk._transport.translate` and the retry
 classifier (:func:`~objsdk._transport.pipeline.network_failure`) treat both paths alike:
 ``NewConnectionError``/``ConnectTimeoutError`` (nothing was sent), ``SSLError``,
 ``ReadTimeoutError`` and ``ProtocolError`` (the request may have reached the server).
 
-A connection goes back to its pool only after an answer that ended exactly where its
-framing says (RFC 9112 §6.3) and did not ask to close; one that became readable while
+A connection goes back to its pool only after an answer that was read to where its
+framing says it ends (RFC 9112 §6.3) and did not ask to close; one that became readable while
 idle (the server closed it, or sent something unasked) is never reused.
 """
 
@@ -43,6 +44,7 @@ from urllib3.util.ssl_ import create_urllib3_context
 
 from objsdk._core.signing import host_header
 from objsdk._transport import forks, private_api
+from objsdk._transport.pipeline import MAX_ERROR_BODY
 
 __all__ = ["Answer", "Fields", "Wire"]
 
@@ -385,6 +387,8 @@ class Wire:
             if head_only or status in (204, 304):
                 # RFC 9112 §6.3: no content, whatever Content-Length says.
                 return Answer(status, fields, b""), keep and not (reader.got or reader.extra)
+            if status >= 300:
+                return self._error_body(conn, reader, status, fields, keep)
             length = fields.get("Content-Length")
             if length is not None and "Transfer-Encoding" not in fields:
                 return self._sized(conn, reader, status, fields, int(length), keep)
@@ -405,6 +409,25 @@ class Wire:
             raise urllib3.exceptions.ProtocolError("Connection broken", e) from e
         except ValueError as e:  # a Content-Length that is not a number
             raise urllib3.exceptions.ProtocolError("invalid HTTP answer", e) from e
+
+    @staticmethod
+    def _error_body(
+        conn: _Connection, reader: _Reader, status: int, fields: Fields, keep: bool
+    ) -> tuple[Answer, bool]:
+        # An error document (S3's XML, a proxy's page) is kept up to MAX_ERROR_BODY: no
+        # more is received, however long the body says it is (a 400 MiB one would be held
+        # whole), and a connection left in mid-body is dropped, never reused.
+        parser = reader.parser
+        framed = "Content-Length" in fields or "Transfer-Encoding" in fields
+        while not reader.done and reader.got < MAX_ERROR_BODY:
+            data = conn.sock.recv(min(_RECV, MAX_ERROR_BODY - reader.got))
+            if not data:
+                if not framed:
+                    break  # delimited by the connection's end (RFC 9112 §6.3, 8.)
+                raise _ended(reader)
+            parser.feed_data(data)
+        content = b"".join(reader.body)[:MAX_ERROR_BODY]
+        return Answer(status, fields, content), keep and reader.done and not reader.extra
 
     @staticmethod
     def _sized(
