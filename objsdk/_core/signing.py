@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import SplitResult, parse_qsl, quote, urlsplit, urlunsplit
 
+from objsdk._core.secret_headers import SecretHeaders
 from objsdk.errors import InvalidArgument
 
 from .refresh import DEFAULT_POLICY, RefreshPolicy, Stage, utc
@@ -229,8 +230,9 @@ def sign_request(
     now: datetime,
     payload_hash: str = UNSIGNED_PAYLOAD,
     service: str = "s3",
-) -> dict[str, str]:
-    """Sign a request for the ``Authorization`` header and return the headers to add.
+) -> SecretHeaders:
+    """Sign a request for the ``Authorization`` header and return the headers to add
+    (whose ``repr`` hides the signature and the session token).
 
     The result has ``x-amz-date``, ``x-amz-content-sha256`` (= ``payload_hash``),
     ``x-amz-security-token`` (only with a session token) and ``Authorization``; they replace any
@@ -240,7 +242,12 @@ def sign_request(
     """
     amz_date = _amz_date(now)
     scope = _scope(amz_date, region, service)
-    added = {"x-amz-date": amz_date, "x-amz-content-sha256": payload_hash}
+    # SecretHeaders from the start: a header refused below leaves this frame's locals in
+    # the traceback, the session token among them. (Filled item by item: a dict literal
+    # copied into one costs twice as much.)
+    added = SecretHeaders()
+    added["x-amz-date"] = amz_date
+    added["x-amz-content-sha256"] = payload_hash
     if credentials.session_token:  # botocore also treats "" as no token
         added["x-amz-security-token"] = credentials.session_token
     parts = _split_url(url)
@@ -278,10 +285,10 @@ class Signer:
 
     def sign(
         self, method: str, url: str, headers: Mapping[str, str], payload_hash: str
-    ) -> dict[str, str]:
+    ) -> SecretHeaders:
         """``headers`` with the SigV4 headers added (see :func:`sign_request`), as sent
-        now; unchanged without credentials."""
-        signed = dict(headers)
+        now; unchanged without credentials. Their ``repr`` hides the credentials."""
+        signed = SecretHeaders(headers)
         if self.credentials is not None:
             signed.update(
                 sign_request(

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Mapping
 
 from objsdk import errors
+from objsdk._core.secret_headers import SecretHeaders
 from objsdk._transport import forks
 
 __all__ = ["CHECKSUM_WHEN", "ChecksumDialect", "is_request_checksum_header"]
@@ -133,9 +134,13 @@ class ChecksumDialect:
         carried_mode = self.response_checksum_validation is None and any(
             _is_mode_header(n) for n in sent
         )
+        # The headers sent, signature and token included: SecretHeaders, whose repr hides
+        # them, as the caller's local.
         if method == "HEAD":
             return (
-                {n: v for n, v in sent.items() if not _is_mode_header(n)} if carried_mode else None
+                SecretHeaders((n, v) for n, v in sent.items() if not _is_mode_header(n))
+                if carried_mode
+                else None
             )
         if not (carried_request or carried_mode) or error.code not in _REFUSAL_CODES:
             return None
@@ -152,7 +157,7 @@ class ChecksumDialect:
         with self._lock:
             self._refused_mode |= refuses_mode
             self._refused_request |= refuses_request
-        return self.outgoing(sent)
+        return SecretHeaders(self.outgoing(sent))
 
     def confirm_head_refusal(self) -> None:
         """A HEAD refused with 400 succeeded once sent without ``x-amz-checksum-mode``:

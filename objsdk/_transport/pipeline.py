@@ -40,6 +40,7 @@ from objsdk import errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.clock_skew import skew_note
 from objsdk._core.s3xml import error_from_response, error_in_body
+from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
 from objsdk._transport import private_api
@@ -72,7 +73,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class SignedRequest:
     """One attempt of a request, as it goes on the wire: ``url`` is exactly what was
-    signed (percent-encoded once), ``headers`` carry the signature."""
+    signed (percent-encoded once), ``headers`` carry the signature (a
+    :class:`~objsdk._core.secret_headers.SecretHeaders`: the repr hides it)."""
 
     method: str
     url: str
@@ -125,11 +127,14 @@ class Pipeline:
         headers: Mapping[str, str] | None,
     ) -> dict[str, str]:
         """The headers a request is sent with: the caller's, and the encryption
-        setting's where they belong (:func:`~objsdk._core.sse.request_kind`)."""
+        setting's where they belong (:func:`~objsdk._core.sse.request_kind`), in a
+        :class:`~objsdk._core.secret_headers.SecretHeaders` then (SSE-C's key)."""
         given = dict(headers or {})
         if self.sse is None:
             return given
-        return {**given, **sse_headers(self.sse, request_kind(method, key, dict(query), given))}
+        return SecretHeaders(
+            {**given, **sse_headers(self.sse, request_kind(method, key, dict(query), given))}
+        )
 
     def url(self, bucket: str | None, key: str | None, params: Iterable[tuple[str, str]]) -> str:
         return self.endpoint.build_url(bucket, key, list(params))
@@ -139,7 +144,8 @@ class Pipeline:
     ) -> SignedRequest:
         """One attempt's request: ``headers`` (after the dialect) with a User-Agent and
         the signature."""
-        hdrs = {"User-Agent": USER_AGENT, **self.dialect.outgoing(headers)}
+        hdrs = SecretHeaders(self.dialect.outgoing(headers))  # SSE-C's key, maybe
+        hdrs.setdefault("User-Agent", USER_AGENT)
         return SignedRequest(method, url, self.signer.sign(method, url, hdrs, payload_hash))
 
     def run(
@@ -188,7 +194,7 @@ class Pipeline:
                     if method != "HEAD":  # a HEAD's refusal holds once its retry succeeds
                         _log_refusal(operation, e.code, bucket, key)
                     refused = e.code
-                    wanted = {n: v for n, v in wanted.items() if n in without}
+                    wanted = SecretHeaders((n, v) for n, v in wanted.items() if n in without)
                     if rewind is not None:
                         rewind()
                     continue

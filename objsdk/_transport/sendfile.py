@@ -185,8 +185,15 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
                         return resp.headers
                 except _Broken as broken:
                     raise broken.error from broken.error.__cause__
-                body = resp.read(MAX_ERROR_BODY, decode_content=True) or b""
-                raise refusal(resp.status, resp.headers, body, operation, bucket, key)
+                # Never a local: an error body may echo the signed request.
+                raise refusal(
+                    resp.status,
+                    resp.headers,
+                    resp.read(MAX_ERROR_BODY, decode_content=True) or b"",
+                    operation,
+                    bucket,
+                    key,
+                )
             finally:
                 if watch is not None:
                     watch.detach(conn)

@@ -242,11 +242,16 @@ class Streamed:
         answer = StreamedResponse(resp, operation, bucket, key)
         if resp.status_code not in ok:
             try:
-                content = b""
-                if method != "HEAD":
-                    with contextlib.suppress(Exception):
-                        content = resp.raw.read(MAX_ERROR_BODY, decode_content=True) or b""
-                raise refusal(resp.status_code, resp.headers, content, operation, bucket, key)
+                # The body is never a local here: an error body may echo the request,
+                # signature and session token included (SignatureDoesNotMatch).
+                raise refusal(
+                    resp.status_code,
+                    resp.headers,
+                    _error_body(resp, method),
+                    operation,
+                    bucket,
+                    key,
+                )
             finally:
                 resp.close()
         if not stream:
@@ -255,6 +260,15 @@ class Streamed:
             finally:
                 answer.close()
         return answer
+
+
+def _error_body(resp: requests.Response, method: str) -> bytes:
+    """What an error answer's body says, up to MAX_ERROR_BODY (a HEAD's: nothing)."""
+    if method == "HEAD":
+        return b""
+    with contextlib.suppress(Exception):
+        return resp.raw.read(MAX_ERROR_BODY, decode_content=True) or b""
+    return b""
 
 
 def _as_requests_body(body: Body, content_length: int | None) -> tuple[Any, int]:

@@ -214,6 +214,10 @@ def translate_errors(
         # exceptions; the objsdk error chained to it must not hold that buffer.
         if is_requests_error(e, "RequestException"):
             cast(Any, e).request = None
+        # The frames it came through (urllib3's, http.client's, the wire's) hold the
+        # request's head, signature and session token in their locals, which error
+        # reporters show: cleared, the traceback kept.
+        errors.drop_frame_locals(e)
         raise translate(e, operation, bucket, key, url) from e
 
 

@@ -34,7 +34,7 @@ import ssl
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httptools
@@ -78,7 +78,9 @@ class Answer:
 
     status: int
     headers: Mapping[str, str]
-    content: bytes
+    # Not in the repr: an error body may echo the request (S3's SignatureDoesNotMatch
+    # sends its canonical form, session token included, and the signature).
+    content: bytes = field(repr=False)
     _pos: int = 0
 
     def read(self, n: int) -> bytes:
@@ -207,7 +209,11 @@ class Wire:
         scheme, _, rest = url.partition("://")
         netloc, slash, tail = rest.partition("/")
         origin = self._origin(scheme, netloc)
-        head = _head(method, slash + tail if slash else "/", origin.host_header, headers, body)
+        # A memoryview, whose repr shows no bytes: the head holds the signature and the
+        # session token, and this frame's locals may be shown with a traceback.
+        head = memoryview(
+            _head(method, slash + tail if slash else "/", origin.host_header, headers, body)
+        )
         conn = self._checkout(netloc, origin)
         watch = private_api.current_watch()
         try:
@@ -354,10 +360,10 @@ class Wire:
     # -- one exchange -----------------------------------------------------------------
 
     @staticmethod
-    def _send(conn: _Connection, head: bytes, body: memoryview | None) -> None:
+    def _send(conn: _Connection, head: memoryview, body: memoryview | None) -> None:
         try:
             if body is not None and 0 < body.nbytes <= _JOIN_BODY:
-                conn.sock.sendall(head + body)
+                conn.sock.sendall(b"".join((head, body)))
             else:
                 conn.sock.sendall(head)
                 if body is not None:
