@@ -20,19 +20,19 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_helpers import COMMAND, env
+from local_fs_helpers import read_only_dir
 
 import objsdk
 from objsdk import Client, InvalidArgument
 from objsdk._transfer import download_file as download_module
 from objsdk._transfer.download_state import DownloadState, download_paths, save_state
 
-__all__ = ["env"]  # fixture, used by name
+__all__ = ["env", "read_only_dir"]  # fixtures, used by name
 
 pytestmark = pytest.mark.integration
 
@@ -291,28 +291,6 @@ def test_a_symlink_at_dest_is_replaced_and_its_target_left_as_it_was(
 
 
 # -- destinations that are not there, or cannot be written ---------------------------------
-
-
-@pytest.fixture
-def read_only_dir(tmp_path: Path) -> Iterator[Path]:
-    """A folder on a filesystem mounted read-only (a tmpfs, ``-o ro``): nothing can be
-    created in it, whoever asks (root included)."""
-    path = tmp_path / "ro"
-    path.mkdir()
-    try:
-        mounted = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
-            capture_output=True,
-            text=True,
-        )
-    except FileNotFoundError:
-        pytest.skip("no mount command: cannot make a read-only filesystem")
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs (needs root): {mounted.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 @pytest.mark.parametrize("size", [5, 3 * MiB], ids=["one-part", "parts"])

@@ -284,11 +284,12 @@ _PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, Permis
 
 
 def creation_error(e: OSError, dest: str, bucket: str, key: str) -> OSError:
-    """The error for a file that could not be created at or beside ``dest`` (its temp
-    file): a fault of the path itself (a missing folder, a file where a folder should
-    be, no permission) is Python's own error, as ``open(dest, "wb")`` raises it, naming
-    ``dest`` rather than the hidden name; anything else (a read-only filesystem, a full
-    disk) a :class:`~objsdk.LocalWriteError` naming the object and ``dest``."""
+    """The error for a file that could not be created, written or renamed at or beside
+    ``dest`` (its temp file): a fault of the path itself (a missing folder, a file where
+    a folder should be, no permission, a file there that may not be replaced) is
+    Python's own error, as ``open(dest, "wb")`` raises it, naming ``dest`` rather than
+    the hidden name; anything else (a read-only filesystem, a full disk) a
+    :class:`~objsdk.LocalWriteError` naming the object and ``dest``."""
     if isinstance(e, _PATH_ERRORS):
         return type(e)(e.errno, e.strerror, dest)
     reason = e.strerror or str(e) or type(e).__name__
@@ -315,12 +316,12 @@ def make_folder(dest: str, bucket: str, key: str) -> None:
 
 def _raise_write_error(e: OSError, info: ObjectInfo, path: str) -> NoReturn:
     """Raise a local write that failed (disk or quota full, EFBIG, EIO; in a part's
-    pwrite, the record, fsync or the rename) as an error naming the object and its
-    destination."""
-    if isinstance(e, (errors.LocalWriteError, *_PATH_ERRORS)):
+    pwrite, the record, fsync or the rename) as :func:`creation_error` says: never
+    naming the temp file (a rename over a file that may not be replaced fails naming
+    both)."""
+    if isinstance(e, errors.LocalWriteError):
         raise e
-    reason = e.strerror or str(e) or type(e).__name__
-    raise errors.LocalWriteError(e.errno, reason, path, bucket=info.bucket, key=info.key) from e
+    raise creation_error(e, path, info.bucket, info.key) from e
 
 
 def _same_file(fd: int, name: str) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from objsdk import errors
 from objsdk._core.sizes import MiB
 from objsdk._io.objectfile import ObjectFile
+from objsdk._transfer.download_file import creation_error
 from objsdk._transfer.download_result import DownloadResult
 from objsdk._transfer.progress import Progress, ProgressTracker
 from objsdk._transport.base import Transport
@@ -80,9 +81,9 @@ def download_stream(
         try:
             out = open(path, "wb")  # noqa: SIM115 - closed below, its errors named
         except OSError as e:
-            raise errors.LocalWriteError(
-                e.errno, e.strerror, path, bucket=info.bucket, key=info.key
-            ) from e
+            # A fault of the path (no permission: a device node on a filesystem
+            # mounted nodev refuses even root) stays Python's own error naming it.
+            raise creation_error(e, path, info.bucket, info.key) from e
         with memoryview(bytearray(_COPY)) as buffer:
             try:
                 with out:

@@ -71,14 +71,24 @@ class Pending:
     dest: str
     size: int
     after: Callable[[int], None] | None = None  # given the size once the file has its name
-    source: str | None = None  # the object's s3:// URL, for messages
+    bucket: str | None = None  # the object's, for messages
+    key: str | None = None
 
     @property
     def what(self) -> str:
         """The transfer, as a failure names it."""
-        if self.source is None:
+        if self.bucket is None:
             return f"download to {self.dest}"
-        return f"download: {self.source} to {self.dest}"
+        return f"download: s3://{self.bucket}/{self.key} to {self.dest}"
+
+    def rename_error(self, e: OSError) -> Exception:
+        """The error for a rename of :attr:`tmp` over :attr:`dest` that failed (with
+        ``e``, which names both): told of ``dest``, as ``Client.download`` tells it."""
+        if isinstance(e, IsADirectoryError):
+            return _directory_there(self.dest)
+        if self.bucket is None or self.key is None:
+            return e
+        return creation_error(e, self.dest, self.bucket, self.key)
 
 
 def _syncfs() -> Any:
@@ -174,10 +184,7 @@ class Batch:
             except OSError as e:
                 with contextlib.suppress(OSError):
                     os.unlink(item.tmp)
-                failure: Exception = e
-                if isinstance(e, IsADirectoryError):
-                    failure = _directory_there(item.dest)
-                self._failed(item.what, failure)
+                self._failed(item.what, item.rename_error(e))
                 continue
             dirs.add(os.path.dirname(item.tmp) or ".")
             named.append(item)
@@ -309,5 +316,5 @@ def download_small(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    batch.add(Pending(tmp, dest, len(data), after, f"s3://{bucket}/{key}"))
+    batch.add(Pending(tmp, dest, len(data), after, bucket, key))
     return len(data)

@@ -1,0 +1,125 @@
+"""Every way objsdk writes a local file says what ``download()`` and ``cp`` say when it
+cannot (docs/errors.md, "Local writes"): a fault of the path itself (a file where a
+folder should be, no permission) is Python's own error naming the path the caller
+gave; a filesystem that will not take the file (read-only, full) is a
+``LocalWriteError`` naming the object and that path; never the name of a hidden
+temporary file (``.objsdk-*.tmp``), never a traceback.
+
+* A destination that refuses to be replaced (an immutable file): the rename of the
+  finished temporary file over it fails, and that is told of the destination alone.
+* A download into a device node the system will not open: Python's PermissionError.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import COMMAND, env
+from local_fs_helpers import immutable, nodev_dir
+
+import objsdk
+from objsdk import Client
+from objsdk.filesystem import ObjsdkFileSystem
+
+__all__ = ["env", "nodev_dir"]  # fixtures, used by name
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+
+
+def _cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60
+    )
+
+
+def _said_plainly(proc: subprocess.CompletedProcess[str]) -> None:
+    """No traceback, no temporary file's name, no Python exception class."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert ".objsdk-" not in proc.stderr, proc.stderr
+    assert "Error:" not in proc.stderr, proc.stderr
+    assert "Error(" not in proc.stderr, proc.stderr
+
+
+@pytest.fixture
+def fs(s3_server: Any) -> ObjsdkFileSystem:
+    return ObjsdkFileSystem(
+        endpoint_url=s3_server.endpoint,
+        key=s3_server.access_key,
+        secret=s3_server.secret_key,
+        skip_instance_cache=True,
+    )
+
+
+# -- a destination that refuses to be replaced ---------------------------------------------
+
+
+@pytest.mark.parametrize("size", [5, 3 * MiB], ids=["one-part", "parts"])
+def test_a_download_over_a_file_that_refuses_to_be_replaced_names_that_file(
+    client: Client, bucket: str, tmp_path: Path, size: int
+) -> None:
+    # Before: PermissionError naming the hidden temporary file, then the destination.
+    client.put_object(bucket, "k", os.urandom(size))
+    dest = tmp_path / "k"
+    dest.write_bytes(b"old")
+    with immutable(dest), pytest.raises(PermissionError) as info:
+        client.download(bucket, "k", dest, part_size=MiB)
+    assert (info.value.errno, info.value.filename) == (errno.EPERM, str(dest))
+    assert info.value.filename2 is None
+    assert dest.read_bytes() == b"old"
+
+
+@pytest.mark.parametrize("recursive", [False, True], ids=["cp", "cp -r"])
+def test_cli_cp_over_a_file_that_refuses_to_be_replaced_names_that_file(
+    env: dict[str, str], client: Client, bucket: str, tmp_path: Path, recursive: bool
+) -> None:
+    client.put_object(bucket, "d/k", b"new")
+    (tmp_path / "out").mkdir()
+    dest = tmp_path / "out" / "k"
+    dest.write_bytes(b"old")
+    args = ["-r", f"s3://{bucket}/d/", "out/"] if recursive else [f"s3://{bucket}/d/k", "out/k"]
+    with immutable(dest):
+        proc = _cli(env, tmp_path, "cp", *args)
+        assert proc.returncode == (1 if recursive else 255), proc.stderr
+        assert "Operation not permitted: out/k\n" in proc.stderr, proc.stderr
+        _said_plainly(proc)
+    assert dest.read_bytes() == b"old"
+
+
+def test_fs_get_over_a_file_that_refuses_to_be_replaced_names_that_file(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # Before: PermissionError naming the temporary file first, then the destination.
+    client.put_object(bucket, "k", b"new")
+    dest = tmp_path / "k"
+    dest.write_bytes(b"old")
+    with immutable(dest), pytest.raises(PermissionError) as info:
+        fs.get(f"{bucket}/k", str(dest))
+    assert (info.value.errno, info.value.filename) == (errno.EPERM, str(dest))
+    assert info.value.filename2 is None
+    assert sorted(os.listdir(tmp_path)) == ["k"]
+
+
+# -- a device node that cannot be opened ---------------------------------------------------
+
+
+def test_a_device_the_system_will_not_open_is_python_s_permission_error_naming_it(
+    env: dict[str, str], client: Client, bucket: str, nodev_dir: Path, tmp_path: Path
+) -> None:
+    # Before: LocalWriteError ("cannot write ..."), which is for a filesystem that will
+    # not take the bytes, not for a path the caller may not open.
+    client.put_object(bucket, "k", b"data")
+    device = nodev_dir / "null"
+    with pytest.raises(PermissionError) as info:
+        client.download(bucket, "k", device)
+    assert not isinstance(info.value, objsdk.LocalWriteError)
+    assert (info.value.errno, info.value.filename) == (errno.EACCES, str(device))
+    proc = _cli(env, tmp_path, "cp", f"s3://{bucket}/k", str(device))
+    assert proc.returncode == 255, proc.stderr
+    assert proc.stderr == f"objsdk: error: Permission denied: {device}\n"
