@@ -8,25 +8,28 @@ temporary file (``.objsdk-*.tmp``), never a traceback.
 * A destination that refuses to be replaced (an immutable file): the rename of the
   finished temporary file over it fails, and that is told of the destination alone.
 * A download into a device node the system will not open: Python's PermissionError.
+* ``objsdk extract``, into a read-only or full filesystem, or where a file stands.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_helpers import COMMAND, env
-from local_fs_helpers import immutable, nodev_dir
+from local_fs_helpers import SMALL_DIR, immutable, nodev_dir, read_only_dir, small_dir
 
 import objsdk
 from objsdk import Client
 from objsdk.filesystem import ObjsdkFileSystem
 
-__all__ = ["env", "nodev_dir"]  # fixtures, used by name
+__all__ = ["env", "nodev_dir", "read_only_dir", "small_dir"]  # fixtures, used by name
 
 pytestmark = pytest.mark.integration
 
@@ -45,6 +48,21 @@ def _said_plainly(proc: subprocess.CompletedProcess[str]) -> None:
     assert ".objsdk-" not in proc.stderr, proc.stderr
     assert "Error:" not in proc.stderr, proc.stderr
     assert "Error(" not in proc.stderr, proc.stderr
+
+
+def _tar(members: dict[str, bytes | None]) -> bytes:
+    """A tar archive of ``members`` (None: a directory)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 @pytest.fixture
@@ -123,3 +141,77 @@ def test_a_device_the_system_will_not_open_is_python_s_permission_error_naming_i
     proc = _cli(env, tmp_path, "cp", f"s3://{bucket}/k", str(device))
     assert proc.returncode == 255, proc.stderr
     assert proc.stderr == f"objsdk: error: Permission denied: {device}\n"
+
+
+# -- objsdk extract ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("members", "dest", "named"),
+    [
+        ({"a.txt": b"a"}, "", "a.txt"),
+        ({"d/": None, "d/a.txt": b"a"}, "", "d"),
+        ({"a.txt": b"a"}, "out", "out"),
+    ],
+    ids=["a file into it", "a folder into it", "into a folder to make"],
+)
+def test_extract_to_a_read_only_filesystem_names_the_archive_and_what_it_could_not_write(
+    env: dict[str, str],
+    client: Client,
+    bucket: str,
+    read_only_dir: Path,
+    tmp_path: Path,
+    members: dict[str, bytes | None],
+    dest: str,
+    named: str,
+) -> None:
+    # Before: "OSError: [Errno 30] Read-only file system: '.../.objsdk-<hex>.tmp'".
+    client.put_object(bucket, "t.tar", _tar(members))
+    proc = _cli(env, tmp_path, "extract", f"s3://{bucket}/t.tar", f"{read_only_dir}/{dest}")
+    assert proc.returncode == 1, proc.stderr
+    said = f"cannot write s3://{bucket}/t.tar to {read_only_dir}/{named}: Read-only file system"
+    assert said in proc.stderr, proc.stderr
+    _said_plainly(proc)
+
+
+def test_extract_to_a_full_disk_names_the_member_and_leaves_no_temporary_file(
+    env: dict[str, str], client: Client, bucket: str, small_dir: Path, tmp_path: Path
+) -> None:
+    # Before: "OSError: [Errno 28] No space left on device", naming nothing.
+    big = os.urandom(SMALL_DIR + MiB)
+    client.put_object(bucket, "t.tar", _tar({"small.txt": b"s", "big.bin": big}))
+    proc = _cli(env, tmp_path, "extract", f"s3://{bucket}/t.tar", str(small_dir))
+    assert proc.returncode == 1, proc.stderr
+    said = f"cannot write s3://{bucket}/t.tar to {small_dir}/big.bin: No space left on device"
+    assert said in proc.stderr, proc.stderr
+    _said_plainly(proc)
+    assert sorted(os.listdir(small_dir)) == ["small.txt"]
+
+
+@pytest.mark.parametrize("dest", ["a-file", "a-file/out"], ids=["is a file", "under a file"])
+def test_extract_where_a_file_stands_says_that_path_is_not_a_directory(
+    env: dict[str, str], client: Client, bucket: str, tmp_path: Path, dest: str
+) -> None:
+    # Before: "FileExistsError: [Errno 17] File exists: '.../a-file'".
+    client.put_object(bucket, "t.tar", _tar({"a.txt": b"a"}))
+    (tmp_path / "a-file").write_bytes(b"")
+    proc = _cli(env, tmp_path, "extract", f"s3://{bucket}/t.tar", str(tmp_path / dest))
+    assert proc.returncode == 255, proc.stderr
+    assert f"objsdk: error: Not a directory: {tmp_path / dest}\n" == proc.stderr
+    assert (tmp_path / "a-file").read_bytes() == b""
+
+
+def test_extract_over_a_file_that_refuses_to_be_replaced_names_that_file(
+    env: dict[str, str], client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # Before: "PermissionError: [Errno 1] Operation not permitted: '.../.objsdk-<hex>.tmp'
+    # -> '.../out/a.txt'".
+    client.put_object(bucket, "t.tar", _tar({"a.txt": b"new"}))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "a.txt").write_bytes(b"old")
+    with immutable(tmp_path / "out" / "a.txt"):
+        proc = _cli(env, tmp_path, "extract", f"s3://{bucket}/t.tar", "out")
+        assert proc.returncode == 255, proc.stderr
+        assert proc.stderr == "objsdk: error: Operation not permitted: out/a.txt\n"
+        assert sorted(os.listdir(tmp_path / "out")) == ["a.txt"]
+    assert (tmp_path / "out" / "a.txt").read_bytes() == b"old"

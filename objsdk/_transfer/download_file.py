@@ -48,7 +48,14 @@ try:
 except ImportError:  # pragma: no cover - Windows: concurrent downloads are not detected
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["checked_path", "creation_error", "download_to_path", "make_folder", "object_size"]
+__all__ = [
+    "checked_path",
+    "creation_error",
+    "download_to_path",
+    "make_directory",
+    "make_folder",
+    "object_size",
+]
 
 
 def checked_path(dest: str | os.PathLike[str], bucket: str, key: str) -> str:
@@ -302,8 +309,18 @@ def make_folder(dest: str, bucket: str, key: str) -> None:
     file where a folder should be is a ``NotADirectoryError`` naming it (``os.makedirs``
     says ``FileExistsError``); other failures as :func:`creation_error` says."""
     folder = os.path.dirname(dest)
-    if not folder:
-        return
+    if folder:
+        _make_dirs(folder, dest, bucket, key)
+
+
+def make_directory(path: str, bucket: str, key: str) -> None:
+    """Make the directory ``path`` itself, and those above it: where an archive is
+    extracted, or a remote directory (``bucket``, ``key``) is downloaded to. Failures
+    as :func:`make_folder` says, naming ``path``."""
+    _make_dirs(path, path, bucket, key)
+
+
+def _make_dirs(folder: str, dest: str, bucket: str, key: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
     except FileExistsError as e:

@@ -18,10 +18,13 @@ import errno
 import io
 import os
 import secrets
-import shutil
 import stat
 import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from objsdk._transfer.download_file import creation_error, make_directory, make_folder
 
 from .errors import EXIT_BAD_ARGS, EXIT_FAILED, EXIT_OK, CliError
 
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     import argparse
 
     from .commands import Context
+    from .paths import RemotePath
 
 __all__ = ["MAX_LINKS", "UnsafeMember", "check_member", "cmd_extract", "resolve_inside"]
 
@@ -121,51 +125,97 @@ def check_member(root: str, member: tarfile.TarInfo) -> None:
         resolve_inside(root, _parts(member.linkname, "its link target"))
 
 
+@dataclass(frozen=True)
+class _Into:
+    """An extraction: the archive (``where``) into ``root``, the destination resolved;
+    ``dest`` as the user named it, for messages."""
+
+    where: RemotePath
+    root: str
+    dest: str
+
+    def target(self, member: tarfile.TarInfo) -> str:
+        """Where ``member`` is written."""
+        return os.path.join(self.root, *_names(member))
+
+    @contextlib.contextmanager
+    def writing(self, member: tarfile.TarInfo) -> Iterator[None]:
+        """What goes wrong writing ``member`` (or a temporary file beside it), told as
+        a download tells it: a fault of the path is Python's own error, a filesystem
+        that will not take it a ``LocalWriteError`` naming the archive; either naming
+        the member's path under ``dest``, never a temporary file."""
+        try:
+            yield
+        except OSError as e:
+            shown = os.path.join(self.dest, *_names(member))
+            raise creation_error(e, shown, self.where.bucket, self.where.key) from e
+
+
+def _names(member: tarfile.TarInfo) -> list[str]:
+    return member.name.rstrip("/").split("/")
+
+
 def _extract_one(
-    tar: tarfile.TarFile, member: tarfile.TarInfo, root: str, where: str, data_filter: Any
+    tar: tarfile.TarFile, member: tarfile.TarInfo, into: _Into, data_filter: Any
 ) -> None:
-    """One checked member into ``root``: a regular file through a temporary name, so an
-    interrupted or killed extraction never leaves a partial file under a member's name;
-    directories and links by ``tarfile``."""
+    """One checked member: a regular file through a temporary name, so an interrupted
+    or killed extraction never leaves a partial file under a member's name; directories
+    and links by ``tarfile``."""
+    root = into.root
     if data_filter is not None:
         try:
             member = data_filter(member, root)
         except tarfile.FilterError as e:
-            raise CliError(f"refusing archive member {member.name!r} of {where}: {e}", 1) from None
+            raise CliError(
+                f"refusing archive member {member.name!r} of {into.where}: {e}", 1
+            ) from None
     else:  # Python without extraction filters: no owners, no special modes
         member.mode = (member.mode or 0o644) & 0o777 & ~0o022
         member.uid = member.gid = os.getuid() if hasattr(os, "getuid") else 0
         member.uname = member.gname = ""
     if member.isreg():
-        _write_member(tar, member, root)
+        _write_member(tar, member, into)
     elif data_filter is not None:
-        tar.extract(member, root, set_attrs=not member.issym(), filter="fully_trusted")
+        with into.writing(member):
+            tar.extract(member, root, set_attrs=not member.issym(), filter="fully_trusted")
     else:
-        tar.extract(member, root, set_attrs=not member.issym())
+        with into.writing(member):
+            tar.extract(member, root, set_attrs=not member.issym())
 
 
-def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:
-    target = os.path.join(root, *member.name.split("/"))
+def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, into: _Into) -> None:
+    target = into.target(member)
     folder = os.path.dirname(target)
-    os.makedirs(folder, exist_ok=True)
+    with into.writing(member):
+        make_folder(target, into.where.bucket, into.where.key)
     source = tar.extractfile(member)
     assert source is not None  # a regular file
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     while True:
         tmp = os.path.join(folder, f".objsdk-{secrets.token_hex(8)}.tmp")
         try:
-            fd = os.open(tmp, flags, 0o600)
+            with into.writing(member):
+                fd = os.open(tmp, flags, 0o600)
             break
         except FileExistsError:
             continue
     try:
-        with os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(source, out, 1 << 20)
-        if member.mode is not None:
-            os.chmod(tmp, member.mode)
-        if member.mtime is not None:
-            os.utime(tmp, (member.mtime, member.mtime))
-        os.replace(tmp, target)
+        try:
+            # Reads outside writing(): only what goes wrong on the local side is the
+            # member's (a broken stream is the reader's own error).
+            while chunk := source.read(READ_BUFFER):
+                with into.writing(member):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        with into.writing(member):
+            if member.mode is not None:
+                os.chmod(tmp, member.mode)
+            if member.mtime is not None:
+                os.utime(tmp, (member.mtime, member.mtime))
+            os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -179,8 +229,9 @@ def cmd_extract(ctx: Context, args: argparse.Namespace) -> int:
     if where.is_prefix:
         raise CliError(f"extract needs a tar object, got the prefix {where}", EXIT_BAD_ARGS)
     dest = args.dest
-    os.makedirs(dest, exist_ok=True)
+    make_directory(dest, where.bucket, where.key)
     root = os.path.realpath(dest)
+    into = _Into(where, root, dest)
     data_filter = getattr(tarfile, "data_filter", None)
     client = ctx.client()
     size = client.head_object(where.bucket, where.key).size or 0
@@ -202,7 +253,7 @@ def cmd_extract(ctx: Context, args: argparse.Namespace) -> int:
                 raise CliError(
                     f"refusing archive member {member.name!r} of {where}: {e}", EXIT_FAILED
                 ) from None
-            _extract_one(tar, member, root, f"{where}", data_filter)
+            _extract_one(tar, member, into, data_filter)
             members += 1
             pos = f.tell()
             progress.add(pos - seen)
