@@ -9,6 +9,8 @@ temporary file (``.objsdk-*.tmp``), never a traceback.
   finished temporary file over it fails, and that is told of the destination alone.
 * A download into a device node the system will not open: Python's PermissionError.
 * ``objsdk extract``, into a read-only or full filesystem, or where a file stands.
+* The fsspec filesystem's ``get``/``get_file``: the folder to make under a file, or on
+  a read-only filesystem.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from local_fs_helpers import SMALL_DIR, immutable, nodev_dir, read_only_dir, sma
 
 import objsdk
 from objsdk import Client
+from objsdk._transfer.smallfile import SMALL_OBJECT
 from objsdk.filesystem import ObjsdkFileSystem
 
 __all__ = ["env", "nodev_dir", "read_only_dir", "small_dir"]  # fixtures, used by name
@@ -215,3 +218,58 @@ def test_extract_over_a_file_that_refuses_to_be_replaced_names_that_file(
         assert proc.stderr == "objsdk: error: Operation not permitted: out/a.txt\n"
         assert sorted(os.listdir(tmp_path / "out")) == ["a.txt"]
     assert (tmp_path / "out" / "a.txt").read_bytes() == b"old"
+
+
+# -- folders the fsspec filesystem makes ---------------------------------------------------
+
+
+# A file fetched by one GET and renamed with its batch (get), one larger than that
+# (get), and one asked for alone (get_file).
+WAYS = {
+    "get": (5, "get"),
+    "get, larger than one GET": (SMALL_OBJECT + 1, "get"),
+    "get_file": (5, "get_file"),
+}
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_fs_get_under_a_file_is_not_a_directory_error_naming_it(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path, way: str
+) -> None:
+    # Before (get of a large file, get_file): FileExistsError, as os.makedirs says it.
+    size, method = WAYS[way]
+    client.put_object(bucket, "k", os.urandom(size))
+    (tmp_path / "a-file").write_bytes(b"")
+    with pytest.raises(NotADirectoryError) as info:
+        getattr(fs, method)(f"{bucket}/k", str(tmp_path / "a-file" / "k"))
+    assert info.value.errno == errno.ENOTDIR
+    assert info.value.filename == str(tmp_path / "a-file")
+    assert sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
+@pytest.mark.parametrize("under", ["", "sub/"], ids=["into it", "into a folder to make"])
+@pytest.mark.parametrize("way", WAYS)
+def test_fs_get_to_a_read_only_filesystem_is_a_local_write_error_naming_the_file(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, read_only_dir: Path, way: str, under: str
+) -> None:
+    # Before (a folder to make): OSError(EROFS), as os.makedirs says it, naming the folder.
+    size, method = WAYS[way]
+    client.put_object(bucket, "k", os.urandom(size))
+    dest = f"{read_only_dir}/{under}k"
+    with pytest.raises(objsdk.LocalWriteError) as info:
+        getattr(fs, method)(f"{bucket}/k", dest)
+    err = info.value
+    assert (err.errno, err.filename, err.bucket, err.key) == (errno.EROFS, dest, bucket, "k")
+    assert str(err) == f"cannot write s3://{bucket}/k to {dest}: Read-only file system"
+
+
+def test_fs_get_of_a_directory_onto_a_file_is_not_a_directory_error_naming_it(
+    fs: ObjsdkFileSystem, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    # Before: FileExistsError, as os.makedirs says it.
+    client.put_object(bucket, "d/sub/k", b"k")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").write_bytes(b"")
+    with pytest.raises(NotADirectoryError) as info:
+        fs.get(f"{bucket}/d/", str(tmp_path / "out") + "/", recursive=True)
+    assert (info.value.errno, info.value.filename) == (errno.ENOTDIR, str(tmp_path / "out" / "sub"))

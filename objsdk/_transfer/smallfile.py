@@ -292,13 +292,14 @@ def download_small(
             break
         except FileExistsError:
             continue
-        except FileNotFoundError as e:
+        except (FileNotFoundError, NotADirectoryError) as e:
             if not directory or made:
                 # The folder went again as soon as it was made: not ours to fight.
                 raise creation_error(e, dest, bucket, key) from e
+            # Made as cp makes it; a file where it should be is named by make_folder.
             make_folder(dest, bucket, key)
             made = True
-        except OSError as e:  # a file where the folder should be, a read-only filesystem
+        except OSError as e:  # a read-only filesystem, no permission
             raise creation_error(e, dest, bucket, key) from e
     try:
         try:

@@ -42,6 +42,7 @@ from fsspec.callbacks import (  # type: ignore[import-untyped,unused-ignore]
 )
 
 from objsdk import errors
+from objsdk._transfer.download_file import make_directory
 from objsdk._transfer.download_stream import is_stream_file
 from objsdk._transfer.smallfile import SMALL_OBJECT, Batch, download_small
 from objsdk.filesystem.oserrors import translated
@@ -140,7 +141,8 @@ class ManyFiles:
             if entry is None or kw or not isinstance(loc, (str, os.PathLike)):
                 self.get_file(r, loc, callback=child, **kw)  # nothing known: as asked
             elif entry["type"] == "directory":
-                os.makedirs(loc, exist_ok=True)
+                bucket, key, _ = self.split_path(r)
+                make_directory(os.fspath(loc), bucket, key)
             elif entry["size"] <= SMALL_OBJECT and not is_stream_file(os.fspath(loc)):
                 bucket, key, version_id = self.split_path(r)
                 with translated(r):

@@ -19,6 +19,7 @@ from fsspec.core import has_magic  # type: ignore[import-untyped,unused-ignore]
 
 from objsdk import ObjectSummary, errors
 from objsdk._transfer.copy import MAX_SINGLE_COPY
+from objsdk._transfer.download_file import make_directory, make_folder
 from objsdk.filesystem.many import recording
 from objsdk.filesystem.oserrors import as_oserror, translated
 
@@ -146,13 +147,13 @@ class Transfers:
         if plan is not None:  # fsspec's get is naming the files: ManyFiles runs them
             plan.calls.append((rpath, lpath, kwargs))
             return
-        _, key, version_id = self.split_path(rpath)
+        bucket, key, version_id = self.split_path(rpath)
         if outfile is None and fsspec.utils.isfilelike(lpath):
             outfile = lpath
         if outfile is None and (
             not key or (version_id is None and _names_a_directory(lpath) and self.isdir(rpath))
         ):
-            os.makedirs(lpath, exist_ok=True)
+            make_directory(os.fspath(lpath), bucket, key)
             return
         if outfile is not None:
             # The caller's file object: written from its position, left open.
@@ -172,14 +173,14 @@ class Transfers:
             no_object = version_id is None and isinstance(e.__cause__, missing)
             if not (no_object and self.isdir(rpath)):
                 raise
-            os.makedirs(lpath, exist_ok=True)
+            make_directory(os.fspath(lpath), bucket, key)
 
     def _get_object(self, rpath: str, lpath: str, callback: Any, parallel: int | None) -> None:
-        """Download the object ``rpath`` to the file ``lpath`` (its folder made)."""
+        """Download the object ``rpath`` to the file ``lpath``, its folder made as
+        ``objsdk cp`` makes it (a file in the way is a ``NotADirectoryError`` naming it,
+        a read-only filesystem a ``LocalWriteError``)."""
         bucket, key, version_id = self.split_path(rpath)
-        parent = os.path.dirname(lpath)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
+        make_folder(lpath, bucket, key)
         with translated(rpath):
             self.client.download(
                 bucket,
