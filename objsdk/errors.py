@@ -138,7 +138,24 @@ class TransportError(ObjsdkError):
 
 
 class ConnectError(TransportError):
-    """The connection could not be established."""
+    """The connection could not be established. ``endpoint``: the URL it was for
+    (scheme, host, port and path: never a query or user info), where known; ``reason``:
+    why, in words (``Connection refused``, the host name that did not resolve, the TLS
+    failure and what to do about it), where known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str | None = None,
+        bucket: str | None = None,
+        key: str | None = None,
+        endpoint: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message, operation=operation, bucket=bucket, key=key)
+        self.endpoint = endpoint
+        self.reason = reason
 
 
 class Timeout(TransportError):

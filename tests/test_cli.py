@@ -494,25 +494,52 @@ def test_bad_arguments_exit_252_with_one_line(run: Run, args: list[str]) -> None
     assert "Traceback" not in res.err
 
 
-def test_unreachable_endpoint_exits_255(run: Run, unused_port: int) -> None:
-    unreachable = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{unused_port}", "AWS_MAX_ATTEMPTS": "1"}
-    res = run("ls", extra_env=unreachable)
+def test_unreachable_endpoint_exits_255_with_one_line_naming_the_url_as_aws(
+    run: Run, unused_port: int
+) -> None:
+    # As aws: 'Could not connect to the endpoint URL: "http://127.0.0.1:9/"', and why.
+    endpoint = f"http://127.0.0.1:{unused_port}"
+    res = run("ls", extra_env={"AWS_ENDPOINT_URL": endpoint, "AWS_MAX_ATTEMPTS": "1"})
     assert res.code == 255
-    assert "cannot reach the endpoint" in res.err
+    assert res.err == (
+        f'objsdk: error: Could not connect to the endpoint URL: "{endpoint}/": Connection refused\n'
+    )
+    key = run(
+        "stat", "s3://bkt/dir/k", extra_env={"AWS_ENDPOINT_URL": endpoint, "AWS_MAX_ATTEMPTS": "1"}
+    )
+    assert key.code == 255
+    assert key.err == (
+        f'objsdk: error: Could not connect to the endpoint URL: "{endpoint}/bkt/dir/k": '
+        "Connection refused\n"
+    )
+
+
+def test_a_host_name_that_does_not_resolve_is_named_on_the_one_line(run: Run) -> None:
+    endpoint = "http://no-such-host.invalid:9000"  # RFC 6761: never resolves
+    res = run("ls", "s3://bkt/", extra_env={"AWS_ENDPOINT_URL": endpoint})
+    assert res.code == 255
+    assert res.err.startswith(
+        f'objsdk: error: Could not connect to the endpoint URL: "{endpoint}/bkt": '
+        "the host name 'no-such-host.invalid' could not be resolved ("
+    ), res.err
+    assert res.err.count("\n") == 1
 
 
 def test_a_retry_is_told_as_a_warning_line_or_a_json_warning(run: Run, unused_port: int) -> None:
-    unreachable = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{unused_port}", "AWS_MAX_ATTEMPTS": "2"}
+    endpoint = f"http://127.0.0.1:{unused_port}"
+    unreachable = {"AWS_ENDPOINT_URL": endpoint, "AWS_MAX_ATTEMPTS": "2"}
     res = run("ls", extra_env=unreachable)
     assert res.code == 255
     first, last = res.err.splitlines()
     assert first.startswith("warning: list_buckets: cannot reach the server")
     assert first.endswith("; retrying in 0.00 s (retry 1)")
-    assert last.startswith("objsdk: error: cannot reach the endpoint")
+    said = f'Could not connect to the endpoint URL: "{endpoint}/": Connection refused'
+    assert last == f"objsdk: error: {said}"
     res = run("--json", "ls", extra_env=unreachable)
     warning, error = (json.loads(line) for line in res.err.splitlines())
     assert warning["warning"].startswith("list_buckets: cannot reach the server")
     assert error["exit_code"] == 255
+    assert error["message"] == said
 
 
 @pytest.mark.needs_feature("checks_signatures")

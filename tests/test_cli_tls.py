@@ -47,6 +47,11 @@ def test_without_its_ca_the_endpoint_is_refused_with_the_remedy(cli: Run) -> Non
     assert res.code == 255
     assert "SSLCertVerificationError" in res.err
     assert "AWS_CA_BUNDLE" in res.err
+    assert res.err.startswith(
+        'objsdk: error: Could not connect to the endpoint URL: "https://127.0.0.1:'
+    ), res.err
+    assert "/\": TLS error (SSLCertVerificationError); the server's certificate" in res.err
+    assert res.err.count("\n") == 1
 
 
 def test_ca_bundle_flag_environment_and_profile_each_trust_the_ca(

@@ -130,7 +130,9 @@ def translate(
 
     The message names the operation, bucket and key; a failure to connect also the
     request's ``url`` as :func:`endpoint_url` gives it (never its query), the host a
-    name lookup did not resolve, and why a TLS handshake most likely failed.
+    name lookup did not resolve, and why a TLS handshake most likely failed. A
+    :class:`~objsdk.errors.ConnectError` carries the URL and that reason apart
+    (``endpoint``, ``reason``), for a one-line report such as the CLI's.
     """
     if isinstance(e, errors.ObjsdkError):
         return e
@@ -146,12 +148,21 @@ def translate(
                 cause=type(inner).__name__,
                 at=f' at the endpoint URL "{endpoint}"' if endpoint else "",
             )
-            if mapped is _CONNECT and isinstance(inner, socket.gaierror):
-                message += f"; {_unresolved(inner, endpoint)}"
+            reason = None
+            if mapped is _CONNECT:
+                if isinstance(inner, socket.gaierror):
+                    reason = _unresolved(inner, endpoint)
+                    message += f"; {reason}"
+                else:
+                    reason = _said(inner)
             if mapped is _TLS:
+                reason = f"TLS error ({type(inner).__name__})"
                 remedy = _tls_remedy(inner, endpoint)
                 if remedy:
                     message += f"; {remedy}"
+                    reason += f"; {remedy}"
+            if error is errors.ConnectError:
+                return errors.ConnectError(message, endpoint=endpoint, reason=reason, **where)
             return error(message, **where)
     return errors.TransportError(f"request failed ({type(e).__name__})", **where)
 
@@ -166,6 +177,14 @@ def endpoint_url(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path or "/", "", ""))
+
+
+def _said(inner: BaseException) -> str:
+    """What the system said of a failed connect (``Connection refused``), else the
+    innermost exception's type name."""
+    if isinstance(inner, OSError) and isinstance(inner.strerror, str) and inner.strerror:
+        return inner.strerror
+    return type(inner).__name__
 
 
 def _unresolved(e: socket.gaierror, endpoint: str | None) -> str:

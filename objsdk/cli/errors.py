@@ -65,8 +65,10 @@ def message_for(exc: BaseException) -> str:
     """One line describing ``exc`` for a user (objsdk messages carry no credentials)."""
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
-    if isinstance(exc, errors.ConnectError):
-        return f"cannot reach the endpoint: {exc}"
+    if isinstance(exc, errors.ConnectError) and exc.endpoint:
+        # As aws says it ('Could not connect to the endpoint URL: "..."'), and why.
+        said = f'Could not connect to the endpoint URL: "{exc.endpoint}"'
+        return f"{said}: {exc.reason}" if exc.reason else said
     if isinstance(exc, errors.AccessDenied) and exc.clock_skew is None:
         # (With the clock off, the message says so: the credentials are not the cause.)
         return f"{exc} (check the credentials and their permissions)"
