@@ -89,6 +89,97 @@ def test_startup_failure_reports_the_server_log_without_the_secret(tmp_path: Pat
     assert not minio.data_dir.exists()
 
 
+# A server that starts as MinIO does: HTTP first, and /minio/health/live and /ready
+# answer 200 at once (only a header, x-minio-server-status: offline, says otherwise),
+# while every S3 request gets 503 XMinioServerNotInitialized with a Retry-After until the
+# object layer, bucket metadata and IAM are up (/minio/health/cluster answers 503 until
+# then). Seen with the pinned MinIO: ready 200 at 0.48 s, S3 answered at 0.49 s, the
+# cluster check at 0.61 s; a loaded machine stretches that window.
+_STARTING_MINIO = """
+import argparse, http.server, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("command")
+parser.add_argument("data")
+parser.add_argument("--address")
+parser.add_argument("--console-address")
+parser.add_argument("--certs-dir")
+args = parser.parse_args()
+host, port = args.address.rsplit(":", 1)
+UP = time.monotonic() + SECONDS
+LIST = (
+    b'<?xml version="1.0" encoding="UTF-8"?><ListAllMyBucketsResult '
+    b'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>x</ID></Owner>'
+    b"<Buckets></Buckets></ListAllMyBucketsResult>"
+)
+NOT_YET = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>XMinioServerNotInitialized'
+    b"</Code><Message>Server not initialized yet, please try again.</Message></Error>"
+)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        up = time.monotonic() >= UP
+        if self.path in ("/minio/health/live", "/minio/health/ready"):
+            status, body = 200, b""
+        elif self.path == "/minio/health/cluster":
+            status, body = (200 if up else 503), b""
+        else:
+            status, body = (200, LIST) if up else (503, NOT_YET)
+        self.send_response(status)
+        if not up:
+            self.send_header("x-minio-server-status", "offline")
+            if status == 503:
+                self.send_header("Retry-After", "120")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+print("starting", flush=True)
+http.server.ThreadingHTTPServer((host, int(port)), Handler).serve_forever()
+"""
+
+
+def starting_minio(tmp_path: Path, seconds: float) -> Path:
+    """A stand-in MinIO binary that answers S3 requests only ``seconds`` after it
+    serves HTTP (see ``_STARTING_MINIO``)."""
+    script = tmp_path / "minio.py"
+    script.write_text(_STARTING_MINIO.replace("SECONDS", repr(seconds)))
+    return fake_binary(tmp_path / "minio", f'exec "{sys.executable}" "{script}" "$@"\n')
+
+
+def test_start_returns_once_the_server_answers_s3_requests(tmp_path: Path) -> None:
+    # Before: start() returned once /minio/health/ready answered 200, which MinIO does
+    # before it is initialised: the first request got 503 XMinioServerNotInitialized,
+    # and a client that follows its Retry-After waited 20 s.
+    with (
+        LocalMinio(binary=starting_minio(tmp_path, 1.5)) as minio,
+        minio.client(retries=0) as client,
+    ):
+        assert client.list_buckets() == []
+
+
+def test_a_server_that_never_initialises_fails_to_start_naming_the_check(
+    tmp_path: Path,
+) -> None:
+    minio = LocalMinio(binary=starting_minio(tmp_path, 3600), startup_timeout=1.0)
+    with pytest.raises(LocalMinioError, match=r"not ready at http://.*/minio/health/cluster"):
+        minio.start()
+    assert minio.pid is None
+
+
+@pytest.mark.integration
+def test_the_first_request_to_a_started_server_is_answered(tmp_path: Path) -> None:
+    with LocalMinio() as minio, minio.client(retries=0) as client:
+        client.create_bucket("first")
+        assert client.bucket_exists("first")
+
+
 @pytest.mark.integration
 def test_started_server_is_live_on_a_loopback_endpoint(local_minio: LocalMinio) -> None:
     assert local_minio.endpoint.startswith("http://127.0.0.1:")

@@ -186,8 +186,12 @@ class LocalMinio(LocalServer):
     def _await_ready(self) -> None:
         assert self._server is not None
         deadline = time.monotonic() + self.startup_timeout
-        # "live" answers as soon as HTTP is up; "ready" once requests can be served.
-        for probe in ("live", "ready"):
+        # "live" answers as soon as HTTP is up. "ready" does too (only its header
+        # x-minio-server-status says "offline"), while S3 requests still get 503
+        # XMinioServerNotInitialized with a Retry-After; "cluster" answers 200 only once
+        # the object layer, the bucket metadata and IAM are initialised
+        # (cmd/healthcheck-handler.go, checkHealth).
+        for probe in ("live", "cluster"):
             remaining = max(0.0, deadline - time.monotonic())
             url = f"{self.endpoint}/minio/health/{probe}"
             if self.tls:
