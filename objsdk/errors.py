@@ -53,6 +53,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
+from objsdk._core import failure_chain
+
 __all__ = [
     "AccessDenied",
     "BucketAlreadyExists",
@@ -499,13 +501,16 @@ class ToxiproxyError(ObjsdkError):
 
 
 def drop_frame_locals(exc: BaseException) -> None:
-    """Clear the locals of the finished frames in ``exc``'s tracebacks (and its causes').
+    """Clear the locals of the finished frames in ``exc``'s tracebacks (and those of
+    the exceptions it chains to, up to the one the caller was handling when it called
+    objsdk: see :mod:`objsdk._core.failure_chain`, whose frames are the caller's).
 
     Those frames hold slices of the destination buffer; as long as one lives, the
     caller's mmap or SharedMemory cannot be closed (BufferError: exported pointers
     exist), and the exception travels back to the caller. The traceback itself (files,
     lines) is kept.
     """
+    running = failure_chain.running_frames()
     seen: set[int] = set()
     stack = [exc]
     while stack:
@@ -514,4 +519,4 @@ def drop_frame_locals(exc: BaseException) -> None:
             continue
         seen.add(id(e))
         traceback.clear_frames(e.__traceback__)
-        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+        stack.extend(failure_chain.links(e, running))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import mmap
 import re
 import socket
 import traceback
@@ -20,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from rawserver import RawServer, Request, http_response, reset
+from rawserver import RawServer, Request, S3Object, http_response, object_reply, reset
 from urllib3.util.retry import Retry
 
 import objsdk
@@ -209,3 +210,82 @@ def test_a_whole_answer_does_not_show_its_body() -> None:
     """An error body may echo the signed request (SignatureDoesNotMatch)."""
     answer = Answer(403, {}, f"<SignatureProvided>{TOKEN}</SignatureProvided>".encode())
     assert TOKEN not in repr(answer)
+
+
+# -- a request made while the caller handles an exception of its own -----------------------
+
+
+def get_into_buffer(client: objsdk.Client, tmp_path: Path) -> None:
+    mm = mmap.mmap(-1, 1024)
+    try:
+        client.get_into(BUCKET, KEY, mm)  # a closed range read into the buffer
+    finally:
+        mm.close()  # BufferError, in place of objsdk's error, if that held a view of it
+
+
+def _callers_own_code() -> None:
+    marker = "keep-me"  # noqa: F841 - a local the caller's debugger or reporter shows
+    raise ValueError("the caller's own failure")
+
+
+@pytest.mark.parametrize(
+    ("path", "failure"),
+    # A refused connection, retried once; a read into a buffer, which resumes a refused
+    # connection for long, on a refusal by the server.
+    [*((path, "refused") for path in PATHS), (get_into_buffer, "signature-refused")],
+)
+def test_a_request_failing_in_the_callers_except_block_leaves_the_callers_frames_whole(
+    tmp_path: Path, path: Callable[[objsdk.Client, Path], None], failure: str
+) -> None:
+    """objsdk clears the locals of the frames its own failure came through, never those
+    of the exception the caller was handling when it called objsdk (chained to objsdk's
+    error as its context): the caller's debugger still shows the caller's variables."""
+    retried = objsdk.default_retry(1).new(backoff_factor=0.005, backoff_max=0.01)
+    with FAILURES[failure]() as (url, signatures):
+        client = objsdk.Client(url, "AKIDEXAMPLE", SECRET, session_token=TOKEN, retries=retried)
+        with client:
+            try:
+                _callers_own_code()
+            except ValueError as own:
+                handled = own
+                with pytest.raises(objsdk.ObjsdkError) as info:
+                    path(client, tmp_path)
+        text = formatted(info.value)  # before this frame knows the signatures sent
+    chain: list[BaseException] = []
+    e: BaseException | None = info.value
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    assert handled in chain  # the caller's exception is what objsdk's failure happened in
+    frames = [frame for frame, _ in traceback.walk_tb(handled.__traceback__)]
+    assert frames[-1].f_code.co_name == "_callers_own_code"
+    assert frames[-1].f_locals.get("marker") == "keep-me"
+    assert "ValueError" not in str(info.value)  # the cause named is objsdk's failure's
+    assert "keep-me" in text
+    assert_no_secret(text, signatures)
+
+
+def _callers_own_lookup() -> None:
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+
+def test_a_request_made_while_the_caller_handles_a_failed_lookup_is_still_retried() -> None:
+    """The caller's own unresolved host name is not objsdk's: objsdk's connection reset
+    once is retried as any is, not refused as a host name that did not resolve."""
+    obj = S3Object(b"payload")
+
+    def reset_once(request: Request, conn: socket.socket) -> None:
+        if request.index == 0:
+            reset(conn)
+        else:
+            object_reply(request, obj).send(conn)
+
+    retried = objsdk.default_retry(2).new(backoff_factor=0.005, backoff_max=0.01)
+    with RawServer(reset_once) as server:
+        client = objsdk.Client(server.url, "AKIDEXAMPLE", SECRET, retries=retried)
+        with client:
+            try:
+                _callers_own_lookup()
+            except socket.gaierror:
+                assert client.get_object(BUCKET, KEY) == b"payload"
+        assert len(server.requests) == 2

@@ -37,6 +37,7 @@ import urllib3.exceptions
 from urllib3.util.retry import Retry
 
 from objsdk import errors
+from objsdk._core import failure_chain
 from objsdk._core.addressing import Endpoint
 from objsdk._core.clock_skew import skew_note
 from objsdk._core.s3xml import error_from_response, error_in_body
@@ -498,8 +499,10 @@ def network_failure(error: errors.TransportError) -> Exception | None:
 
 
 def _chain(first: BaseException | None) -> Iterator[BaseException]:
-    """``first`` and the exceptions inside it, outermost first: causes, contexts,
+    """``first`` and the exceptions inside it, outermost first: causes, contexts (up to
+    the exception the caller was handling: see :mod:`~objsdk._core.failure_chain`),
     urllib3's ``reason`` and requests' wrapped first argument."""
+    running = failure_chain.running_frames()
     seen: set[int] = set()
     stack = [first] if first is not None else []
     while stack:
@@ -513,7 +516,7 @@ def _chain(first: BaseException | None) -> Iterator[BaseException]:
         if isinstance(reason, BaseException):
             inner.append(reason)
         inner += [a for a in e.args if isinstance(a, BaseException)]
-        inner += [x for x in (e.__cause__, e.__context__) if x is not None]
+        inner += failure_chain.links(e, running)
         stack.extend(inner)
 
 

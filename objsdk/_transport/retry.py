@@ -32,6 +32,7 @@ from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
 from objsdk import errors
+from objsdk._core import failure_chain
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -268,6 +269,7 @@ def is_unresolved(failure: BaseException) -> bool:
     its servers as often as it is configured to (resolv.conf's ``attempts`` and
     ``timeout``), and a name that does not exist (a typo in the endpoint) stays so; five
     more lookups with backoff would only delay the error that names it."""
+    running = failure_chain.running_frames()  # not the caller's own lookup that failed
     seen: set[int] = set()
     stack: list[BaseException] = [failure]
     while stack:
@@ -279,7 +281,7 @@ def is_unresolved(failure: BaseException) -> bool:
             return True
         reason = getattr(e, "reason", None)
         inner = [reason] if isinstance(reason, BaseException) else []
-        stack.extend([*inner, *(x for x in (e.__cause__, e.__context__) if x is not None)])
+        stack.extend([*inner, *failure_chain.links(e, running)])
     return False
 
 

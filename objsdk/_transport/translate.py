@@ -24,6 +24,7 @@ import urllib3.exceptions
 from urllib3.exceptions import MaxRetryError
 
 from objsdk import errors
+from objsdk._core import failure_chain
 from objsdk._version import __version__
 
 __all__ = ["USER_AGENT", "endpoint_url", "is_requests_error", "translate", "translate_errors"]
@@ -241,10 +242,12 @@ def translate_errors(
 
 
 def _innermost(e: BaseException) -> BaseException:
-    """The innermost exception: its type name is informative and free of URLs."""
+    """The innermost exception (up to the one the caller was handling: see
+    :mod:`~objsdk._core.failure_chain`): its type name is informative and free of URLs."""
+    running = failure_chain.running_frames()
     seen = e
     while True:
-        inner = seen.__cause__ or seen.__context__
+        inner = next(iter(failure_chain.links(seen, running)), None)
         if inner is None and seen.args and isinstance(seen.args[0], BaseException):
             inner = seen.args[0]
         if inner is None or inner is seen:
