@@ -7,17 +7,21 @@ ListParts' part-number marker). A server that sends a position a second time wou
 have the walk request the same pages forever and yield their entries again; boto3
 stops such a walk with ``PaginationError`` for the same reason. :class:`Pagination`
 stops it with a :class:`~objsdk.errors.ProtocolError` naming the operation, the bucket
-and the repeated position. Every listing of objsdk pages through one.
+and the repeated position; a page whose body cannot be read (:meth:`Pagination.parse`)
+stops it with an :class:`~objsdk.errors.XMLParseError` naming the same. Every listing
+of objsdk pages through one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TypeVar
 
 from objsdk import errors
 
 __all__ = ["MAX_EMPTY_PAGES", "Pagination"]
+
+T = TypeVar("T")
 
 #: How many truncated pages in a row may hold no entry before the walk is taken for a
 #: loop. S3 may end a page early, even empty, when what it passed over fills the
@@ -70,8 +74,22 @@ class Pagination:
                 "the listing does not get anywhere"
             )
 
+    def parse(self, parse: Callable[[bytes], T], body: bytes) -> T:
+        """A page's ``body`` as ``parse`` reads it. The
+        :class:`~objsdk.errors.XMLParseError` it raises (a body that is not XML, a
+        field that is not what S3 sends, such as a negative ``Size``) names only the
+        field: raised again naming the walk's operation, bucket and prefix too."""
+        try:
+            return parse(body)
+        except errors.XMLParseError as e:
+            raise errors.XMLParseError(
+                f"{e}{self._under()}", operation=self.operation, bucket=self.bucket
+            ) from e
+
     def _fail(self, message: str) -> NoReturn:
-        under = f" (prefix {self.prefix!r})" if self.prefix else ""
         raise errors.ProtocolError(
-            f"{message}{under}", operation=self.operation, bucket=self.bucket
+            f"{message}{self._under()}", operation=self.operation, bucket=self.bucket
         )
+
+    def _under(self) -> str:
+        return f" (prefix {self.prefix!r})" if self.prefix else ""

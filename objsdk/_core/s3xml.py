@@ -26,6 +26,7 @@ __all__ = [
     "XMLParseError",
     "build_complete_body",
     "build_delete_body",
+    "date_field",
     "error_from_response",
     "error_in_body",
     "http_date",
@@ -39,6 +40,7 @@ __all__ = [
     "parse_list_multipart_uploads",
     "parse_list_objects_v2",
     "parse_upload_id",
+    "size_field",
     "xml_carries",
     "xml_escape",
     "xml_root",
@@ -115,26 +117,34 @@ def _fields(el: ET.Element) -> dict[str, str]:
 
 def _date(el: ET.Element, tag: str) -> datetime | None:
     """The ISO 8601 date in child ``tag`` (None if absent); XMLParseError if malformed."""
-    return _date_of(tag, xml_text(el, tag))
+    return date_field(tag, xml_text(el, tag))
 
 
-def _date_of(tag: str, text: str | None) -> datetime | None:
+def date_field(tag: str, text: str | None) -> datetime | None:
+    """The ISO 8601 date ``text`` of field ``tag`` (None if absent or empty);
+    :class:`XMLParseError` naming the field and its value if it is not one."""
     try:
         return parse_iso_date(text)
     except (ValueError, OverflowError):
         raise XMLParseError(f"{tag} {(text or '')[:40]!r} is not an ISO 8601 date") from None
 
 
-def _size(el: ET.Element, tag: str) -> int:
-    """The byte count in child ``tag`` (0 if absent); XMLParseError if not one."""
-    return _size_of(tag, xml_text(el, tag))
+#: The largest byte count S3 sends: its sizes are Longs (S3 API reference, data types
+#: ``Object``, ``ObjectVersion``), signed 64-bit.
+_MAX_LONG = 2**63 - 1
+_DIGITS = re.compile("[0-9]{1,19}")
 
 
-def _size_of(tag: str, text: str | None) -> int:
+def size_field(tag: str, text: str | None) -> int:
+    """The byte count ``text`` of field ``tag`` (0 if absent or empty: a delete marker
+    has none); :class:`XMLParseError` naming the field and its value unless it is ASCII
+    digits (``-5``, ``+5`` and ``1.5`` are not; ``²`` is a digit to ``str.isdigit()``,
+    not to ``int()``) within a Long."""
     text = (text or "0").strip()
-    if not text.isascii() or not text.isdigit():
+    size = int(text) if _DIGITS.fullmatch(text) else -1
+    if not 0 <= size <= _MAX_LONG:
         raise XMLParseError(f"{tag} {text[:40]!r} is not a byte count")
-    return int(text)
+    return size
 
 
 def parse_http_date(text: str | None) -> datetime | None:
@@ -290,9 +300,9 @@ def parse_list_objects_v2(body: bytes) -> ListPage:
     objects = [
         ObjectSummary(
             key=decode(f.get("Key")),
-            size=_size_of("Size", f.get("Size")),
+            size=size_field("Size", f.get("Size")),
             etag=f.get("ETag"),
-            last_modified=_date_of("LastModified", f.get("LastModified")),
+            last_modified=date_field("LastModified", f.get("LastModified")),
             storage_class=f.get("StorageClass"),
         )
         for f in map(_fields, root.iterfind("{*}Contents"))

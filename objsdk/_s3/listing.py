@@ -56,7 +56,7 @@ def _pages(
             params.append(("start-after", start_after))
         with errors.naming_prefix(prefix):
             resp = transport.request("GET", operation="list_objects", bucket=bucket, params=params)
-        page = parse_list_objects_v2(resp.content)
+        page = walk.parse(parse_list_objects_v2, resp.content)
         entries: list[ObjectSummary | Prefix] = [*page.objects, *page.prefixes]
         entries.sort(key=lambda e: e.key)
         yield from entries

@@ -17,7 +17,7 @@ from urllib.parse import unquote_plus
 from objsdk import errors
 from objsdk._core.addressing import check_bucket
 from objsdk._core.pagination import Pagination
-from objsdk._core.s3xml import parse_iso_date, xml_root, xml_text
+from objsdk._core.s3xml import date_field, size_field, xml_root, xml_text
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectVersion
@@ -56,14 +56,13 @@ def parse_list_object_versions(body: bytes) -> VersionsPage:
         tag = el.tag.rsplit("}", 1)[-1]
         if tag not in ("Version", "DeleteMarker"):
             continue
-        size = xml_text(el, "Size")
         versions.append(
             ObjectVersion(
                 key=key_of(xml_text(el, "Key")),
                 version_id=xml_text(el, "VersionId") or "null",
                 is_latest=(xml_text(el, "IsLatest") or "").lower() == "true",
-                last_modified=parse_iso_date(xml_text(el, "LastModified")),
-                size=int(size) if size and size.isdigit() else 0,
+                last_modified=date_field("LastModified", xml_text(el, "LastModified")),
+                size=size_field("Size", xml_text(el, "Size")),
                 etag=xml_text(el, "ETag"),
                 storage_class=xml_text(el, "StorageClass"),
                 delete_marker=tag == "DeleteMarker",
@@ -109,7 +108,7 @@ def _pages(
             resp = transport.request(
                 "GET", operation="list_object_versions", bucket=bucket, params=params
             )
-        page = parse_list_object_versions(resp.content)
+        page = walk.parse(parse_list_object_versions, resp.content)
         yield from page.versions
         if not page.is_truncated:
             return

@@ -389,7 +389,7 @@ def _upload_pages(
             resp = transport.request(
                 "GET", operation="list_multipart_uploads", bucket=bucket, params=params
             )
-        page: UploadListPage = parse_list_multipart_uploads(resp.content)
+        page: UploadListPage = walk.parse(parse_list_multipart_uploads, resp.content)
         yield [MultipartUpload(*up) for up in page.uploads], resp.headers
         if not page.is_truncated:
             return
