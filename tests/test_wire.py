@@ -510,6 +510,53 @@ def test_a_large_body_cut_short_is_a_protocol_error(w: Wire) -> None:
         w.exchange("GET", f"{server.url}/b/k", {}, None)
 
 
+@pytest.mark.parametrize("declared", [10**13, 2**62], ids=["10TB", "past-any-address-space"])
+@pytest.mark.parametrize("ranged", [False, True], ids=["whole", "ranged"])
+def test_a_declared_length_no_memory_holds_is_a_protocol_error_when_the_body_ends_short(
+    declared: int, ranged: bool
+) -> None:
+    """A success answer claiming more bytes than memory can hold is not allocated before
+    they arrive: the body grows as it comes, and when the connection ends short it is a
+    ProtocolError naming the object, never a MemoryError."""
+
+    def lying(request: Request, conn: socket.socket) -> None:
+        status = "206 Partial Content" if ranged else "200 OK"
+        extra = f"Content-Range: bytes 0-{declared - 1}/{declared}\r\n" if ranged else ""
+        head = f"HTTP/1.1 {status}\r\nContent-Length: {declared}\r\n{extra}\r\n"
+        conn.sendall(head.encode() + b"x" * (200 << 10))
+        conn.close()
+
+    with (
+        RawServer(lying) as server,
+        Client(server.url, "AK", "SK", retries=0) as client,
+        pytest.raises(errors.ProtocolError) as caught,
+    ):
+        client.get_object("b", "k", length=10 if ranged else None, verify=False)
+    assert (caught.value.bucket, caught.value.key) == ("b", "k")
+    assert "connection broken" in str(caught.value)
+
+
+def test_a_body_longer_than_what_is_allocated_ahead_arrives_whole_held_once(
+    w: Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past what is allocated before the bytes arrive, a body grows as it comes, in one
+    buffer that becomes the content: it is not held twice."""
+    import tracemalloc
+
+    monkeypatch.setattr(wire_module, "_PREALLOCATE", 1 << 20)
+    body = bytes(range(256)) * 80_000  # 20 MB
+    with RawServer(answer_with(http_response(200, {}, body))) as server:
+        w.exchange("GET", f"{server.url}/b/k", {}, None)  # connected, warm
+        tracemalloc.start()
+        try:
+            content = w.exchange("GET", f"{server.url}/b/k", {}, None).content
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert content == body
+    assert peak < 1.3 * len(body)
+
+
 # -- error answers --------------------------------------------------------------------------
 
 HUGE = 64 << 20  # an error body far larger than what is kept of one

@@ -66,6 +66,12 @@ _SEND_SLICE = 1 << 20
 # against 3 µs for 64 KiB, which comes from the heap. A larger body is read into one
 # bytes object of its length (Wire._sized), whatever this is.
 _RECV = 64 * 1024
+# The most of a body's declared length allocated before its bytes arrive. A server may
+# declare any Content-Length (10 TB): one allocation of it would fail with MemoryError
+# before a byte came, where the answer's ending short is the error. A body declared
+# longer grows as it arrives, _GROW bytes a read (Wire._grown).
+_PREALLOCATE = 64 << 20
+_GROW = 1 << 20
 # Read and write timeouts kept by the kernel on plain-HTTP sockets (see Wire._connect):
 # the same conditions as private_api's direct reads (Linux, a 64-bit struct timeval).
 _KERNEL_TIMEOUTS = private_api.DIRECT_READS
@@ -451,8 +457,11 @@ class Wire:
             # A large body lands in one bytes object of its length, read into directly
             # (as http.client's buffered read does): chunks and their join would hold it
             # twice.
-            first = b"".join(chunks)
-            content = io.BufferedReader(_Body(conn.sock, first, length), _RECV).read(length)
+            body = _Body(conn.sock, b"".join(chunks), length)
+            if length <= _PREALLOCATE:
+                content = io.BufferedReader(body, _RECV).read(length)
+            else:
+                content = Wire._grown(body)
             if len(content) < length:
                 raise http.client.IncompleteRead(content, length - len(content))
             return Answer(status, fields, content), keep and not reader.extra
@@ -464,6 +473,17 @@ class Wire:
             got += len(data)
         content = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         return Answer(status, fields, content), keep and not reader.extra
+
+    @staticmethod
+    def _grown(body: _Body) -> bytes:
+        """``body`` to its end or the connection's, in a buffer that grows as the bytes
+        arrive (by reallocation, which moves pages rather than copying them) and becomes
+        the content: held once, as a preallocated body is, plus one read's worth."""
+        out = io.BytesIO()
+        scratch = memoryview(bytearray(_GROW))
+        while n := body.readinto(scratch):
+            out.write(scratch[:n])
+        return out.getvalue()
 
 
 class _Body(io.RawIOBase):
