@@ -266,3 +266,41 @@ def test_an_untyped_crc32_that_is_neither_composite_nor_full_fails(serve, tmp_pa
     with pytest.raises(objsdk.IntegrityError, match="crc32 mismatch"):
         client.download(BUCKET, KEY, tmp_path / "a", part_size=256 * 1024)
     assert not (tmp_path / "a").exists()
+
+
+PAST_INT_DIGITS = "9" * 5000  # more digits than int() converts (4300)
+
+
+@pytest.mark.parametrize("where", ["etag", "checksum", "parts-count"])
+def test_a_parts_count_of_more_digits_than_int_converts_is_no_count(serve, tmp_path, where):
+    """A count that says nothing (here: 5000 digits) is left out, as one that is not
+    digits is: the parts are counted from what else says it, and the download is
+    verified, never a raw ValueError."""
+    # Each time one other place says 3: the checksum's or the ETag's suffix.
+    counts = {
+        "etag": {"etag": PAST_INT_DIGITS, "checksum": "3", "parts-count": ""},
+        "checksum": {"etag": "3", "checksum": PAST_INT_DIGITS, "parts-count": ""},
+        "parts-count": {"etag": "3", "checksum": "", "parts-count": PAST_INT_DIGITS},
+    }[where]
+    stored = composite_crc32(DATA) + (f"-{counts['checksum']}" if counts["checksum"] else "")
+    obj = S3Object(
+        DATA,
+        etag=f'"0123456789abcdef0123456789abcdef-{counts["etag"]}"',
+        headers={"x-amz-checksum-crc32": stored},
+    )
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        if request.method == "HEAD" and "partNumber=1" in request.path:
+            headers = {"ETag": obj.etag, "Content-Length": str(PART)}
+            if counts["parts-count"]:
+                headers["x-amz-mp-parts-count"] = counts["parts-count"]
+            conn.sendall(http_response(206, headers))
+        elif request.method == "HEAD":
+            conn.sendall(head_reply(request, obj))
+        else:
+            object_reply(request, obj).send(conn)
+
+    _server, client = serve(handler)
+    result = client.download(BUCKET, KEY, tmp_path / "a", part_size=256 * 1024, parallel=2)
+    assert result.verified == "crc32"
+    assert (tmp_path / "a").read_bytes() == DATA

@@ -77,3 +77,16 @@ def test_unsatisfied_range_that_states_no_size_is_refused(value):
 
 def test_content_range_positions_are_ascii_digits():
     assert parse_content_range("bytes 0-1/²") is None
+
+
+@pytest.mark.parametrize("digits", [20, 5000])  # int() refuses past 4300 on its own
+def test_a_length_or_position_of_more_digits_than_a_64_bit_count_is_refused(digits):
+    """RFC 9110 §8.6: large numerals must not become parsing errors of their own."""
+    many = "9" * digits
+    assert parse_content_length("9" * 19) == int("9" * 19)
+    with pytest.raises(ValueError, match="not a byte count"):
+        parse_content_length(many)
+    assert parse_content_range(f"bytes 0-1/{many}") is None
+    assert parse_content_range(f"bytes {many}-{many}/*") is None
+    with pytest.raises(ValueError, match="unusable Content-Range"):
+        parse_unsatisfied_range(f"bytes */{many}")

@@ -328,6 +328,16 @@ MISFRAMINGS = {
     "length-not-a-number": ("Content-Length", lambda first, last: "5 bytes"),
     "range-total-negative": ("Content-Range", lambda first, last: f"bytes {first}-{last}/-{SIZE}"),
     "range-not-numbers": ("Content-Range", lambda first, last: f"bytes {first}-{last}/{SIZE}.0"),
+    # More digits than int() converts (sys.get_int_max_str_digits(): 4300).
+    "length-past-int-digits": ("Content-Length", lambda first, last: "9" * 5000),
+    "range-total-past-int-digits": (
+        "Content-Range",
+        lambda first, last: f"bytes {first}-{last}/{'9' * 5000}",
+    ),
+    "range-first-past-int-digits": (
+        "Content-Range",
+        lambda first, last: f"bytes {'0' * 5000}{first}-{last}/{SIZE}",
+    ),
 }
 
 
@@ -360,7 +370,9 @@ def unsatisfiable(total: str) -> Handler:
 
 
 @pytest.mark.parametrize("read", STREAMED_READ_PATHS)
-@pytest.mark.parametrize("total", ["-5", "+0", "0x10"])
+@pytest.mark.parametrize(
+    "total", ["-5", "+0", "0x10", "9" * 5000], ids=["-5", "+0", "0x10", "9x5000"]
+)
 def test_a_416_whose_size_is_not_a_number_is_a_protocol_error_not_the_end(
     serve: Serve, tmp_path: Path, total: str, read: Callable[[objsdk.Client, Path], object]
 ) -> None:
@@ -373,7 +385,7 @@ def test_a_416_whose_size_is_not_a_number_is_a_protocol_error_not_the_end(
 
 
 @pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
-@pytest.mark.parametrize("length", ["-5", "+5", "²"])
+@pytest.mark.parametrize("length", ["-5", "+5", "²", "9" * 5000], ids=["-5", "+5", "²", "9x5000"])
 def test_head_object_with_a_content_length_that_is_not_a_number_is_a_protocol_error(
     serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool, length: str
 ) -> None:

@@ -21,10 +21,14 @@ __all__ = [
 ]
 
 # Digits are ASCII digits (RFC 5234 DIGIT): a header decoded as Latin-1 may hold "²",
-# which str.isdigit() takes and int() refuses.
-_CONTENT_RANGE_RE = re.compile(r"^\s*bytes\s+([0-9]+)-([0-9]+)/([0-9]+|\*)\s*$", re.IGNORECASE)
-_UNSATISFIED_RANGE_RE = re.compile(r"^\s*bytes\s+\*/([0-9]+)\s*$", re.IGNORECASE)
-_DIGITS_RE = re.compile(r"[0-9]+")
+# which str.isdigit() takes and int() refuses. And at most 19 of them, a 64-bit count:
+# RFC 9110 §8.6 has recipients "anticipate potentially large decimal numerals and
+# prevent parsing errors due to integer conversion overflows"; int() refuses more than
+# 4300 digits (sys.get_int_max_str_digits) with a ValueError of its own.
+_N = "[0-9]{1,19}"
+_CONTENT_RANGE_RE = re.compile(rf"^\s*bytes\s+({_N})-({_N})/({_N}|\*)\s*$", re.IGNORECASE)
+_UNSATISFIED_RANGE_RE = re.compile(rf"^\s*bytes\s+\*/({_N})\s*$", re.IGNORECASE)
+_DIGITS_RE = re.compile(_N)
 
 
 def format_range(start: int, end: int | None = None) -> str:
@@ -79,8 +83,8 @@ def parse_unsatisfied_range(value: str | None) -> int | None:
 
 def parse_content_length(value: str | None) -> int | None:
     """An answer's ``Content-Length``; None if absent. Raises :class:`ValueError` unless
-    it is digits (RFC 9110 §8.6): ``int()`` would take ``"+5"``, ``" 5"`` or ``"5_0"``,
-    and urllib3 reads a negative one as no length at all."""
+    it is digits, at most 19 (RFC 9110 §8.6): ``int()`` would take ``"+5"``, ``" 5"`` or
+    ``"5_0"``, and urllib3 reads a negative one as no length at all."""
     if value is None:
         return None
     if not _DIGITS_RE.fullmatch(value):

@@ -187,8 +187,9 @@ def _composite(transport: Transport, info: ObjectInfo, why: str) -> tuple[_Compo
 
 
 def _is_count(text: str) -> bool:
-    # ASCII digits only: str.isdigit() takes "²", which int() refuses.
-    return text.isascii() and text.isdigit()
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses. At most 19 (a
+    # 64-bit count): int() refuses more than 4300 with a ValueError.
+    return len(text) <= 19 and text.isascii() and text.isdigit()
 
 
 def _suffix(text: str) -> int | None:
