@@ -261,6 +261,7 @@ def test_a_request_failing_in_the_callers_except_block_leaves_the_callers_frames
     assert frames[-1].f_code.co_name == "_callers_own_code"
     assert frames[-1].f_locals.get("marker") == "keep-me"
     assert "ValueError" not in str(info.value)  # the cause named is objsdk's failure's
+    assert "caller's own" not in str(getattr(info.value, "reason", ""))
     assert "keep-me" in text
     assert_no_secret(text, signatures)
 
