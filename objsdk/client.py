@@ -19,6 +19,7 @@ from objsdk._core.client_config import (
     tls_verify,
 )
 from objsdk._core.metadata import ObjectHeaders, standard_headers
+from objsdk._core.proxies import Proxies
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
@@ -89,8 +90,10 @@ class Client(
     ``when_supported``, and a 400 refusing a checksum header makes this client send
     without them from then on); see docs/compatibility.md. ``sse`` (``SSES3()``,
     ``SSEKMS(key_id)``, ``SSEC(key)``) encrypts what is written and goes with every
-    request it belongs on (see :mod:`objsdk._core.sse`). Thread-safe: share one client
-    across threads.
+    request it belongs on (see :mod:`objsdk._core.sse`). Requests go through the proxy
+    ``HTTPS_PROXY`` or ``HTTP_PROXY`` names unless ``NO_PROXY`` excepts the host, as
+    boto3's do; the variables are read when the client is built (docs/getting-started.md,
+    "Proxies"). Thread-safe: share one client across threads.
     """
 
     def __init__(
@@ -157,6 +160,9 @@ class Client(
             dialect=ChecksumDialect(
                 config.request_checksum_calculation, config.response_checksum_validation
             ),
+            # Read where the client is built, as verify=None is (and as botocore reads
+            # them when it makes a client): a pickled client takes its worker's.
+            proxies=Proxies.from_environ(os.environ),
         )
         self._transport = encrypting(self._transport, config.sse)
         # Whether this client's last adaptive upload saw a connection cut mid-part.

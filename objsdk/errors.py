@@ -10,6 +10,7 @@ check) are not errors of the library and stay private to it. The tree::
     ObjsdkError
     ├── TransportError              the request never got a complete HTTP answer
     │   ├── ConnectError            could not connect (refused, DNS, TLS handshake)
+    │   │   └── ProxyError          the proxy refused to relay the request (407...)
     │   ├── Timeout                 connect or read timeout
     │   └── ProtocolError           connection dropped or the response was malformed
     │       └── XMLParseError       a body that should be S3 XML is not
@@ -76,6 +77,7 @@ __all__ = [
     "ObjsdkError",
     "PreconditionFailed",
     "ProtocolError",
+    "ProxyError",
     "ReadError",
     "ResumeLimitError",
     "S3Error",
@@ -158,6 +160,12 @@ class ConnectError(TransportError):
         super().__init__(message, operation=operation, bucket=bucket, key=key)
         self.endpoint = endpoint
         self.reason = reason
+
+
+class ProxyError(ConnectError):
+    """The proxy (``HTTP_PROXY``, ``HTTPS_PROXY``) answered instead of relaying: a 407
+    for its credentials, a refused tunnel. Not retried: sending again meets the same
+    answer. A proxy that cannot be reached at all is a plain :class:`ConnectError`."""
 
 
 class Timeout(TransportError):

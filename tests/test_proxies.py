@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests.utils
 
-from objsdk import ConfigError
+from objsdk import Client, ConfigError
 from objsdk._core.proxies import NO_PROXIES, Proxies, Proxy
 
 
@@ -91,12 +91,16 @@ def test_no_repr_shows_the_proxy_password_or_its_header() -> None:
     ],
 )  # fmt: skip
 def test_a_proxy_that_cannot_be_used_is_a_config_error_naming_the_variable_not_the_password(
-    value: str, words: str
+    value: str, words: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(ConfigError, match="HTTPS_PROXY") as caught:
         Proxies.from_environ({"HTTPS_PROXY": value})
     assert words in str(caught.value)
     assert "hunter2" not in str(caught.value)
+    # ... raised when the client is built, before any request.
+    monkeypatch.setenv("HTTPS_PROXY", value)
+    with pytest.raises(ConfigError, match="HTTPS_PROXY"):
+        Client("https://s3.example.com", "AKIAEXAMPLE", "secret")
 
 
 @pytest.mark.parametrize(

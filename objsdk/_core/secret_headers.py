@@ -2,7 +2,8 @@
 
 A signed request carries its signature in ``Authorization``, the session token in
 ``x-amz-security-token`` and SSE-C's key in ``x-amz-server-side-encryption-customer-key``
-(or its copy-source twin). Whatever holds those headers may be shown by ``repr``: in a
+(or its copy-source twin), and a proxy's credentials go in ``Proxy-Authorization``.
+Whatever holds those headers may be shown by ``repr``: in a
 log, or in a traceback whose locals an error reporter keeps
 (``traceback.TracebackException(..., capture_locals=True)``, Sentry). This dict shows
 their values as ``<hidden>``; in every other way it is the dict it is (http.client,
@@ -17,6 +18,7 @@ __all__ = ["SECRET_HEADERS", "SecretHeaders"]
 SECRET_HEADERS = frozenset(
     {
         "authorization",
+        "proxy-authorization",
         "x-amz-security-token",
         "x-amz-server-side-encryption-customer-key",
         "x-amz-copy-source-server-side-encryption-customer-key",

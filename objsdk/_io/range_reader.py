@@ -416,6 +416,8 @@ class RangeReader:
             if not self._opened_once:
                 raise
             raise self._changed("it was deleted", want) from e
+        except errors.ProxyError:
+            raise  # the proxy's refusal: it would refuse the resume too
         except errors.TransportError as e:
             raise Broken(e) from e
         except errors.S3Error as e:

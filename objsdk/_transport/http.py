@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, ClassVar
 from urllib3.util.retry import Retry
 
 from objsdk._core.addressing import Endpoint
+from objsdk._core.proxies import Proxies
 from objsdk._core.signing import Credentials
 from objsdk._transport import forks, private_api
 from objsdk._transport.base import Body, FilePut, Interruptible, flat_body
@@ -33,7 +34,8 @@ from objsdk._transport.pipeline import (
     SignedRequest,
     refusal,
 )
-from objsdk._transport.translate import translate_errors
+from objsdk._transport.proxy import refused
+from objsdk._transport.translate import translate, translate_errors
 from objsdk._transport.wire import Answer, Wire
 
 if TYPE_CHECKING:
@@ -53,7 +55,9 @@ class HTTPTransport(PipelinedTransport):
     memory, PUT of bytes, listings, deletes) goes over the transport's own kept-alive
     connections (:mod:`objsdk._transport.wire`); streamed answers and file bodies go
     through requests' pooled adapter. ``verify`` is True (requests' CA bundle), False, or
-    a CA bundle path; TLS verification is on unless turned off.
+    a CA bundle path; TLS verification is on unless turned off. ``proxies``: the proxies
+    requests go through (:class:`~objsdk._core.proxies.Proxies`; none if None), chosen
+    per origin the same way on both sides.
     """
 
     #: False sends every request through requests' adapter, where requests-level mocks
@@ -71,6 +75,7 @@ class HTTPTransport(PipelinedTransport):
         retry: Retry,
         verify: bool | str = True,
         dialect: ChecksumDialect | None = None,
+        proxies: Proxies | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.credentials = credentials
@@ -81,7 +86,10 @@ class HTTPTransport(PipelinedTransport):
         self.max_pool_connections = max_pool_connections
         # TLS verification for every connection (requests' adapter takes it per send).
         self._verify = verify
-        self.wire = Wire(verify=verify, timeout=timeout, maxsize=max_pool_connections)
+        self.proxies = proxies or None
+        self.wire = Wire(
+            verify=verify, timeout=timeout, maxsize=max_pool_connections, proxies=self.proxies
+        )
         # requests' adapter, made (and requests imported) on the first streamed answer
         # or file body: see objsdk._transport.streamed.
         self._streamed: Streamed | None = None
@@ -116,6 +124,7 @@ class HTTPTransport(PipelinedTransport):
                         max_pool_connections=self.max_pool_connections,
                         verify=self._verify,
                         timeout=self.timeout,
+                        proxies=self.proxies,
                     )
                 streamed = self._streamed
         return streamed
@@ -163,6 +172,13 @@ class HTTPTransport(PipelinedTransport):
             "%s %s/%s -> %s", sending.method, sending.bucket or "", sending.key or "", answer.status
         )
         if answer.status not in sending.ok:
+            proxy = self.wire.proxy_for(request.url) if answer.status == 407 else None
+            if proxy is not None:
+                # The proxy's answer, not the server's (RFC 9110 §15.5.8).
+                failure = refused(proxy, 407, "Proxy Authentication Required")
+                raise translate(
+                    failure, sending.operation, sending.bucket, sending.key
+                ) from failure
             raise refusal(
                 answer.status,
                 answer.headers,
@@ -176,12 +192,20 @@ class HTTPTransport(PipelinedTransport):
     def _send_file(self, put: FilePut) -> Mapping[str, str]:
         from objsdk._transport.sendfile import CallbackError, put_file, put_window
 
-        direct = self.direct_file_bodies and _is_regular(put.file)
+        direct = self.direct_file_bodies and _is_regular(put.file) and not self._proxied(put)
         try:
             return (put_file if direct else put_window)(self, put)
         except CallbackError as e:
             error = e.error
         raise error  # outside the handler: the caller's exception, with its own context
+
+    def _proxied(self, put: FilePut) -> bool:
+        # A file body to a proxied origin streams through requests, whose proxy pool
+        # sends it in absolute form with the proxy's credentials: the sendfile PUT
+        # writes on a connection to the origin.
+        return self.proxies is not None and (
+            self.proxies.for_url(self.pipeline.url(put.bucket, put.key, put.params)) is not None
+        )
 
     @property
     def direct_file_bodies(self) -> bool:

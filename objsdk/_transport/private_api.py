@@ -11,7 +11,8 @@ switch each flag off to prove the fallback.
   :class:`Watch` learns the connection a request uses, and ``interrupt()`` can shut it
   down from another thread; the pools' connections check the watch once connected, for
   an interrupt that came before their socket existed. Fallback: interrupt only refuses
-  further requests.
+  further requests. The same pools send a request in absolute form (to an http proxy)
+  with its URL as signed, where ``urlopen`` would collapse its ``.``/``..`` segments.
 * ``RAW_FP``: ``urllib3.response.HTTPResponse._fp`` is http.client's response, whose
   ``readinto`` receives straight into the caller's buffer (urllib3's own goes through a
   temporary ``bytes``). Fallback: urllib3's ``read``/``readinto``.
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.poolmanager import PoolManager
 from urllib3.response import BaseHTTPResponse
 
 from objsdk import errors
@@ -212,11 +214,24 @@ class _WatchedHTTPSConnection(HTTPSConnection):
 class _WatchedPool(HTTPConnectionPool):
     ConnectionCls: type[HTTPConnection] = _WatchedConnection
 
-    def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
+    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if self.proxy is None or url.startswith("/"):
+            return super().urlopen(method, url, *args, **kwargs)
+        # The absolute form, to an http proxy: urlopen would send the URL with its '.'
+        # and '..' segments collapsed (parse_url, RFC 3986 §5.2.4), another key than
+        # the one signed. _make_request sends it as it came.
+        _local.target = url
+        try:
+            return super().urlopen(method, url, *args, **kwargs)
+        finally:
+            _local.target = None
+
+    def _make_request(self, conn: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         w = current_watch()
         if w is not None:
             w.attach(conn)
-        return super()._make_request(conn, *args, **kwargs)
+        target = getattr(_local, "target", None)
+        return super()._make_request(conn, method, target or url, *args, **kwargs)
 
     def _put_conn(self, conn: Any) -> None:
         w = current_watch()
@@ -229,10 +244,11 @@ class _WatchedHTTPSPool(_WatchedPool, HTTPSConnectionPool):
     ConnectionCls = _WatchedHTTPSConnection
 
 
-def install_watched_pools(adapter: HTTPAdapter) -> None:
-    """Make ``adapter``'s pools report their connections to this thread's watch."""
+def install_watched_pools(manager: PoolManager) -> None:
+    """Make the pools of ``manager`` (an adapter's pool manager, or one of its proxy
+    managers) report their connections to this thread's watch."""
     if WATCH:
-        adapter.poolmanager.pool_classes_by_scheme = {
+        manager.pool_classes_by_scheme = {
             "http": _WatchedPool,
             "https": _WatchedHTTPSPool,
         }
@@ -242,9 +258,15 @@ def close_pooled_sockets(adapter: HTTPAdapter) -> None:
     """Close the sockets of ``adapter``'s idle pooled connections, taking none of
     urllib3's locks: in a forked child, a parent thread may have held one at the fork.
     (``PoolManager.pools`` is a ``RecentlyUsedContainer`` over ``_container``; a pool's
-    idle connections wait in the ``LifoQueue`` ``pool``, whose items are in ``queue``.)"""
-    pools = getattr(adapter.poolmanager.pools, "_container", {})
-    for pool in list(pools.values()):
+    idle connections wait in the ``LifoQueue`` ``pool``, whose items are in ``queue``;
+    the proxy managers, one per proxy, are in the adapter's ``proxy_manager``.)"""
+    managers = [adapter.poolmanager, *getattr(adapter, "proxy_manager", {}).values()]
+    pools = [
+        pool
+        for manager in managers
+        for pool in list(getattr(getattr(manager, "pools", None), "_container", {}).values())
+    ]
+    for pool in pools:
         for conn in list(getattr(getattr(pool, "pool", None), "queue", ())):
             sock = getattr(conn, "sock", None)
             if sock is not None:

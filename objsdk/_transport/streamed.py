@@ -16,15 +16,19 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 import requests
+import requests.exceptions
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
 from objsdk import errors
+from objsdk._core.proxies import Proxies, Proxy
+from objsdk._core.secret_headers import SecretHeaders
 from objsdk._transport import forks, private_api
 from objsdk._transport.base import Body, flat_body
 from objsdk._transport.pipeline import MAX_ERROR_BODY, SignedRequest, refusal
+from objsdk._transport.proxy import failure_of, refused
 from objsdk._transport.translate import _BROKEN, translate, translate_errors
 
 __all__ = ["Streamed", "StreamedResponse"]
@@ -153,7 +157,37 @@ class _Adapter(HTTPAdapter):
     ``build_response`` is the adapter's documented extension point. requests' own builds
     a case-insensitive copy of the headers and reads cookies into a jar; signed S3
     requests carry no cookies, and urllib3's headers are case-insensitive already.
+
+    So are ``proxy_headers``, ``proxy_manager_for`` and ``cert_verify``: a proxy is named
+    to requests by its URL without credentials (which would otherwise show in urllib3's
+    errors and reprs), and its ``Proxy-Authorization`` comes from ``authorizations``; the
+    proxy managers' pools report to the thread's watch like the direct ones; an https
+    proxy's certificate is checked as the wire checks it.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.authorizations: dict[str, str] = {}  # proxy URL -> Proxy-Authorization
+        super().__init__(*args, **kwargs)
+
+    def proxy_headers(self, proxy: str) -> dict[str, str]:
+        authorization = self.authorizations.get(proxy)
+        if authorization is None:
+            return {}
+        return SecretHeaders({"Proxy-Authorization": authorization})
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        if url[:5].lower() == "http:" and getattr(conn, "scheme", None) == "https":
+            # An http URL on a pool speaking TLS: an https proxy's, whose certificate
+            # requests would leave unchecked for an http URL.
+            url = "https:" + url[5:]
+        super().cert_verify(conn, url, verify, cert)  # type: ignore[no-untyped-call]
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        fresh = proxy not in self.proxy_manager
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if fresh:
+            private_api.install_watched_pools(manager)
+        return manager
 
     def build_response(
         self, req: requests.PreparedRequest, resp: BaseHTTPResponse
@@ -171,14 +205,22 @@ class _Adapter(HTTPAdapter):
 
 class Streamed:
     """requests' pooled adapter for one transport: prepares and sends the requests whose
-    answer is streamed or whose body is a file. ``verify`` and ``timeout`` as the
-    transport's; at most ``max_pool_connections`` kept per host."""
+    answer is streamed or whose body is a file. ``verify``, ``timeout`` and ``proxies``
+    as the transport's; at most ``max_pool_connections`` kept per host."""
 
     def __init__(
-        self, *, max_pool_connections: int, verify: bool | str, timeout: tuple[float, float]
+        self,
+        *,
+        max_pool_connections: int,
+        verify: bool | str,
+        timeout: tuple[float, float],
+        proxies: Proxies | None = None,
     ) -> None:
         self.verify = verify
         self.timeout = timeout
+        self.proxies = proxies or None
+        # scheme://netloc -> (what adapter.send takes as proxies, the proxy)
+        self._routes: dict[str, tuple[dict[str, str], Proxy | None]] = {}
         # urllib3 sends each attempt once and raises what broke it: the pipeline's loop
         # is the only one that retries.
         self.adapter = _Adapter(
@@ -186,7 +228,7 @@ class Streamed:
             pool_maxsize=max_pool_connections,
             max_retries=Retry(total=False, redirect=False, raise_on_status=False),
         )
-        private_api.install_watched_pools(self.adapter)
+        private_api.install_watched_pools(self.adapter.poolmanager)
 
     def close(self) -> None:
         self.adapter.close()
@@ -230,16 +272,28 @@ class Streamed:
     ) -> StreamedResponse:
         """Send ``prepared``; an answer not in ``ok`` is raised as its S3 error. Without
         ``stream`` the body is read whole before returning."""
+        proxies, proxy = _DIRECT if self.proxies is None else self._route(prepared.url)
         with translate_errors(operation, bucket, key, prepared.url):
             # The adapter itself, not a Session: no cookie jars, hooks or redirects (a
-            # 3xx is answered as an error), and no proxies or .netrc from the
-            # environment to re-route or re-authenticate a request whose signature
-            # covers the Host we chose.
-            resp = self.adapter.send(
-                prepared, stream=True, timeout=self.timeout, verify=self.verify, proxies={}
-            )
+            # 3xx is answered as an error), and no .netrc to re-authenticate a request
+            # whose signature covers the Host we chose. The proxy is the one the wire
+            # would take for this origin (objsdk._core.proxies), never requests' own
+            # reading of the environment at each request.
+            try:
+                resp = self.adapter.send(
+                    prepared, stream=True, timeout=self.timeout, verify=self.verify, proxies=proxies
+                )
+            except requests.exceptions.ProxyError as e:
+                if proxy is None:
+                    raise
+                raise failure_of(proxy, e) from e
         log.debug("%s %s/%s -> %s", method, bucket or "", key or "", resp.status_code)
         answer = StreamedResponse(resp, operation, bucket, key)
+        if resp.status_code == 407 and proxy is not None:
+            # The proxy's answer, not the server's (RFC 9110 §15.5.8).
+            resp.close()
+            failure = refused(proxy, 407, resp.reason or "Proxy Authentication Required")
+            raise translate(failure, operation, bucket, key) from failure
         if resp.status_code not in ok:
             try:
                 # The body is never a local here: an error body may echo the request,
@@ -260,6 +314,30 @@ class Streamed:
             finally:
                 answer.close()
         return answer
+
+    def _route(self, url: str | None) -> tuple[dict[str, str], Proxy | None]:
+        """The proxies ``adapter.send`` takes for ``url``, and the proxy (once per
+        origin)."""
+        assert url is not None
+        assert self.proxies is not None
+        scheme, _, rest = url.partition("://")
+        origin = f"{scheme}://{rest.partition('/')[0]}"
+        route = self._routes.get(origin)
+        if route is None:
+            proxy = self.proxies.for_url(origin + "/")
+            if proxy is None:
+                route = _DIRECT
+            else:
+                # Credentials stay out of the URL requests and urllib3 see (their
+                # errors and reprs show it); the adapter adds them as a header.
+                if proxy.authorization is not None:
+                    self.adapter.authorizations[proxy.url] = proxy.authorization
+                route = ({scheme: proxy.url}, proxy)
+            self._routes[origin] = route
+        return route
+
+
+_DIRECT: tuple[dict[str, str], Proxy | None] = ({}, None)
 
 
 def _error_body(resp: requests.Response, method: str) -> bytes:

@@ -25,6 +25,7 @@ from urllib3.exceptions import MaxRetryError
 
 from objsdk import errors
 from objsdk._core import failure_chain
+from objsdk._transport.proxy import ProxyFailure
 from objsdk._version import __version__
 
 __all__ = ["USER_AGENT", "endpoint_url", "is_requests_error", "translate", "translate_errors"]
@@ -52,6 +53,8 @@ _TLS = (errors.ConnectError, "TLS error{at} ({cause})")
 _CONNECT_TIMEOUT = (errors.Timeout, "connect timed out{at}")
 _READ_TIMEOUT = (errors.Timeout, "read timed out")
 _CONNECTION_BROKEN = (errors.ProtocolError, "connection broken ({cause})")
+# Its own message: the proxy's URL without credentials, what it did, what to do.
+_PROXY = (errors.ConnectError, "{proxy}")
 
 _Entry = tuple[type[errors.TransportError], str]
 
@@ -72,6 +75,7 @@ _MAP: dict[type[BaseException], _Entry] = {
     # SO_RCVTIMEO expiring on a blocking socket (direct reads): EAGAIN.
     BlockingIOError: _READ_TIMEOUT,
     urllib3.exceptions.SSLError: _TLS,
+    ProxyFailure: _PROXY,
     urllib3.exceptions.ProtocolError: _CONNECTION_BROKEN,
     urllib3.exceptions.DecodeError: _CONNECTION_BROKEN,
     http.client.HTTPException: _CONNECTION_BROKEN,
@@ -144,6 +148,10 @@ def translate(
         if mapped is not None:
             error, message = mapped
             endpoint = endpoint_url(url) if url else None
+            if mapped is _PROXY:
+                refused = cast(ProxyFailure, e).refused
+                kind = errors.ProxyError if refused else errors.ConnectError
+                return kind(str(e), endpoint=endpoint, reason=str(e), **where)
             inner = _innermost(e)
             message = message.format(
                 cause=type(inner).__name__,

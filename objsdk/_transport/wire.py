@@ -19,6 +19,11 @@ classifier (:func:`~objsdk._transport.pipeline.network_failure`) treat both path
 A connection goes back to its pool only after an answer that was read to where its
 framing says it ends (RFC 9112 §6.3) and did not ask to close; one that became readable while
 idle (the server closed it, or sent something unasked) is never reused.
+
+An origin's connections all go one way, directly or through the proxy
+:class:`~objsdk._core.proxies.Proxies` names for it (see :mod:`objsdk._transport.proxy`),
+decided once: a pool holds one origin's connections through one proxy, and a request
+without a proxy looks at one attribute of its origin.
 """
 
 from __future__ import annotations
@@ -26,25 +31,28 @@ from __future__ import annotations
 import contextlib
 import http.client
 import io
-import os
 import re
 import select
 import socket
 import ssl
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httptools
 import urllib3.exceptions
 from urllib3.util import parse_url
-from urllib3.util.ssl_ import create_urllib3_context
 
+from objsdk._core.proxies import Proxies, Proxy
+from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import host_header
 from objsdk._transport import forks, private_api
+from objsdk._transport.fields import Fields
 from objsdk._transport.pipeline import MAX_ERROR_BODY
+from objsdk._transport.proxy import through, unreachable
+from objsdk._transport.tls import context_for, handshake
 
 __all__ = ["Answer", "Fields", "Wire"]
 
@@ -134,6 +142,12 @@ class _Origin:
     host: str
     port: int
     host_header: str
+    # Through a proxy: ``forward``, the absolute form's ``http://host`` for an http
+    # origin (with the proxy's ``authorization``), else ``tunnel``, the CONNECT target.
+    proxy: Proxy | None = None
+    forward: str = ""
+    authorization: str | None = None
+    tunnel: str | None = None
 
 
 class _Reader:
@@ -182,12 +196,22 @@ class _Reader:
 class Wire:
     """Kept-alive connections to the origins of one transport, at most ``maxsize`` idle
     per origin; thread-safe. ``verify``: True (requests' CA bundle), False, or a CA
-    bundle file or directory, as requests takes it. ``timeout``: (connect, read)."""
+    bundle file or directory, as requests takes it. ``timeout``: (connect, read).
+    ``proxies``: which origins go through which proxy (see :meth:`direct`)."""
 
-    def __init__(self, *, verify: bool | str, timeout: tuple[float, float], maxsize: int) -> None:
+    def __init__(
+        self,
+        *,
+        verify: bool | str,
+        timeout: tuple[float, float],
+        maxsize: int,
+        proxies: Proxies | None = None,
+    ) -> None:
         self.verify = verify
         self.timeout = timeout
         self.maxsize = maxsize
+        self.proxies = proxies or None
+        self._direct: Wire | None = None
         self._idle: dict[str, list[_Connection]] = {}
         self._origins: dict[str, _Origin] = {}
         self._lock = threading.Lock()
@@ -207,6 +231,24 @@ class Wire:
 
     def close(self) -> None:
         _close_idle(self._idle, self._lock)
+        if self._direct is not None:
+            self._direct.close()
+
+    def direct(self) -> Wire:
+        """This wire without its proxies (made once), for a request that must reach its
+        host directly, such as the instance metadata service's or the container
+        credentials endpoint's (on loopback too, where NO_PROXY may not say so)."""
+        if self.proxies is None:
+            return self
+        with self._lock:
+            if self._direct is None:
+                self._direct = Wire(verify=self.verify, timeout=self.timeout, maxsize=self.maxsize)
+            return self._direct
+
+    def proxy_for(self, url: str) -> Proxy | None:
+        """The proxy requests to ``url`` go through, if any."""
+        scheme, _, rest = url.partition("://")
+        return self._origin(scheme, rest.partition("/")[0]).proxy
 
     def exchange(
         self, method: str, url: str, headers: Mapping[str, str], body: memoryview | None
@@ -215,11 +257,16 @@ class Wire:
         scheme, _, rest = url.partition("://")
         netloc, slash, tail = rest.partition("/")
         origin = self._origin(scheme, netloc)
+        target = slash + tail if slash else "/"
+        if origin.forward:
+            # To an http origin through a proxy: the absolute form (RFC 9112 §3.2.2),
+            # the proxy's credentials beside the signed headers.
+            target = origin.forward + target
+            if origin.authorization is not None:
+                headers = SecretHeaders(headers, **{"Proxy-Authorization": origin.authorization})
         # A memoryview, whose repr shows no bytes: the head holds the signature and the
         # session token, and this frame's locals may be shown with a traceback.
-        head = memoryview(
-            _head(method, slash + tail if slash else "/", origin.host_header, headers, body)
-        )
+        head = memoryview(_head(method, target, origin.host_header, headers, body))
         conn = self._checkout(netloc, origin)
         watch = private_api.current_watch()
         try:
@@ -269,7 +316,19 @@ class Wire:
                 raise ValueError(f"not an http(s) origin: {scheme}://{netloc}")
             host = parts.host.strip("[]")  # an IPv6 literal connects without brackets
             port = parts.port or _DEFAULT_PORTS[scheme]
-            origin = _Origin(scheme, host, port, host_header(f"{scheme}://{netloc}/"))
+            signed_host = host_header(f"{scheme}://{netloc}/")
+            proxy = None if self.proxies is None else self.proxies.for_url(f"{scheme}://{netloc}/")
+            if proxy is None:
+                origin = _Origin(scheme, host, port, signed_host)
+            elif scheme == "http":
+                # The authority is the signed Host: a proxy rebuilds Host from it.
+                forward = f"http://{signed_host}"
+                origin = _Origin(
+                    scheme, host, port, signed_host, proxy, forward, proxy.authorization
+                )
+            else:
+                authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+                origin = _Origin(scheme, host, port, signed_host, proxy, tunnel=authority)
             self._origins[netloc] = origin
         return origin
 
@@ -294,21 +353,28 @@ class Wire:
 
     def _connect(self, origin: _Origin) -> _Connection:
         connect_timeout, read_timeout = self.timeout
+        proxy = origin.proxy
+        host, port = (origin.host, origin.port) if proxy is None else (proxy.host, proxy.port)
         try:
-            sock = socket.create_connection((origin.host, origin.port), timeout=connect_timeout)
-        except TimeoutError as e:
-            raise urllib3.exceptions.ConnectTimeoutError(
-                None, f"connection to {origin.host} timed out"
-            ) from e
+            sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as e:
-            raise urllib3.exceptions.NewConnectionError(
-                None,  # type: ignore[arg-type]
-                f"failed to establish a new connection: {type(e).__name__}",
-            ) from e
+            if isinstance(e, TimeoutError):
+                error: Exception = urllib3.exceptions.ConnectTimeoutError(
+                    None, f"connection to {host} timed out"
+                )
+            else:
+                error = urllib3.exceptions.NewConnectionError(
+                    None,  # type: ignore[arg-type]
+                    f"failed to establish a new connection: {type(e).__name__}",
+                )
+            raise (error if proxy is None else unreachable(proxy, error, type(e).__name__)) from e
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if proxy is not None:
+                sock = through(sock, proxy, origin.tunnel, self._context())
             if origin.scheme == "https":
-                sock = self._handshake(sock, origin.host)
+                sock = handshake(self._context(), sock, origin.host)
+            if type(sock) is not socket.socket:  # TLS, to the origin or the proxy
                 sock.settimeout(read_timeout)
             elif _KERNEL_TIMEOUTS and read_timeout:
                 # A socket with a Python timeout polls before every send and recv: two
@@ -326,41 +392,9 @@ class Wire:
             raise
         return _Connection(sock)
 
-    def _handshake(self, sock: socket.socket, host: str) -> ssl.SSLSocket:
-        try:
-            return self._context().wrap_socket(sock, server_hostname=host)
-        except TimeoutError as e:
-            raise urllib3.exceptions.ConnectTimeoutError(
-                None, f"TLS handshake with {host} timed out"
-            ) from e
-        except ssl.SSLError as e:
-            raise urllib3.exceptions.SSLError(e) from e
-
     def _context(self) -> ssl.SSLContext:
-        # The context urllib3 builds (TLS 1.2 or later, its ciphers), verifying against
-        # the CAs requests would use for the same ``verify``.
         if self._tls is None:
-            verify = self.verify
-            context = create_urllib3_context(
-                cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
-            )
-            if verify:
-                if isinstance(verify, str):
-                    where = verify
-                else:
-                    # requests' bundle, the one its adapter verifies against (imported
-                    # here: a plain-HTTP client never needs requests).
-                    from requests.utils import DEFAULT_CA_BUNDLE_PATH
-
-                    where = DEFAULT_CA_BUNDLE_PATH
-                if os.path.isdir(where):
-                    context.load_verify_locations(capath=where)
-                else:
-                    context.load_verify_locations(cafile=where)
-                context.check_hostname = True
-            else:
-                context.check_hostname = False
-            self._tls = context
+            self._tls = context_for(self.verify)
         return self._tls
 
     # -- one exchange -----------------------------------------------------------------
@@ -542,47 +576,6 @@ def _head(
     if " " in target or "\n" in target:
         raise ValueError("the request target holds a space or LF")
     return text.encode("latin-1")
-
-
-class Fields(Mapping[str, str]):
-    """An answer's header fields: looked up by name in any case, listed with the names
-    as the server sent them; a repeated field's values joined with ", " (RFC 9110 §5.3,
-    as urllib3 joins them)."""
-
-    __slots__ = ("_names", "_values")
-
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        values: dict[str, str] = {}
-        names: dict[str, str] = {}
-        for name_bytes, value_bytes in raw:
-            name, value = name_bytes.decode("latin-1"), value_bytes.decode("latin-1")
-            low = name.lower()
-            old = values.get(low)
-            if old is None:
-                values[low] = value
-                names[low] = name
-            else:
-                values[low] = f"{old}, {value}"
-        self._values = values
-        self._names = names
-
-    def __getitem__(self, name: str) -> str:
-        return self._values[name.lower()]
-
-    def get(self, name: str, default: Any = None) -> Any:  # the ABC's goes through a raise
-        return self._values.get(name.lower(), default)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._values
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names.values())
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        return f"Fields({dict(self.items())!r})"
 
 
 def _close_idle(idle: dict[str, list[_Connection]], lock: threading.Lock) -> None:
