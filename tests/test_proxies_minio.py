@@ -54,6 +54,14 @@ def _read(client: Client, path: str, key: str = "k") -> None:
             f.read()
 
 
+def _send(client: Client, path: str, file: Path) -> None:
+    """A request read whole (the wire), or a file body (requests, streamed)."""
+    if path == "wire":
+        client.get_object("b", "k")
+    else:
+        client.upload("b", "k", file)
+
+
 def _origin(minio: LocalMinio) -> str:
     return minio.endpoint.split("://", 1)[1]
 
@@ -242,6 +250,26 @@ def test_an_unreachable_proxy_is_a_connect_error_naming_it(
         assert f"http://127.0.0.1:{unused_port}" in str(caught.value)
         assert "cannot be reached" in str(caught.value)
         assert "secretword" not in str(caught.value)
+
+
+@pytest.mark.parametrize("path", ["wire", "streamed"])
+def test_a_tunnel_the_proxy_cannot_open_is_retried_as_a_connect_error(
+    proxy: ForwardingProxy,
+    monkeypatch: pytest.MonkeyPatch,
+    unused_port: int,
+    path: str,
+    tmp_path: Path,
+) -> None:
+    """A 502 to CONNECT (the proxy could not reach the server) is a ConnectError naming
+    the proxy and the status, retried like an unreachable server: nothing reached it."""
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    (tmp_path / "f").write_bytes(b"a file body: through requests")
+    client = Client(f"https://127.0.0.1:{unused_port}", "AKIAEXAMPLE", "secret", retries=1)
+    with client, pytest.raises(ConnectError) as caught:
+        _send(client, path, tmp_path / "f")
+    assert not isinstance(caught.value, ProxyError)
+    assert f"the proxy {proxy.url} (from HTTPS_PROXY) refused the tunnel: 502" in str(caught.value)
+    assert proxy.methods() == ["CONNECT", "CONNECT"]
 
 
 # -- HTTPS: through a CONNECT tunnel ---------------------------------------------------

@@ -52,8 +52,13 @@ class ProxyFailure(urllib3.exceptions.ProxyError):
 
 
 def refused(proxy: Proxy, status: int, reason: str, what: str = "the request") -> ProxyFailure:
-    """The proxy's refusal (``status`` and ``reason`` of its answer) of ``what``."""
+    """The proxy's refusal (``status`` and ``reason`` of its answer) of ``what``. A 5xx
+    (the proxy could not reach the server, or is overloaded) fails like a connect error
+    and is retried as one: nothing reached the server."""
     text = f"refused {what}: {status} {reason[:80]}".rstrip()
+    if status >= 500:
+        cause = urllib3.exceptions.NewConnectionError(None, text)  # type: ignore[arg-type]
+        return ProxyFailure(proxy, text, cause)
     if status == 407:
         if proxy.authorization is None:
             text += (
