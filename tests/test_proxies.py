@@ -5,6 +5,7 @@ credentials, NO_PROXY's entries, and the addresses never proxied."""
 from __future__ import annotations
 
 import base64
+import pickle
 from urllib.parse import urlsplit
 
 import pytest
@@ -195,3 +196,23 @@ def test_the_choice_is_requests_choice_from_the_same_environment(
     if ours is not None and theirs is not None:
         parts = urlsplit(theirs)
         assert (ours.host, ours.port) == (parts.hostname, parts.port or 80)
+
+
+def test_a_client_takes_the_proxies_of_the_process_it_is_built_or_unpickled_in(
+    clean_proxy_env: pytest.MonkeyPatch,
+) -> None:
+    """Read when the client is built, as boto3 reads them; a pickle carries none (nor
+    their credentials): the worker that unpickles it reads its own environment."""
+    clean_proxy_env.setenv("HTTPS_PROXY", "http://user:hunter2@proxy.corp:3128")
+    client = Client("https://s3.example.com", "AKIAEXAMPLE", "secret", pickle_credentials=True)
+    with client:
+        assert client.transport.proxies.https.url == "http://proxy.corp:3128"  # type: ignore[attr-defined]
+        data = pickle.dumps(client)
+    assert b"hunter2" not in data
+    assert b"proxy.corp" not in data
+    clean_proxy_env.setenv("HTTPS_PROXY", "http://worker-proxy:8080")
+    with pickle.loads(data) as copy:
+        assert copy.transport.proxies.https.url == "http://worker-proxy:8080"
+    clean_proxy_env.delenv("HTTPS_PROXY")
+    with pickle.loads(data) as copy:
+        assert copy.transport.proxies is None
