@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -382,20 +382,17 @@ def test_an_https_proxy_is_reached_over_tls_and_its_certificate_checked(
 # -- the command line and fsspec --------------------------------------------------------
 
 
-def test_the_command_line_goes_through_the_proxy(
-    local_minio: LocalMinio, proxy: ForwardingProxy, tmp_path: Path
-) -> None:
-    home = tmp_path / "home"
+def _cli(
+    minio: LocalMinio, home: Path, proxy_url: str
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The command line, in a subprocess, with the MinIO's keys and HTTP_PROXY."""
     home.mkdir()
-    (tmp_path / "f.txt").write_text("cli through the proxy")
     env = {
         **clean_env(home),
-        **local_minio.env(),
-        "HTTP_PROXY": proxy.url,
+        **minio.env(),
+        "HTTP_PROXY": proxy_url,
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
-    for name in _PROXY_VARIABLES[1::2]:
-        env.pop(name, None)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -403,12 +400,31 @@ def test_the_command_line_goes_through_the_proxy(
             capture_output=True, text=True, env=env, timeout=60, check=False,
         )  # fmt: skip
 
+    return cli
+
+
+def test_the_command_line_goes_through_the_proxy(
+    local_minio: LocalMinio, proxy: ForwardingProxy, tmp_path: Path
+) -> None:
+    (tmp_path / "f.txt").write_text("cli through the proxy")
+    cli = _cli(local_minio, tmp_path / "home", proxy.url)
     assert cli("mb", "s3://cli-proxied").returncode == 0
     assert cli("cp", str(tmp_path / "f.txt"), "s3://cli-proxied/f.txt").returncode == 0
     out = cli("cat", "s3://cli-proxied/f.txt")
     assert out.stdout == "cli through the proxy", out.stderr
     assert cli("rb", "--force", "s3://cli-proxied").returncode == 0
     assert {"PUT", "GET", "DELETE"} <= set(proxy.methods())
+
+
+def test_the_command_line_names_a_refusing_proxy_without_its_password(
+    local_minio: LocalMinio, tmp_path: Path
+) -> None:
+    with ForwardingProxy(credentials=("u", "right")) as proxy:
+        cli = _cli(local_minio, tmp_path / "home", proxy.url_with("u", "wrongpass"))
+        out = cli("cat", "s3://any-bucket/k")
+    assert out.returncode == 255
+    assert f"the proxy {proxy.url} (from HTTP_PROXY) refused the request: 407" in out.stderr
+    assert "wrongpass" not in out.stderr
 
 
 def test_fsspec_goes_through_the_proxy(
