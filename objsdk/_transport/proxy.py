@@ -24,6 +24,7 @@ import ssl
 
 import urllib3.exceptions
 
+from objsdk._core import failure_chain
 from objsdk._core.proxies import Proxy
 from objsdk._transport.tls import handshake
 
@@ -95,7 +96,9 @@ def failure_of(proxy: Proxy, error: Exception) -> ProxyFailure:
 
 def _inside(error: BaseException) -> list[BaseException]:
     """``error`` and what it wraps, outermost first: urllib3's ``reason``, requests'
-    wrapped first argument, causes and contexts."""
+    wrapped first argument, causes and contexts, short of the exception the caller was
+    handling (:mod:`objsdk._core.failure_chain`)."""
+    running = failure_chain.running_frames()
     found: list[BaseException] = []
     stack = [error]
     while stack:
@@ -107,7 +110,7 @@ def _inside(error: BaseException) -> list[BaseException]:
         if isinstance(reason, BaseException):
             stack.append(reason)
         stack += [a for a in e.args if isinstance(a, BaseException)]
-        stack += [x for x in (e.__cause__, e.__context__) if x is not None]
+        stack += failure_chain.links(e, running)
     return found
 
 

@@ -38,7 +38,7 @@ import ssl
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httptools
@@ -49,7 +49,7 @@ from objsdk._core.proxies import Proxies, Proxy
 from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import host_header
 from objsdk._transport import forks, private_api
-from objsdk._transport.fields import Fields
+from objsdk._transport.answer import Answer, Fields
 from objsdk._transport.pipeline import MAX_ERROR_BODY
 from objsdk._transport.proxy import through, unreachable
 from objsdk._transport.tls import context_for, handshake
@@ -83,34 +83,6 @@ _GROW = 1 << 20
 # Read and write timeouts kept by the kernel on plain-HTTP sockets (see Wire._connect):
 # the same conditions as private_api's direct reads (Linux, a 64-bit struct timeval).
 _KERNEL_TIMEOUTS = private_api.DIRECT_READS
-
-
-@dataclass
-class Answer:
-    """A whole HTTP answer: a :class:`~objsdk._transport.base.Response` whose body has
-    been read (``read``/``readinto`` hand out ``content`` from where the last stopped)."""
-
-    status: int
-    headers: Mapping[str, str]
-    # Not in the repr: an error body may echo the request (S3's SignatureDoesNotMatch
-    # sends its canonical form, session token included, and the signature).
-    content: bytes = field(repr=False)
-    _pos: int = 0
-
-    def read(self, n: int) -> bytes:
-        data = self.content[self._pos : self._pos + n]
-        self._pos += len(data)
-        return data
-
-    read1 = read
-
-    def readinto(self, view: memoryview) -> int:
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        pass
 
 
 class _Connection:

@@ -1,12 +1,41 @@
-"""An HTTP answer's header fields, as the transport's own connections hand them over
-(:mod:`objsdk._transport.wire`)."""
+"""An HTTP answer read whole, as the transport's own connections hand it over
+(:mod:`objsdk._transport.wire`): :class:`Answer`, and its header :class:`Fields`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Fields"]
+__all__ = ["Answer", "Fields"]
+
+
+@dataclass
+class Answer:
+    """A whole HTTP answer: a :class:`~objsdk._transport.base.Response` whose body has
+    been read (``read``/``readinto`` hand out ``content`` from where the last stopped)."""
+
+    status: int
+    headers: Mapping[str, str]
+    # Not in the repr: an error body may echo the request (S3's SignatureDoesNotMatch
+    # sends its canonical form, session token included, and the signature).
+    content: bytes = field(repr=False)
+    _pos: int = 0
+
+    def read(self, n: int) -> bytes:
+        data = self.content[self._pos : self._pos + n]
+        self._pos += len(data)
+        return data
+
+    read1 = read
+
+    def readinto(self, view: memoryview) -> int:
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        pass
 
 
 class Fields(Mapping[str, str]):
