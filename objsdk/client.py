@@ -11,7 +11,6 @@ from objsdk import errors
 from objsdk._core.addressing import Endpoint, check_bucket, check_key
 from objsdk._core.client_config import (
     DEFAULT_MAX_POOL_CONNECTIONS,
-    DEFAULT_REGION,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
     ClientConfig,
@@ -78,9 +77,16 @@ class Client(
 ):
     """A client for one S3-compatible endpoint (MinIO, AWS S3, ...).
 
+    Without an ``endpoint``, AWS S3's in ``region`` (``https://s3.<region>.amazonaws.com``;
+    ``https://s3.amazonaws.com`` for us-east-1), its FIPS or dual-stack endpoint with
+    ``use_fips_endpoint`` / ``use_dualstack_endpoint``. Without a ``region``, the one
+    an AWS endpoint's host name says (``s3.eu-west-1.amazonaws.com``), else
+    ``us-east-1``. ``addressing_style``: ``"auto"`` puts the bucket in the host name on
+    AWS S3's endpoints when its name allows (virtual-hosted style) and in the path
+    everywhere else; ``"path"`` or ``"virtual"`` always.
     ``timeout`` is ``(connect_seconds, read_seconds)``; ``retries`` is a count or a
     urllib3 ``Retry`` applied to idempotent requests (see :mod:`objsdk._transport.retry`).
-    Path-style addressing is used unless ``addressing_style="virtual"``. ``verify``
+    ``verify``
     checks TLS certificates: True (the system's CAs), False, or a CA bundle path; None
     takes ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE`` from the environment if set, else
     True. ``transport`` replaces the HTTP stack (a ``MockTransport`` in unit tests).
@@ -98,22 +104,24 @@ class Client(
 
     def __init__(
         self,
-        endpoint: str,
+        endpoint: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         *,
-        region: str = DEFAULT_REGION,
+        region: str | None = None,
         session_token: str | None = None,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
         retries: int | Policy | None = DEFAULT_RETRIES,
-        addressing_style: str = "path",
+        addressing_style: str = "auto",
         verify: bool | str | None = None,
         transport: Transport | None = None,
         pickle_credentials: bool = False,
         request_checksum_calculation: str | None = None,
         response_checksum_validation: str | None = None,
         sse: SSE | None = None,
+        use_fips_endpoint: bool = False,
+        use_dualstack_endpoint: bool = False,
     ) -> None:
         if transport is not None and (request_checksum_calculation or response_checksum_validation):
             raise errors.InvalidArgument(
@@ -134,6 +142,8 @@ class Client(
             request_checksum_calculation=request_checksum_calculation,
             response_checksum_validation=response_checksum_validation,
             sse=sse,
+            use_fips_endpoint=use_fips_endpoint,
+            use_dualstack_endpoint=use_dualstack_endpoint,
         )
         self._build(config, transport)
 
@@ -141,10 +151,12 @@ class Client(
         """Everything a client holds, from its configuration (and a transport to use
         instead of the HTTP stack it describes)."""
         self._config = config
-        self.endpoint = Endpoint.parse(
-            config.endpoint, virtual_hosted=config.addressing_style == "virtual"
-        )
-        self.region = config.region
+        endpoint, region = config.endpoint, config.region
+        # ClientConfig fills both in.
+        assert endpoint is not None
+        assert region is not None
+        self.endpoint = Endpoint.parse(endpoint, addressing_style=config.addressing_style)
+        self.region = region
         self.credentials = config.credentials
         verify = tls_verify(config.verify, os.environ)
         if transport is None and self.endpoint.scheme == "https":
@@ -152,7 +164,7 @@ class Client(
         self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
             self.credentials,
-            region=config.region,
+            region=region,
             timeout=config.timeout,
             max_pool_connections=config.max_pool_connections,
             retry=make_retry(config.retries),
@@ -199,20 +211,24 @@ class Client(
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
         retries: int | Policy | EllipsisType | None = ...,
-        addressing_style: str = "path",
+        addressing_style: str | None = None,
         verify: bool | str | None = None,
         request_checksum_calculation: str | None = None,
         response_checksum_validation: str | None = None,
+        use_fips_endpoint: bool | None = None,
+        use_dualstack_endpoint: bool | None = None,
     ) -> Client:
         """A client configured as the aws CLI and boto3 would be: arguments first, then
         the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
         ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
         ``AWS_PROFILE``, ``AWS_CA_BUNDLE``, ``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE``,
-        ``AWS_REQUEST_CHECKSUM_CALCULATION``, ``AWS_RESPONSE_CHECKSUM_VALIDATION``...),
-        then the shared files (``~/.aws/credentials``, ``~/.aws/config``: the
-        profile's ``max_attempts``, ``request_checksum_calculation``... too). A
-        ``profile`` named here takes its keys even when ``AWS_ACCESS_KEY_ID`` is set.
-        ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
+        ``AWS_REQUEST_CHECKSUM_CALCULATION``, ``AWS_RESPONSE_CHECKSUM_VALIDATION``,
+        ``AWS_USE_FIPS_ENDPOINT``, ``AWS_USE_DUALSTACK_ENDPOINT``...), then the shared
+        files (``~/.aws/credentials``, ``~/.aws/config``: the profile's
+        ``max_attempts``, ``request_checksum_calculation``, ``s3 = addressing_style``...
+        too). A ``profile`` named here takes its keys even when ``AWS_ACCESS_KEY_ID`` is
+        set. No endpoint anywhere: AWS S3's in the region. ``retries`` not given:
+        ``max_attempts`` - 1 if set, else 5. See
         :func:`objsdk._core.client_config.resolve_client_config`."""
         env = os.environ if environ is None else environ
         return cls.from_config(
@@ -231,6 +247,8 @@ class Client(
                 verify=verify,
                 request_checksum_calculation=request_checksum_calculation,
                 response_checksum_validation=response_checksum_validation,
+                use_fips_endpoint=use_fips_endpoint,
+                use_dualstack_endpoint=use_dualstack_endpoint,
                 # An environ without HOME (a test's dict) still finds this user's ~/.aws.
                 home=env.get("HOME") or os.path.expanduser("~"),
             )

@@ -20,12 +20,12 @@ def test_service_url_is_root():
 
 
 def test_virtual_hosted_url_puts_bucket_in_host():
-    ep = Endpoint.parse("https://s3.example.com", virtual_hosted=True)
+    ep = Endpoint.parse("https://s3.example.com", addressing_style="virtual")
     assert ep.build_url("bkt", "k") == "https://bkt.s3.example.com/k"
 
 
 def test_virtual_hosted_refuses_non_dns_bucket():
-    ep = Endpoint.parse("https://s3.example.com", virtual_hosted=True)
+    ep = Endpoint.parse("https://s3.example.com", addressing_style="virtual")
     with pytest.raises(InvalidArgument, match="Bad_Bucket"):
         ep.build_url("Bad_Bucket", "k")
 

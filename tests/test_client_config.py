@@ -162,13 +162,31 @@ def _fs_config(**options: Any) -> ClientConfig:
     return config
 
 
-def test_no_endpoint_is_the_same_config_error_from_every_entry_point(bare_env: Path) -> None:
+def test_without_an_endpoint_every_entry_point_uses_aws_s3_in_the_region(
+    monkeypatch: pytest.MonkeyPatch, bare_env: Path
+) -> None:
+    makers = (lambda: Client.from_env().config, _cli_config, _fs_config)
+    found = {(c.endpoint, c.region, c.addressing_style) for c in (make() for make in makers)}
+    assert found == {("https://s3.amazonaws.com", "us-east-1", "auto")}
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    found = {(c.endpoint, c.region) for c in (make() for make in makers)}
+    assert found == {("https://s3.eu-west-1.amazonaws.com", "eu-west-1")}
+
+
+def test_fips_asked_for_with_a_custom_endpoint_is_the_same_config_error_everywhere(
+    monkeypatch: pytest.MonkeyPatch, bare_env: Path
+) -> None:
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
+    makers = (lambda: Client.from_env().config, _cli_config, _fs_config)
+    assert {make().endpoint for make in makers} == {"https://s3-fips.us-east-1.amazonaws.com"}
+    monkeypatch.setenv("AWS_ENDPOINT_URL", EP)
     messages = set()
-    for make in (lambda: Client.from_env(), _cli_config, _fs_config):
-        with pytest.raises(ConfigError, match="AWS_ENDPOINT_URL") as caught:
+    for make in makers:
+        with pytest.raises(ConfigError, match="AWS_USE_FIPS_ENDPOINT") as caught:
             make()
         messages.add(str(caught.value))
     assert len(messages) == 1
+    assert EP in messages.pop()
 
 
 def test_the_environment_configures_the_client_of_every_entry_point_alike(

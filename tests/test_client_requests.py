@@ -553,9 +553,9 @@ def test_from_env_reads_aws_variables():
         assert c.credentials.access_key == AK
 
 
-def test_from_env_without_endpoint_says_so():
-    with pytest.raises(objsdk.InvalidArgument, match="AWS_ENDPOINT_URL"):
-        Client.from_env({})
+def test_from_env_without_endpoint_uses_aws_s3_in_the_region(tmp_path):
+    with Client.from_env({"AWS_REGION": "eu-west-1", "HOME": str(tmp_path)}) as c:
+        assert (c.endpoint.url, c.region) == ("https://s3.eu-west-1.amazonaws.com", "eu-west-1")
 
 
 def test_half_credentials_are_refused():

@@ -248,6 +248,9 @@ def test_files_are_not_read_when_everything_is_explicit() -> None:
             "request_checksum_calculation": "when_required",
             "response_checksum_validation": "when_supported",
             "ca_bundle": "/etc/ca.pem",
+            "use_fips_endpoint": False,
+            "use_dualstack_endpoint": False,
+            "addressing_style": "path",
         },
     )
     assert cfg.endpoint == "http://e"

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from objsdk._core.regions import S3Host, parse_s3_host, s3_host, virtual_hostable
 from objsdk._core.signing import encode_key_path, encode_query
 from objsdk.errors import InvalidArgument
 
-__all__ = ["Endpoint", "check_bucket", "check_count", "check_key"]
+__all__ = ["ADDRESSING_STYLES", "Endpoint", "Route", "check_bucket", "check_count", "check_key"]
 
 # S3's limit on key length, in UTF-8 bytes ("Creating object key names", S3 user guide).
 MAX_KEY_BYTES = 1024
@@ -50,16 +51,28 @@ def check_key(key: str) -> None:
         )
 
 
+#: ``auto``: virtual-hosted on AWS S3's endpoints for the bucket names that allow it,
+#: path-style everywhere else (botocore's rule); ``path`` and ``virtual`` as they say.
+ADDRESSING_STYLES = ("auto", "path", "virtual")
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """A parsed service endpoint such as ``http://127.0.0.1:9000``."""
+    """A parsed service endpoint such as ``http://127.0.0.1:9000``, and how it names a
+    bucket (``addressing_style``, one of :data:`ADDRESSING_STYLES`). ``aws`` is what
+    its host name says if it is one of AWS S3's (:func:`~objsdk._core.regions.parse_s3_host`)."""
 
     scheme: str
     netloc: str
-    virtual_hosted: bool = False
+    addressing_style: str = "path"
+    aws: S3Host | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # A frozen value derives its own field once, here, as dataclasses allow.
+        object.__setattr__(self, "aws", parse_s3_host(self.host))
 
     @classmethod
-    def parse(cls, url: str, *, virtual_hosted: bool = False) -> Endpoint:
+    def parse(cls, url: str, *, addressing_style: str = "path") -> Endpoint:
         """Parse and check an endpoint URL (scheme and host only)."""
         if not isinstance(url, str) or not url:
             raise InvalidArgument(f"endpoint must be a URL like 'http://host:9000', got {url!r}")
@@ -79,11 +92,44 @@ class Endpoint:
             parts.port  # noqa: B018 - validates the port number
         except ValueError as e:
             raise InvalidArgument(f"endpoint {url!r}: {e}") from None
-        return cls(parts.scheme, parts.netloc.lower(), virtual_hosted)
+        if addressing_style not in ADDRESSING_STYLES:
+            raise InvalidArgument(
+                f"addressing_style must be 'auto', 'path' or 'virtual', got {addressing_style!r}"
+            )
+        return cls(parts.scheme, parts.netloc.lower(), addressing_style)
 
     @property
     def url(self) -> str:
         return f"{self.scheme}://{self.netloc}"
+
+    @property
+    def host(self) -> str:
+        """The host name (or address) without port or brackets."""
+        return urlsplit(f"{self.scheme}://{self.netloc}").hostname or ""
+
+    def virtual_hosted(self, bucket: str) -> bool:
+        """Whether ``bucket`` goes in the host name (else in the path)."""
+        if self.addressing_style == "virtual":
+            return True
+        if self.addressing_style == "path" or self.aws is None or not self.aws.service:
+            return False
+        return virtual_hostable(bucket, tls=self.scheme == "https")
+
+    def for_region(self, region: str) -> Endpoint:
+        """This endpoint for requests signed for ``region``: on AWS S3's regional
+        endpoints, the same kind of endpoint (FIPS, dual-stack) in that region; any other
+        endpoint (a custom one, Transfer Acceleration, a bucket's own host name) serves
+        every region itself."""
+        aws = self.aws
+        if aws is None or not aws.service or aws.accelerate or aws.region == region:
+            return self
+        try:
+            host = s3_host(region, fips=aws.fips, dualstack=aws.dualstack)
+        except InvalidArgument:
+            return self
+        port = urlsplit(f"{self.scheme}://{self.netloc}").port
+        netloc = host if port is None else f"{host}:{port}"
+        return Endpoint(self.scheme, netloc, self.addressing_style)
 
     def build_url(
         self,
@@ -91,11 +137,11 @@ class Endpoint:
         key: str | None = None,
         params: Iterable[tuple[str, str]] = (),
     ) -> str:
-        """The exact wire URL for a bucket/key/query (path style unless virtual-hosted)."""
+        """The exact wire URL for a bucket/key/query (see :meth:`virtual_hosted`)."""
         netloc = self.netloc
         path = "/"
         if bucket is not None:
-            if self.virtual_hosted:
+            if self.virtual_hosted(bucket):
                 if not _DNS_BUCKET_RE.match(bucket) or ".." in bucket:
                     raise InvalidArgument(
                         f"bucket {bucket!r} cannot be used with virtual-hosted addressing"
@@ -107,6 +153,14 @@ class Endpoint:
             path = path.rstrip("/") + "/" + encode_key_path(key)
         query = encode_query(params)
         return f"{self.scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the requests for a bucket go and the region they are signed for."""
+
+    endpoint: Endpoint
+    region: str
 
 
 def check_count(name: str, value: object, least: int, bucket: str, key: str) -> None:

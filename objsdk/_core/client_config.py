@@ -25,8 +25,8 @@ from types import EllipsisType
 from typing import Any
 
 from ..errors import InvalidArgument
+from .addressing import ADDRESSING_STYLES
 from .config import (
-    ConfigError,
     FileReader,
     check_timeout,
     checksum_setting,
@@ -34,6 +34,7 @@ from .config import (
     read_text_if_exists,
     resolve_config,
 )
+from .regions import s3_location
 from .signing import Credentials
 from .sse import SSE
 
@@ -54,7 +55,6 @@ DEFAULT_MAX_POOL_CONNECTIONS = 16
 #: Retries after the first attempt, when neither an argument nor ``max_attempts`` /
 #: ``retry_mode`` says otherwise.
 DEFAULT_RETRIES = 5
-ADDRESSING_STYLES = ("path", "virtual")
 # SigV4 puts the access key and the region in the credential scope of the Authorization
 # header ("AKID/20240101/us-east-1/s3/aws4_request"): printable ASCII without spaces, and
 # no "/" in a region. A region is any such name (MinIO's are configurable; R2's "auto").
@@ -81,23 +81,28 @@ class ClientConfig:
     ``retries`` is a count, None (no retries) or a urllib3 ``Retry`` (the transport
     checks it: the core does not import urllib3). ``verify`` None means the CA bundle of
     the environment the client is built in (:func:`tls_verify`). The checksum settings
-    are stored lower-cased, ``timeout`` as floats.
+    are stored lower-cased, ``timeout`` as floats. ``endpoint`` and ``region`` not given
+    (None) are worked out when the value is made and stored
+    (:func:`~objsdk._core.regions.s3_location`): AWS S3's endpoint of the region, the
+    region an AWS endpoint's host name says, else :data:`DEFAULT_REGION`.
     """
 
-    endpoint: str
+    endpoint: str | None = None
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
-    region: str = DEFAULT_REGION
+    region: str | None = None
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS
     retries: object = DEFAULT_RETRIES
-    addressing_style: str = "path"
+    addressing_style: str = "auto"
     verify: bool | str | None = None
     pickle_credentials: bool = False
     request_checksum_calculation: str | None = None
     response_checksum_validation: str | None = None
     sse: SSE | None = None  # an SSEC pickles without its key
+    use_fips_endpoint: bool = False
+    use_dualstack_endpoint: bool = False
 
     def __post_init__(self) -> None:
         # A frozen value normalises its own fields once, here, as dataclasses allow.
@@ -105,16 +110,31 @@ class ClientConfig:
             object.__setattr__(self, name, checksum_setting(name, getattr(self, name)))
         if self.addressing_style not in ADDRESSING_STYLES:
             raise InvalidArgument(
-                f"addressing_style must be 'path' or 'virtual', got {self.addressing_style!r}"
+                "addressing_style must be 'auto', 'path' or 'virtual', got "
+                f"{self.addressing_style!r}"
             )
-        if (self.access_key is None) != (self.secret_key is None):
-            raise InvalidArgument("give both access_key and secret_key, or neither")
-        _check_credentials(self.access_key, self.secret_key, self.session_token)
-        if not isinstance(self.region, str) or not _REGION_RE.fullmatch(self.region):
+        if self.region is not None and (
+            not isinstance(self.region, str) or not _REGION_RE.fullmatch(self.region)
+        ):
             raise InvalidArgument(
                 "region must name a region such as 'us-east-1' (printable ASCII, no spaces "
                 f"or '/'), got {self.region!r}"
             )
+        for name in ("use_fips_endpoint", "use_dualstack_endpoint"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"{name} must be True or False, got {getattr(self, name)!r}")
+        endpoint, region = s3_location(
+            self.endpoint,
+            self.region,
+            default_region=DEFAULT_REGION,
+            fips=self.use_fips_endpoint,
+            dualstack=self.use_dualstack_endpoint,
+        )
+        object.__setattr__(self, "endpoint", endpoint)
+        object.__setattr__(self, "region", region)
+        if (self.access_key is None) != (self.secret_key is None):
+            raise InvalidArgument("give both access_key and secret_key, or neither")
+        _check_credentials(self.access_key, self.secret_key, self.session_token)
         if self.max_pool_connections < 1:
             raise InvalidArgument("max_pool_connections must be at least 1")
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
@@ -165,7 +185,7 @@ class ClientConfig:
         values = dict(fields)
         if values["access_key"] is not None and values["secret_key"] is None:
             values["secret_key"], values["session_token"] = credentials_for(
-                values["endpoint"],
+                values["endpoint"] or "AWS S3",
                 values["access_key"],
                 os.environ if environ is None else environ,
                 home=os.path.expanduser("~"),
@@ -188,22 +208,27 @@ def resolve_client_config(
     timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS,
     retries: object = ...,
-    addressing_style: str = "path",
+    addressing_style: str | None = None,
     verify: bool | str | None = None,
     pickle_credentials: bool = False,
     request_checksum_calculation: str | None = None,
     response_checksum_validation: str | None = None,
     sse: SSE | None = None,
+    use_fips_endpoint: bool | None = None,
+    use_dualstack_endpoint: bool | None = None,
     home: str | os.PathLike[str] | None = None,
     read_file: FileReader = read_text_if_exists,
 ) -> ClientConfig:
     """The configuration the arguments, ``environ`` and the AWS files give (arguments
     first; see :func:`~objsdk._core.config.resolve_config` for the chain, ``home`` and
-    ``read_file``). Not given: the region is ``us-east-1``; ``retries`` (``...``) is
-    ``max_attempts`` - 1, else ``retry_mode``'s attempts - 1, else 5; ``verify`` is
-    ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``, else :func:`tls_verify` of
-    ``environ``. An endpoint found nowhere is a
-    :class:`ConfigError`, the one every entry point raises."""
+    ``read_file``). Not given: the endpoint is AWS S3's in the region, FIPS or
+    dual-stack if ``AWS_USE_FIPS_ENDPOINT`` / ``AWS_USE_DUALSTACK_ENDPOINT`` (or the
+    profile's ``use_fips_endpoint`` / ``use_dualstack_endpoint``) say ``true``; the region
+    is the one an AWS endpoint's host name says, else ``us-east-1``;
+    ``addressing_style`` is the profile's (``s3 =`` block), else ``auto``; ``retries``
+    (``...``) is ``max_attempts`` - 1, else ``retry_mode``'s attempts - 1, else 5;
+    ``verify`` is ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``, else
+    :func:`tls_verify` of ``environ``."""
     found = resolve_config(
         environ,
         endpoint=endpoint,
@@ -217,14 +242,11 @@ def resolve_client_config(
         settings={
             "request_checksum_calculation": request_checksum_calculation,
             "response_checksum_validation": response_checksum_validation,
+            "addressing_style": addressing_style,
+            "use_fips_endpoint": use_fips_endpoint,
+            "use_dualstack_endpoint": use_dualstack_endpoint,
         },
     )
-    if not found.endpoint:
-        raise ConfigError(
-            "no endpoint: give one (the endpoint argument, --endpoint-url, endpoint_url=), "
-            f"set AWS_ENDPOINT_URL, or put endpoint_url in profile {found.profile!r} of "
-            "~/.aws/config"
-        )
     if isinstance(retries, EllipsisType):
         from_settings = found.retries()
         retries = DEFAULT_RETRIES if from_settings is None else from_settings
@@ -233,17 +255,19 @@ def resolve_client_config(
         found.access_key,
         found.secret_key,
         found.session_token,
-        region=found.region or DEFAULT_REGION,
+        region=found.region,
         timeout=timeout,
         max_pool_connections=max_pool_connections,
         retries=retries,
-        addressing_style=addressing_style,
+        addressing_style=found.addressing_style or "auto",
         # The argument, else AWS_CA_BUNDLE or the profile's ca_bundle, else the rest.
         verify=tls_verify(verify if verify is not None else found.ca_bundle, environ),
         pickle_credentials=pickle_credentials,
         request_checksum_calculation=found.request_checksum_calculation,
         response_checksum_validation=found.response_checksum_validation,
         sse=sse,
+        use_fips_endpoint=bool(found.use_fips_endpoint),
+        use_dualstack_endpoint=bool(found.use_dualstack_endpoint),
     )
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 # ConfigError is defined with every other error; importable from here as before.
 from ..errors import ConfigError, InvalidArgument
+from .addressing import ADDRESSING_STYLES
 
 __all__ = [
     "CHECKSUM_WHEN",
@@ -62,14 +63,23 @@ CHECKSUM_WHEN = ("when_supported", "when_required")
 #: backoff with jitter); ``adaptive``'s client-side rate limiting is not implemented.
 RETRY_MODES = {"legacy": 5, "standard": 3, "adaptive": 3}
 
-# Settings read from the environment, then from the profile in ~/.aws/config.
+# Settings read from the environment, then from the profile in ~/.aws/config (None: no
+# variable, the profile only).
 _SETTINGS = {
     "max_attempts": "AWS_MAX_ATTEMPTS",
     "retry_mode": "AWS_RETRY_MODE",
     "request_checksum_calculation": "AWS_REQUEST_CHECKSUM_CALCULATION",
     "response_checksum_validation": "AWS_RESPONSE_CHECKSUM_VALIDATION",
     "ca_bundle": "AWS_CA_BUNDLE",
+    "use_fips_endpoint": "AWS_USE_FIPS_ENDPOINT",
+    "use_dualstack_endpoint": "AWS_USE_DUALSTACK_ENDPOINT",
+    "addressing_style": None,
 }
+# Settings a profile gives in its nested ``s3 =`` block (botocore's S3 configuration),
+# that block only, or that block when the profile has none of its own.
+_S3_BLOCK_ONLY = ("addressing_style",)
+_S3_BLOCK_TOO = ("use_dualstack_endpoint",)
+_BOOLEANS = ("use_fips_endpoint", "use_dualstack_endpoint")
 
 
 def _mask(value: str | None) -> str | None:
@@ -100,6 +110,9 @@ class ResolvedConfig:
     request_checksum_calculation: str | None = None
     response_checksum_validation: str | None = None
     ca_bundle: str | None = None
+    use_fips_endpoint: bool | None = None
+    use_dualstack_endpoint: bool | None = None
+    addressing_style: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -110,7 +123,9 @@ class ResolvedConfig:
             f"max_attempts={self.max_attempts!r}, retry_mode={self.retry_mode!r}, "
             f"request_checksum_calculation={self.request_checksum_calculation!r}, "
             f"response_checksum_validation={self.response_checksum_validation!r}, "
-            f"ca_bundle={self.ca_bundle!r})"
+            f"ca_bundle={self.ca_bundle!r}, use_fips_endpoint={self.use_fips_endpoint!r}, "
+            f"use_dualstack_endpoint={self.use_dualstack_endpoint!r}, "
+            f"addressing_style={self.addressing_style!r})"
         )
 
     __str__ = __repr__
@@ -141,6 +156,9 @@ class ResolvedConfig:
                 kwargs[name] = getattr(self, name)
         if self.ca_bundle:
             kwargs["verify"] = self.ca_bundle
+        for name in ("use_fips_endpoint", "use_dualstack_endpoint", "addressing_style"):
+            if getattr(self, name) is not None:
+                kwargs[name] = getattr(self, name)
         return kwargs
 
 
@@ -258,7 +276,7 @@ def resolve_config(
     wanted = [
         name
         for name, variable in _SETTINGS.items()
-        if name not in explicit_settings and not _nonempty(environ, variable)
+        if name not in explicit_settings and not (variable and _nonempty(environ, variable))
     ]
     files_needed = (
         endpoint is None or access_key is None or region is None or explicit_profile is not None
@@ -363,12 +381,12 @@ def resolve_config(
         if name in explicit_settings:
             chosen[name] = check_setting(name, explicit_settings[name], "the argument")
             sources[name] = "explicit"
-        elif (value := _nonempty(environ, variable)) is not None:
+        elif variable and (value := _nonempty(environ, variable)) is not None:
             chosen[name] = check_setting(name, value, variable)
             sources[name] = "environment"
-        elif config_section is not None and config_section.get(name):
+        elif (in_profile := _profile_setting(config_section, name)) is not None:
             where = f"{name} of profile {profile_name!r} in {config_path}"
-            chosen[name] = check_setting(name, config_section[name], where)
+            chosen[name] = check_setting(name, in_profile, where)
             sources[name] = "config file"
             if name == "ca_bundle":  # ~ is the home the files were found in
                 chosen[name] = _expand(str(chosen[name]), home_dir)
@@ -388,7 +406,25 @@ def resolve_config(
         request_checksum_calculation=words.get("request_checksum_calculation"),
         response_checksum_validation=words.get("response_checksum_validation"),
         ca_bundle=words.get("ca_bundle"),
+        use_fips_endpoint=_boolean(words.get("use_fips_endpoint")),
+        use_dualstack_endpoint=_boolean(words.get("use_dualstack_endpoint")),
+        addressing_style=words.get("addressing_style"),
     )
+
+
+def _profile_setting(section: Mapping[str, str] | None, name: str) -> str | None:
+    """Setting ``name`` of a profile's section: its own line, or its ``s3`` block's."""
+    if section is None:
+        return None
+    if name not in _S3_BLOCK_ONLY and section.get(name):
+        return section[name]
+    if name in _S3_BLOCK_ONLY or name in _S3_BLOCK_TOO:
+        return _nested(section.get("s3")).get(name) or None
+    return None
+
+
+def _boolean(word: str | None) -> bool | None:
+    return None if word is None else word == "true"
 
 
 def check_setting(name: str, value: object, where: str) -> int | str:
@@ -401,12 +437,21 @@ def check_setting(name: str, value: object, where: str) -> int | str:
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"ca_bundle ({where}) must be the path of a CA bundle, got {value!r}")
         return value.strip()
+    if name in _BOOLEANS:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        word = value.strip().lower() if isinstance(value, str) else value
+        if word not in ("true", "false"):
+            raise ConfigError(f"{name} ({where}) must be true or false, got {value!r}")
+        return str(word)
     if name == "max_attempts":
         text = str(value).strip()
         if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
             raise ConfigError(f"max_attempts ({where}) must be a whole number >= 1, got {value!r}")
         return int(text)
-    choices = tuple(RETRY_MODES) if name == "retry_mode" else CHECKSUM_WHEN
+    choices = {"retry_mode": tuple(RETRY_MODES), "addressing_style": ADDRESSING_STYLES}.get(
+        name, CHECKSUM_WHEN
+    )
     word = value.strip().lower() if isinstance(value, str) else value
     if word not in choices:
         raise ConfigError(f"{name} ({where}) must be one of {', '.join(choices)}; got {value!r}")

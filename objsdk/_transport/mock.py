@@ -126,13 +126,15 @@ class MockTransport(PipelinedTransport):
         direct_file_bodies: bool = False,
         retry: Retry | None = None,
         dialect: ChecksumDialect | None = None,
+        addressing_style: str = "path",
     ) -> None:
         """``retry``: the policy of the request pipeline (default: no retries, so a
-        test sees each answer); ``dialect``: which checksum headers are sent."""
+        test sees each answer); ``dialect``: which checksum headers are sent;
+        ``addressing_style``: how URLs name the bucket (see :class:`~objsdk.Client`)."""
         self.handler = handler
         #: Whether callers may send parts straight from a file (see Transport).
         self.direct_file_bodies = direct_file_bodies
-        self.endpoint = Endpoint.parse(endpoint)
+        self.endpoint = Endpoint.parse(endpoint, addressing_style=addressing_style)
         self.credentials = credentials
         self.region = region
         self.pipeline = Pipeline(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objsdk import errors
+from objsdk._core.addressing import ADDRESSING_STYLES
 from objsdk._core.client_config import ClientConfig, resolve_client_config
 from objsdk._core.config import credentials_for
 from objsdk._core.sizes import DEFAULT_PART_SIZE
@@ -121,6 +122,8 @@ _CONFIG_KEYS = (
     "s3",
     "region_name",
     "signature_version",
+    "use_fips_endpoint",
+    "use_dualstack_endpoint",
 )
 
 
@@ -362,12 +365,18 @@ def _config(out: Settings, config: dict[str, Any]) -> None:
     if "s3" in config:
         s3 = dict(config["s3"] or {})
         style = s3.pop("addressing_style", None)
+        dualstack = s3.pop("use_dualstack_endpoint", None)
         if s3:
             raise ValueError(f"config_kwargs['s3'] keys {sorted(s3)} are not supported")
         if style is not None:
-            if style not in ("path", "virtual", "auto"):
+            if style not in ADDRESSING_STYLES:
                 raise ValueError(f"config_kwargs['s3']['addressing_style']={style!r} is unknown")
-            ck["addressing_style"] = "virtual" if style == "virtual" else "path"
+            ck["addressing_style"] = style
+        if dualstack is not None:
+            ck["use_dualstack_endpoint"] = dualstack
+    for name in ("use_fips_endpoint", "use_dualstack_endpoint"):
+        if config.get(name) is not None:
+            ck[name] = config[name]
     if config.get("region_name"):
         out.region = out.region or config["region_name"]
     signature = config.get("signature_version")
