@@ -81,13 +81,14 @@ class Client(
     ``https://s3.amazonaws.com`` for us-east-1), its FIPS or dual-stack endpoint with
     ``use_fips_endpoint`` / ``use_dualstack_endpoint``. Without a ``region``, the one
     an AWS endpoint's host name says (``s3.eu-west-1.amazonaws.com``), else
-    ``us-east-1``. ``addressing_style``: ``"auto"`` puts the bucket in the host name on
-    AWS S3's endpoints when its name allows (virtual-hosted style) and in the path
-    everywhere else; ``"path"`` or ``"virtual"`` always.
+    ``us-east-1``. A bucket found in another region (a 301/307, or a 400 naming the
+    region expected) has its requests signed for that region, and on AWS sent to its
+    endpoint, from then on. ``addressing_style``: ``"auto"`` puts the bucket in the
+    host name on AWS S3's endpoints when its name allows (virtual-hosted style) and in
+    the path everywhere else; ``"path"`` or ``"virtual"`` always.
     ``timeout`` is ``(connect_seconds, read_seconds)``; ``retries`` is a count or a
     urllib3 ``Retry`` applied to idempotent requests (see :mod:`objsdk._transport.retry`).
-    ``verify``
-    checks TLS certificates: True (the system's CAs), False, or a CA bundle path; None
+    ``verify`` checks TLS certificates: True (the system's CAs), False, or a CA bundle path; None
     takes ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE`` from the environment if set, else
     True. ``transport`` replaces the HTTP stack (a ``MockTransport`` in unit tests).
     ``request_checksum_calculation`` and ``response_checksum_validation`` are boto3's

@@ -206,7 +206,10 @@ def test_a_head_refused_without_a_body_is_retried_without_the_mode_and_remembere
     client = Client(EP, transport=transport)
     assert client.head_object("b", "k").size == 3
     assert client.head_object("b", "k").size == 3
-    assert [bool(checksum_headers(r)) for r in transport.requests] == [True, False, False]
+    heads = [r for r in transport.requests if r.key == "k"]
+    assert [bool(checksum_headers(r)) for r in heads] == [True, False, False]
+    # A bare 400 may also be a region's refusal: the bucket's region is asked once.
+    assert [(r.method, r.key) for r in transport.requests if r.key is None] == [("HEAD", None)]
     assert caplog.text.count("sending without checksum headers from now on") == 1
 
 

@@ -205,6 +205,16 @@ def check_fixed_upload_size(options: dict[str, Any], bucket: str, client: Client
     assert "part_size" not in calls[0]
 
 
+def check_cache_regions(options: dict[str, Any], bucket: str, client: Client) -> None:
+    # objsdk always finds a bucket's region and remembers it, as s3fs does when asked:
+    # a filesystem told the wrong region reads the bucket either way.
+    client.put_object(bucket, "r", b"found")
+    for cache in (True, False):
+        fs = _fs(options, cache_regions=cache, region="eu-central-1")
+        assert fs.cat_file(f"{bucket}/r") == b"found"
+        assert fs.cat_file(f"{bucket}/r") == b"found"
+
+
 INIT_HONOURED: dict[str, Check] = {
     "anon": check_anon,
     "endpoint_url": check_credentials,
@@ -222,6 +232,7 @@ INIT_HONOURED: dict[str, Check] = {
     "s3_additional_kwargs": check_s3_additional_kwargs,
     "max_concurrency": check_max_concurrency,
     "fixed_upload_size": check_fixed_upload_size,
+    "cache_regions": check_cache_regions,
 }
 
 # Refused unless given s3fs's default: (a value that is not the default).
@@ -229,7 +240,6 @@ INIT_REFUSED: dict[str, Any] = {
     "requester_pays": True,
     "default_fill_cache": False,
     "session": object(),
-    "cache_regions": True,
     "asynchronous": True,
     "loop": object(),
     "local_expiry_check": True,

@@ -171,14 +171,18 @@ class ErrorBody:
     request_id: str | None = None
     bucket: str | None = None
     key: str | None = None
+    #: Where a request to the wrong region should go: the region S3 expected
+    #: (AuthorizationHeaderMalformed) and the host name of a redirect (PermanentRedirect).
+    region: str | None = None
+    endpoint: str | None = None
 
 
 def parse_error(body: bytes) -> ErrorBody | None:
     """Parse an ``<Error>`` body; None when the body is empty or not an S3 error.
 
-    Only Code, Message, RequestId, BucketName and Key are kept: AWS also returns
-    ``StringToSign``/``SignatureProvided`` on signature errors, which must never reach an
-    exception message.
+    Only Code, Message, RequestId, BucketName, Key, Region and Endpoint are kept: AWS
+    also returns ``StringToSign``/``SignatureProvided`` on signature errors, which must
+    never reach an exception message.
     """
     if not body or not body.lstrip().startswith(b"<"):
         return None
@@ -194,6 +198,8 @@ def parse_error(body: bytes) -> ErrorBody | None:
         request_id=xml_text(root, "RequestId"),
         bucket=xml_text(root, "BucketName"),
         key=xml_text(root, "Key"),
+        region=xml_text(root, "Region"),
+        endpoint=xml_text(root, "Endpoint"),
     )
 
 

@@ -284,10 +284,16 @@ class Signer:
         return f"Signer(access_key={key!r}, region={self.region!r})"
 
     def sign(
-        self, method: str, url: str, headers: Mapping[str, str], payload_hash: str
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        payload_hash: str,
+        region: str | None = None,
     ) -> SecretHeaders:
         """``headers`` with the SigV4 headers added (see :func:`sign_request`), as sent
-        now; unchanged without credentials. Their ``repr`` hides the credentials."""
+        now, for ``region`` (default: the signer's); unchanged without credentials. Their
+        ``repr`` hides the credentials."""
         signed = SecretHeaders(headers)
         if self.credentials is not None:
             signed.update(
@@ -296,7 +302,7 @@ class Signer:
                     url,
                     headers,
                     credentials=self.credentials,
-                    region=self.region,
+                    region=self.region if region is None else region,
                     now=self.clock(),
                     payload_hash=payload_hash,
                 )

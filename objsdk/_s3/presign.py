@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from objsdk import errors
-from objsdk._core.addressing import Endpoint, check_bucket, check_key
+from objsdk._core.addressing import check_bucket, check_key
 from objsdk._core.signing import Credentials, presign_url
+from objsdk._transport.base import Transport
 
 __all__ = ["MAX_PRESIGN_SECONDS", "PRESIGN_METHODS", "PresignAPI"]
 
@@ -21,8 +22,7 @@ PRESIGN_METHODS = ("GET", "PUT", "HEAD", "DELETE")
 class PresignAPI:
     """The :class:`~objsdk.Client` method for presigned URLs."""
 
-    endpoint: Endpoint
-    region: str
+    _transport: Transport
     credentials: Credentials | None
 
     def presign(
@@ -34,6 +34,9 @@ class PresignAPI:
     ) -> str:
         """A URL that lets its holder perform ``method`` on the object until it expires.
 
+        Signed for the bucket's region: the one its requests were redirected to, else
+        the one the service names the first time a bucket is presigned (one HeadBucket
+        per bucket, remembered; the client's region if none is named).
         The URL carries a signature: treat it as a secret, do not log it.
         """
         check_bucket(bucket)
@@ -57,11 +60,14 @@ class PresignAPI:
             )
         if not 1 <= seconds <= MAX_PRESIGN_SECONDS:
             raise errors.InvalidArgument(f"expires must be 1 s to 7 days, got {seconds} s {where}")
+        # The bucket's route: where its requests were redirected, else asked of the
+        # service once (a URL signed for the wrong region would be refused when used).
+        route = self._transport.locate(bucket)
         return presign_url(
             verb,
-            self.endpoint.build_url(bucket, key),
+            route.endpoint.build_url(bucket, key),
             credentials=self.credentials,
-            region=self.region,
+            region=route.region,
             now=datetime.now(timezone.utc),
             expires=seconds,
         )

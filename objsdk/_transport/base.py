@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from objsdk._core.addressing import Endpoint
+from objsdk._core.addressing import Endpoint, Route
 from objsdk._core.signing import Credentials
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk.errors import ObjsdkError
@@ -171,6 +171,13 @@ class Transport(Protocol):
         ``params``: the query (``partNumber`` and ``uploadId`` for UploadPart). With
         :attr:`direct_file_bodies`, threads may send from one file at once: every read
         names its own offset."""
+        ...
+
+    def locate(self, bucket: str) -> Route:
+        """Where ``bucket``'s requests go and the region they are signed for: the route a
+        region redirect taught this transport, else the one the service names when asked
+        (one HeadBucket, remembered; the client's own if it names none). For what sends
+        no request of its own: presigned URLs."""
         ...
 
     @property

@@ -17,6 +17,10 @@ raised ``from`` the original. Everything else happens here, the same for all of 
 4. a failure goes to the one classifier (:func:`~objsdk._transport.retry.next_policy`):
    retried under the policy, after a file body is rewound, or raised. A 400 refusing a
    checksum header is sent once more without it (and remembered, see the dialect).
+   An answer saying the bucket is in another region (a 301/307, or a 400 naming the
+   region expected) is sent once more, signed for that region and, on AWS, to its
+   endpoint, which the bucket's requests use from then on
+   (:mod:`objsdk._transport.routes`).
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from urllib3.util.retry import Retry
 
 from objsdk import errors
 from objsdk._core import failure_chain
-from objsdk._core.addressing import Endpoint
+from objsdk._core.addressing import Endpoint, Route
 from objsdk._core.clock_skew import skew_note
+from objsdk._core.region_redirect import bucket_region
 from objsdk._core.s3xml import error_from_response, error_in_body
 from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
@@ -48,6 +53,7 @@ from objsdk._transport import private_api
 from objsdk._transport.base import Body, FilePut, Response
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import next_policy, pause, retry_kind
+from objsdk._transport.routes import ANY_STATUS, BucketRoutes, keep_redirect, redirect_of
 from objsdk._transport.translate import USER_AGENT, is_requests_error
 
 __all__ = [
@@ -112,6 +118,8 @@ class Pipeline:
         self.retry = retry
         self.dialect = dialect if dialect is not None else ChecksumDialect()
         self.sse: SSE | None = None
+        #: Where each bucket's requests go (shared by twins, see :meth:`with_sse`).
+        self.routes = BucketRoutes(endpoint, region)
 
     def with_sse(self, sse: SSE | None) -> Pipeline:
         """The same signer, policy and dialect, adding ``sse``'s headers to the requests
@@ -138,16 +146,21 @@ class Pipeline:
         )
 
     def url(self, bucket: str | None, key: str | None, params: Iterable[tuple[str, str]]) -> str:
-        return self.endpoint.build_url(bucket, key, list(params))
+        return self.routes.route(bucket).endpoint.build_url(bucket, key, list(params))
 
     def sign(
-        self, method: str, url: str, headers: Mapping[str, str], payload_hash: str
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        payload_hash: str,
+        region: str | None = None,
     ) -> SignedRequest:
         """One attempt's request: ``headers`` (after the dialect) with a User-Agent and
-        the signature."""
+        the signature for ``region`` (default: the client's)."""
         hdrs = SecretHeaders(self.dialect.outgoing(headers))  # SSE-C's key, maybe
         hdrs.setdefault("User-Agent", USER_AGENT)
-        return SignedRequest(method, url, self.signer.sign(method, url, hdrs, payload_hash))
+        return SignedRequest(method, url, self.signer.sign(method, url, hdrs, payload_hash, region))
 
     def run(
         self,
@@ -163,16 +176,19 @@ class Pipeline:
         idempotent: bool | None = None,
         body: Body = None,
         on_retry: Callable[[errors.ObjsdkError], None] | None = None,
+        locate: Callable[[str], str | None] | None = None,
     ) -> T:
         """Send the request by ``attempt`` until it succeeds or the classifier says
         stop; return what the successful attempt returned.
 
         A file ``body`` is put back where it started before each further attempt;
         ``on_retry(error)`` is told of each failure that is retried. ``idempotent``: see
-        :func:`~objsdk._transport.retry.retry_kind`.
+        :func:`~objsdk._transport.retry.retry_kind`. ``locate(bucket)``: the bucket's
+        region, asked of the service, for a redirect that does not name it.
         """
         query = list(params)
-        url = self.endpoint.build_url(bucket, key, query)
+        route = self.routes.route(bucket)
+        url = route.endpoint.build_url(bucket, key, query)
         kind = retry_kind(method, query, idempotent)
         wanted = self.headers(method, key, query, headers)
         payload = payload_hash or UNSIGNED_PAYLOAD
@@ -181,11 +197,20 @@ class Pipeline:
         # The code of the answer that refused checksum headers, once the one retry
         # without them was made.
         refused: str | None = None
+        redirected = False  # the region is settled once per request, as botocore does
         while True:
-            request = self.sign(method, url, wanted, payload)
+            request = self.sign(method, url, wanted, payload, route.region)
             try:
                 result = attempt(request, body)
             except errors.S3Error as e:
+                moved = None if redirected else self.routes.moved(e, bucket, route, locate)
+                redirected = redirected or redirect_of(e) is not None
+                if moved is not None:
+                    route = moved
+                    url = route.endpoint.build_url(bucket, key, query)
+                    if rewind is not None:
+                        rewind()
+                    continue
                 without = (
                     None
                     if refused is not None
@@ -214,6 +239,7 @@ class Pipeline:
                     raise
                 failed, retry_after = e, None
             else:
+                self.routes.confirm(bucket, route)
                 if refused is not None and method == "HEAD":
                     self.dialect.confirm_head_refusal()
                     _log_refusal(operation, refused, bucket, key)
@@ -286,6 +312,27 @@ class PipelinedTransport(ABC):
     def _send_file(self, put: FilePut) -> Mapping[str, str]:
         """Send ``put`` (retried by the pipeline); return the answer's headers."""
 
+    def locate(self, bucket: str) -> Route:
+        """See :meth:`objsdk._transport.base.Transport.locate`."""
+        return self.pipeline.routes.locate(bucket, self.ask_region)
+
+    def ask_region(self, bucket: str) -> str | None:
+        """The region of ``bucket`` as the service names it in the answer to a HeadBucket
+        (``x-amz-bucket-region``: S3 sends it whatever the status, 200, 301, 400 or
+        403, and so does MinIO); None when the answer names none or none came: one
+        attempt, and a failure is only logged."""
+        pipeline = self.pipeline
+        home = pipeline.routes.home
+        url = home.endpoint.build_url(bucket)
+        request = pipeline.sign("HEAD", url, {}, UNSIGNED_PAYLOAD, home.region)
+        sending = Sending("HEAD", "bucket_region", bucket, None, False, None, ANY_STATUS)
+        try:
+            answer = self._attempt(sending, request, None)
+        except errors.ObjsdkError as e:
+            log.info("could not ask the region of bucket %r: %s", bucket, e)
+            return None
+        return bucket_region(answer.headers)
+
     def send_file(
         self,
         bucket: str,
@@ -347,6 +394,7 @@ class PipelinedTransport(ABC):
             idempotent=idempotent,
             body=body,
             on_retry=on_retry,
+            locate=self.ask_region,
         )
 
 
@@ -416,15 +464,16 @@ def refusal(
     bucket: str | None,
     key: str | None,
 ) -> errors.S3Error:
-    """The error an answer of ``status`` is, remembering its ``Retry-After`` and, for a
-    403, its ``Date`` (the retry loop tells a clock too far off from it)."""
+    """The error an answer of ``status`` is, remembering its ``Retry-After``, whether it
+    says the bucket is in another region and, for a 403, its ``Date`` (the retry loop
+    tells a clock too far off from it)."""
     error = keep_retry_after(
         error_from_response(status, headers, body, operation=operation, bucket=bucket, key=key),
         headers,
     )
     if status == 403:
         setattr(error, _DATE, headers.get("Date"))
-    return error
+    return keep_redirect(error, status, headers, body)
 
 
 # A 403 answer's Date (RFC 9110 §6.6.1), kept by the transport that got it.

@@ -27,7 +27,8 @@ import urllib3.exceptions
 from urllib3.connection import HTTPConnection
 from urllib3.response import HTTPResponse
 
-from objsdk._core.signing import UNSIGNED_PAYLOAD
+from objsdk._core.secret_headers import SecretHeaders
+from objsdk._core.signing import UNSIGNED_PAYLOAD, host_header
 from objsdk._transport import private_api
 from objsdk._transport.base import FilePut
 from objsdk._transport.pipeline import MAX_ERROR_BODY, SignedRequest, refusal
@@ -146,18 +147,19 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
     bucket, key, file, offset, count = put.bucket, put.key, put.file, put.offset, put.count
     headers, progress, operation, params = put.headers, put.progress, put.operation, put.params
     pipeline = transport.pipeline
-    parts = urlsplit(pipeline.url(bucket, key, params))
-    target = parts.path + (f"?{parts.query}" if parts.query else "")
     base = {
         # Signed as sent, so the signature covers exactly these bytes (and no proxy or
-        # http.client default can add a Host or Accept-Encoding behind its back).
-        "Host": parts.netloc,
+        # http.client default can add an Accept-Encoding behind its back). The Host is
+        # the URL's, signed and sent as such (a region redirect may change the URL).
         "Accept-Encoding": "identity",
         "Content-Length": str(count),
         **headers,
     }
 
     def attempt(request: SignedRequest, _: object) -> Mapping[str, str]:
+        parts = urlsplit(request.url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        sent = SecretHeaders({"Host": host_header(request.url), **request.headers})
         prepared = requests.Request("PUT", transport.endpoint.url).prepare()
         prepared.url = request.url
         with translate_errors(operation, bucket, key, request.url):
@@ -172,7 +174,7 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
                     resp = _send(
                         conn,
                         target,
-                        request.headers,
+                        sent,
                         file,
                         offset,
                         count,
@@ -213,6 +215,7 @@ def _put_file(transport: HTTPTransport, put: FilePut) -> Mapping[str, str]:
         params=params,
         headers=base,
         payload_hash=UNSIGNED_PAYLOAD,
+        locate=transport.ask_region,
     )
 
 

@@ -220,12 +220,9 @@ def parse_storage_options(
         None,
         "objsdk has no botocore session; give key/secret or a profile",
     )
-    _refuse_unless(
-        "cache_regions",
-        s3fs.pop("cache_regions", False),
-        False,
-        "one filesystem talks to one endpoint in one region (give region=...)",
-    )
+    # objsdk always learns a bucket's region from the first answer that names it and
+    # remembers it (s3fs does with cache_regions=True): both values describe that.
+    s3fs.pop("cache_regions", None)
     _refuse_unless(
         "asynchronous",
         s3fs.pop("asynchronous", False),

@@ -43,7 +43,7 @@ class LocalMinio(LocalServer):
 
     name = "MinIO"
     error = LocalMinioError
-    #: The region MinIO answers for (its default).
+    #: The region MinIO answers for (its default, unless given).
     region = "us-east-1"
     #: Where MinIO differs from other services (see docs/compatibility.md).
     features: S3Features = MINIO
@@ -59,8 +59,13 @@ class LocalMinio(LocalServer):
         startup_timeout: float = 60.0,
         tls: bool = False,
         kms_secret_key: str | None = None,
+        region: str | None = None,
     ) -> None:
+        """``region``: the region the server answers for (``MINIO_SITE_REGION``); it
+        refuses requests signed for another, as S3 does."""
         super().__init__(binary=binary, host=host, port=port, startup_timeout=startup_timeout)
+        if region is not None:
+            self.region = region
         #: Serve HTTPS with a throwaway self-signed CA (see :attr:`ca_bundle`).
         self.tls = tls
         #: ``NAME:BASE64_32_BYTES``: MinIO's built-in KMS key (MINIO_KMS_SECRET_KEY), which
@@ -130,9 +135,11 @@ class LocalMinio(LocalServer):
             raise LocalMinioError(f"MinIO did not restart: {exc}\n{self._log_tail()}") from None
 
     def client(self, **kwargs: Any) -> Client:
-        """An objsdk client for this server; ``kwargs`` go to :class:`objsdk.client.Client`."""
+        """An objsdk client for this server, in its region unless ``kwargs`` say
+        otherwise; ``kwargs`` go to :class:`objsdk.client.Client`."""
         from objsdk.client import Client
 
+        kwargs.setdefault("region", self.region)
         return Client(self.endpoint, self.access_key, self.secret_key, **kwargs)
 
     def env(self) -> dict[str, str]:
@@ -181,6 +188,8 @@ class LocalMinio(LocalServer):
         )
         if self.kms_secret_key:
             env["MINIO_KMS_SECRET_KEY"] = self.kms_secret_key
+        if self.region != LocalMinio.region:
+            env["MINIO_SITE_REGION"] = self.region
         return env
 
     def _await_ready(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from xml.sax.saxutils import escape
 
 __all__ = [
@@ -177,8 +177,11 @@ def error_response(
     retry_after: float | None,
     close: bool,
     message: str = "injected by FaultProxy",
+    extra: Mapping[str, str] | None = None,
+    bodiless: bool = False,
 ) -> bytes:
-    """A whole S3 error reply (head and XML body), as the proxy's own answer."""
+    """A whole S3 error reply (head and XML body), as the proxy's own answer, with the
+    ``extra`` headers; ``bodiless``: the head only, as the answer to a HEAD is."""
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Error><Code>{escape(code)}</Code>"
@@ -186,7 +189,13 @@ def error_response(
         f"<Resource>{escape(resource)}</Resource>"
         f"<RequestId>faultproxy</RequestId></Error>"
     ).encode()
-    reasons = {400: "Bad Request", 500: "Internal Server Error", 503: "Service Unavailable"}
+    reasons = {
+        301: "Moved Permanently",
+        307: "Temporary Redirect",
+        400: "Bad Request",
+        500: "Internal Server Error",
+        503: "Service Unavailable",
+    }
     headers: Headers = [
         ("Content-Type", "application/xml"),
         ("Content-Length", str(len(body))),
@@ -196,7 +205,9 @@ def error_response(
         headers.append(("Retry-After", f"{retry_after:g}"))
     if close:
         headers.append(("Connection", "close"))
-    return head_bytes(f"HTTP/1.1 {status} {reasons.get(status, 'Error')}", headers) + body
+    headers += (extra or {}).items()
+    head = head_bytes(f"HTTP/1.1 {status} {reasons.get(status, 'Error')}", headers)
+    return head if bodiless else head + body
 
 
 def has_no_body(method: str, status: int) -> bool:

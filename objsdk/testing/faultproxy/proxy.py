@@ -161,7 +161,9 @@ class FaultProxy(StartStop):
 
         ``status``/``code`` choose the error of ``ERROR`` and ``ERROR_AFTER_FORWARD``;
         ``retry_after`` adds a ``Retry-After`` header to an injected error; ``headers``
-        are the ones ``SET_HEADERS`` sets; ``after`` is where ``TRUNCATE_BODY`` cuts
+        are the ones ``SET_HEADERS`` sets, and the ones ``ERROR`` and ``SLOW_DOWN`` add
+        to their answer (``{"x-amz-bucket-region": "eu-west-1"}`` with a 301, say); an
+        answer to a HEAD has no body; ``after`` is where ``TRUNCATE_BODY`` cuts
         and which body byte ``FLIP_BYTE`` flips;
         ``seconds`` how long ``DELAY`` waits.
         """
@@ -381,7 +383,15 @@ class FaultProxy(StartStop):
             status = rule.status or (503 if slow else 500)
             code = rule.code or ("SlowDown" if slow else "InternalError")
             client.sendall(
-                error_response(status, code, path, retry_after=rule.retry_after, close=client_close)
+                error_response(
+                    status,
+                    code,
+                    path,
+                    retry_after=rule.retry_after,
+                    close=client_close,
+                    extra=rule.headers,
+                    bodiless=method == "HEAD",
+                )
             )
             log(status, None)
             return not client_close

@@ -31,7 +31,9 @@ class Action(enum.Enum):
 
     #: Answer 503 SlowDown (an S3 XML error body) without forwarding the request.
     SLOW_DOWN = "slow_down"
-    #: Answer ``status``/``code`` (default 500 InternalError) without forwarding.
+    #: Answer ``status``/``code`` (default 500 InternalError) without forwarding, with
+    #: the rule's ``headers`` (a 301 with ``x-amz-bucket-region``, say); a HEAD's
+    #: answer has no body, as S3's has none.
     ERROR = "error"
     #: Forward the request, read the server's whole reply, then send the client an error
     #: instead (default 503 SlowDown): the request took effect but its reply was lost.
