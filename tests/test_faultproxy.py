@@ -122,6 +122,22 @@ def test_rules_match_on_query_parameters(via: Client, proxy: FaultProxy, bucket:
         via.head_object(bucket, "k", version_id="null")
 
 
+def test_an_injected_error_carries_the_rules_headers_and_a_heads_has_no_body(
+    proxy: FaultProxy, bucket: str
+) -> None:
+    where = {"x-amz-bucket-region": "eu-west-1"}
+    proxy.add_rule(Action.ERROR, status=301, code="PermanentRedirect", headers=where, times=2)
+    with requests.Session() as session:  # one connection: a stray body would show next
+        got = session.get(f"{proxy.endpoint}/{bucket}/k", timeout=10)
+        assert (got.status_code, got.headers["x-amz-bucket-region"]) == (301, "eu-west-1")
+        assert b"<Code>PermanentRedirect</Code>" in got.content
+        head = session.head(f"{proxy.endpoint}/{bucket}/k", timeout=10)
+        assert (head.status_code, head.headers["x-amz-bucket-region"]) == (301, "eu-west-1")
+        after = session.get(f"{proxy.endpoint}/{bucket}/k", timeout=10)
+        assert after.status_code == 403  # forwarded, unsigned: MinIO's own answer
+    assert proxy.connections == 1
+
+
 def test_rules_match_on_query_values(proxy: FaultProxy) -> None:
     rule = proxy.add_rule(Action.ERROR, query={"partNumber": "2", "uploadId": None})
     assert rule.matches("PUT", "/b/k", {"partNumber": "2", "uploadId": "x"})
