@@ -197,6 +197,18 @@ def test_env_points_aws_tools_at_the_server(local_minio: LocalMinio) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs procfs")
+def test_env_is_the_servers_last_word_on_its_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MINIO_API_REQUESTS_MAX", "100")  # inherited settings are dropped
+    with LocalMinio(env={"MINIO_API_REQUESTS_MAX": "4", "MINIO_BROWSER": "on"}) as minio:
+        environ = Path(f"/proc/{minio.pid}/environ").read_bytes().split(b"\0")
+    assert b"MINIO_API_REQUESTS_MAX=4" in environ
+    assert b"MINIO_BROWSER=on" in environ  # over LocalMinio's own default
+    assert b"MINIO_API_REQUESTS_MAX=100" not in environ
+
+
 def test_server_accepts_its_credentials(local_minio: LocalMinio) -> None:
     assert boto3_client(local_minio).list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
 

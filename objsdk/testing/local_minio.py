@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,9 @@ def _host_port(host: str, port: int) -> str:
 class LocalMinio(LocalServer):
     """A single-drive MinIO server on a loopback port, with a fresh data directory.
 
-    Credentials are random unless given. :meth:`stop` (also run at exit) terminates the
+    Credentials are random unless given. ``env`` adds to the server's environment, last:
+    ``{"MINIO_API_REQUESTS_MAX": "4"}`` makes a server that answers 429 TooManyRequests
+    to requests past four at once. :meth:`stop` (also run at exit) terminates the
     server and deletes its data. The secret key never appears in ``repr``.
     """
 
@@ -60,9 +63,11 @@ class LocalMinio(LocalServer):
         tls: bool = False,
         kms_secret_key: str | None = None,
         region: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """``region``: the region the server answers for (``MINIO_SITE_REGION``); it
-        refuses requests signed for another, as S3 does."""
+        refuses requests signed for another, as S3 does. ``env``: more of the server's
+        environment, set last (``MINIO_API_REQUESTS_MAX``...)."""
         super().__init__(binary=binary, host=host, port=port, startup_timeout=startup_timeout)
         if region is not None:
             self.region = region
@@ -71,6 +76,9 @@ class LocalMinio(LocalServer):
         #: ``NAME:BASE64_32_BYTES``: MinIO's built-in KMS key (MINIO_KMS_SECRET_KEY), which
         #: server-side encryption with SSE-S3 and SSE-KMS (key id NAME) needs.
         self.kms_secret_key = kms_secret_key
+        #: More of the server's environment, set last: MinIO's own settings
+        #: (``MINIO_API_REQUESTS_MAX``...), which no inherited ``MINIO_*`` variable changes.
+        self.extra_env = dict(env or {})
         self.access_key = access_key or secrets.token_hex(10)
         self.secret_key = secret_key or secrets.token_hex(20)
         self._console_port: int | None = None
@@ -190,6 +198,7 @@ class LocalMinio(LocalServer):
             env["MINIO_KMS_SECRET_KEY"] = self.kms_secret_key
         if self.region != LocalMinio.region:
             env["MINIO_SITE_REGION"] = self.region
+        env.update(self.extra_env)
         return env
 
     def _await_ready(self) -> None:
