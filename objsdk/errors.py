@@ -20,7 +20,7 @@ check) are not errors of the library and stay private to it. The tree::
     │   ├── AccessDenied            also bad signatures, unknown access keys, expired tokens
     │   ├── PreconditionFailed      an If-Match / If-None-Match condition failed (412)
     │   ├── InvalidRange            the requested range is not satisfiable (416)
-    │   ├── SlowDown                the server asked us to back off (503)
+    │   ├── SlowDown                the server asked us to back off (503 SlowDown, 429)
     │   ├── BucketAlreadyExists     also BucketAlreadyOwnedByYou
     │   ├── BucketNotEmpty
     │   ├── InvalidObjectName       the server refused the key
@@ -245,7 +245,8 @@ class InvalidRange(S3Error):
 
 
 class SlowDown(S3Error):
-    """The server is throttling requests; it still said so after all retries."""
+    """The server is throttling requests (S3's 503 ``SlowDown``, a 429
+    ``TooManyRequests`` from MinIO and others); it still said so after all retries."""
 
 
 class BucketAlreadyExists(S3Error):
@@ -282,6 +283,8 @@ _CODE_TO_CLASS: dict[str, type[S3Error]] = {
     "SlowDown": SlowDown,
     "SlowDownRead": SlowDown,
     "SlowDownWrite": SlowDown,
+    # MinIO past MINIO_API_REQUESTS_MAX, and others: 429 (RFC 6585 §4), the same request.
+    "TooManyRequests": SlowDown,
     "BucketAlreadyExists": BucketAlreadyExists,
     "BucketAlreadyOwnedByYou": BucketAlreadyExists,
     "BucketNotEmpty": BucketNotEmpty,
@@ -298,6 +301,7 @@ _STATUS_TO_CODE: dict[int, str] = {
     403: "AccessDenied",
     412: "PreconditionFailed",
     416: "InvalidRange",
+    429: "TooManyRequests",
     503: "SlowDown",
 }
 

@@ -132,6 +132,7 @@ def test_a_moved_error_keeps_its_message_and_attributes_through_a_pickle(error):
         ("NoSuchBucket", errors.NoSuchBucket),
         ("SignatureDoesNotMatch", errors.AccessDenied),
         ("SlowDownWrite", errors.SlowDown),
+        ("TooManyRequests", errors.SlowDown),
         ("BucketAlreadyOwnedByYou", errors.BucketAlreadyExists),
         ("XMinioInvalidObjectName", errors.InvalidObjectName),
         ("InvalidObjectState", errors.InvalidObjectState),
@@ -154,6 +155,7 @@ def test_an_s3_error_is_of_the_class_its_code_names(code, cls):
         (412, "k", errors.PreconditionFailed, "PreconditionFailed"),
         (416, "k", errors.InvalidRange, "InvalidRange"),
         (503, None, errors.SlowDown, "SlowDown"),
+        (429, "k", errors.SlowDown, "TooManyRequests"),
         (500, "k", errors.S3Error, "HTTP500"),
     ],
 )
