@@ -40,12 +40,27 @@ NO_SUCH_KEY = (
 SLOW_DOWN = (
     b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
 )
+# MinIO's answer past MINIO_API_REQUESTS_MAX.
+TOO_MANY_REQUESTS = (
+    b"<Error><Code>TooManyRequests</Code><Message>Please reduce your request rate</Message></Error>"
+)
+
+
+def error_xml(code: str) -> bytes:
+    return f"<Error><Code>{code}</Code><Message>{code}</Message></Error>".encode()
 
 
 @pytest.fixture
 def client():
     with Client(EP, AK, SK, retries=3) as c:
         yield c
+
+
+@pytest.fixture
+def no_sleep(monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)
+    return slept
 
 
 @pytest.fixture
@@ -355,11 +370,53 @@ def test_slow_down_after_all_retries_raises_slow_down(rsps):
     assert len(rsps.calls) == 3
 
 
-def test_a_post_not_known_to_be_idempotent_is_not_resent_on_503(client, rsps):
-    rsps.post(f"{EP}/b/k", body=SLOW_DOWN, status=503)
-    with pytest.raises(objsdk.SlowDown):
+@pytest.mark.parametrize(("status", "code"), [(503, "ServiceUnavailable"), (500, "InternalError")])
+def test_a_post_not_known_to_be_idempotent_is_not_resent_on_a_server_error(
+    client, rsps, status, code
+):
+    rsps.post(f"{EP}/b/k", body=error_xml(code), status=status)
+    with pytest.raises(objsdk.S3Error, match=code):
         client.transport.request("POST", operation="post", bucket="b", key="k")
     assert len(rsps.calls) == 1
+
+
+@pytest.mark.parametrize(("status", "body"), [(503, SLOW_DOWN), (429, TOO_MANY_REQUESTS)])
+def test_a_post_not_known_to_be_idempotent_is_resent_after_a_throttling_answer(
+    client, rsps, no_sleep, status, body
+):
+    # The server refused it before acting on it: sending it again repeats nothing.
+    rsps.post(f"{EP}/b/k", body=body, status=status)
+    rsps.post(f"{EP}/b/k", body=b"done")
+    answer = client.transport.request("POST", operation="post", bucket="b", key="k")
+    assert answer.content == b"done"
+    assert len(rsps.calls) == 2
+    assert rsps.calls[0].request.body == rsps.calls[1].request.body
+
+
+def test_too_many_requests_is_retried_after_a_growing_wait_then_succeeds(client, rsps, no_sleep):
+    rsps.get(f"{EP}/b/k", body=TOO_MANY_REQUESTS, status=429)
+    rsps.get(f"{EP}/b/k", body=TOO_MANY_REQUESTS, status=429)
+    rsps.get(f"{EP}/b/k", body=b"payload", status=200, auto_calculate_content_length=True)
+    assert client.get_object("b", "k") == b"payload"
+    assert len(rsps.calls) == 3
+    first, second = no_sleep
+    assert 0.25 <= first <= 0.5  # never at once
+    assert 0.5 <= second <= 1.0  # then longer
+
+
+def test_too_many_requests_after_all_retries_raises_slow_down_naming_the_key(rsps, no_sleep):
+    rsps.get(f"{EP}/b/k", body=TOO_MANY_REQUESTS, status=429)
+    with Client(EP, AK, SK, retries=2) as c, pytest.raises(objsdk.SlowDown, match="'k'") as info:
+        c.get_object("b", "k")
+    assert (info.value.status, info.value.code) == (429, "TooManyRequests")
+    assert len(rsps.calls) == 3
+
+
+def test_a_head_answered_429_without_a_body_is_retried_then_succeeds(client, rsps, no_sleep):
+    rsps.head(f"{EP}/b/k", status=429)
+    rsps.head(f"{EP}/b/k", headers={"Content-Length": "3", "ETag": '"e"'})
+    assert client.head_object("b", "k").size == 3
+    assert len(rsps.calls) == 2
 
 
 @pytest.mark.parametrize("status", [503, 500])

@@ -535,3 +535,46 @@ def test_after_a_break_a_small_object_is_streamed_so_no_received_byte_is_lost():
     download(spy, "b", "k", buf)
     assert buf == data
     assert spy.streamed == [False, True]
+
+
+# -- a throttling server --------------------------------------------------------------------
+
+
+def throttling(data: bytes, refusals: int | None, status: int = 429) -> MockTransport:
+    """``ranged(data, data)`` whose first ``refusals`` ranged GETs (None: all) are refused
+    with a throttling answer of ``status`` (429 TooManyRequests, as MinIO sends it, or
+    503 SlowDown), with the client's default retries."""
+    serve = ranged(data, data).handler
+    refused = itertools.count(1)
+    code = "TooManyRequests" if status == 429 else "SlowDown"
+    body = f"<Error><Code>{code}</Code><Message>slow down</Message></Error>".encode()
+
+    def answer(request: Request) -> MockResponse:
+        if request.method == "GET" and (refusals is None or next(refused) <= refusals):
+            return MockResponse(status, {"Retry-After": "60"}, body)
+        return serve(request)
+
+    return MockTransport(answer, retry=objsdk.default_retry())
+
+
+@pytest.mark.parametrize("parallel", [None, 1, 3])
+def test_parts_refused_429_are_sent_again_by_the_transport_not_resumed(monkeypatch, parallel):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    data = os.urandom(10 * 1000 + 7)
+    buf = bytearray(len(data))
+    transport = throttling(data, refusals=4)
+    assert get_into(transport, "b", "k", buf, parallel=parallel, part_size=1000)
+    assert buf == data
+
+
+@pytest.mark.parametrize(("status", "code"), [(429, "TooManyRequests"), (503, "SlowDown")])
+def test_a_part_still_throttled_after_the_retries_ends_the_download_with_slow_down_unresumed(
+    monkeypatch, status, code
+):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    data = os.urandom(2000)
+    transport = throttling(data, refusals=None, status=status)
+    with pytest.raises(objsdk.SlowDown, match=code):
+        get_into(transport, "b", "k", bytearray(len(data)), parallel=1, part_size=1000)
+    gets = [r for r in transport.requests if r.method == "GET"]
+    assert len(gets) == 6  # the client's 5 retries, and no resume of the reader's

@@ -21,7 +21,14 @@ from objsdk._core.signing import Credentials
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport
 from objsdk._transport.pipeline import Pipeline, SignedRequest, keep_retry_after, network_failure
-from objsdk._transport.retry import RetryKind, default_retry, next_policy, retry_kind
+from objsdk._transport.retry import (
+    RetryKind,
+    default_retry,
+    hearing_throttles,
+    next_policy,
+    pause,
+    retry_kind,
+)
 
 EP = "http://s3.test:9000"
 SLOW_DOWN = b"<Error><Code>SlowDown</Code><Message>Reduce your rate.</Message></Error>"
@@ -113,6 +120,116 @@ def test_retries_stop_when_the_policy_is_spent() -> None:
 
 
 @pytest.mark.parametrize(
+    ("status", "code"),
+    [(429, "TooManyRequests"), (429, "HTTP429"), (503, "SlowDown"), (503, "SlowDownWrite")],
+)
+def test_a_throttling_answer_is_retried_for_every_kind_of_request(status: int, code: str) -> None:
+    # A throttling answer is a refusal made before the request was acted on: even a POST
+    # that is not safe to repeat, or a reader's GET that runs its own resumes, goes again.
+    for kind in RetryKind:
+        assert next_policy(default_retry(), kind, status=status, code=code) is not None
+
+
+@pytest.mark.parametrize(("status", "code"), [(503, "ServiceUnavailable"), (500, "InternalError")])
+def test_a_server_error_is_not_retried_for_a_request_that_may_not_be_repeated(
+    status: int, code: str
+) -> None:
+    assert next_policy(default_retry(), RetryKind.UNSENT, status=status, code=code) is None
+    assert next_policy(default_retry(), RetryKind.ALWAYS, status=status, code=code) is not None
+
+
+def test_throttled_retries_wait_from_the_first_on_twice_as_long_each_time_up_to_the_cap() -> None:
+    policy = default_retry(9)
+    for n in range(9):
+        nxt = next_policy(policy, RetryKind.ALWAYS, status=429, code="TooManyRequests")
+        assert nxt is not None
+        policy = nxt
+        step = min(0.5 * 2**n, 20.0)  # 0.5 s, 1 s, 2 s... up to backoff_max
+        for _ in range(20):  # half the step fixed, half at random
+            assert step / 2 <= pause(policy, throttled=True) <= step
+
+
+def _answered_once(error: errors.S3Error, retry_after: str | None) -> Any:
+    """An attempt answered ``error`` (with ``retry_after``) the first time, then "ok"."""
+    calls: list[SignedRequest] = []
+
+    def attempt(request: SignedRequest, body: object) -> str:
+        calls.append(request)
+        if len(calls) == 1:
+            raise keep_retry_after(error, {"Retry-After": retry_after} if retry_after else {})
+        return "ok"
+
+    return attempt
+
+
+NOW = datetime(2025, 3, 4, 12, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "seconds"),
+    [
+        ("7", 7.0),
+        ("Tue, 04 Mar 2025 12:00:09 GMT", 9.0),  # an HTTP-date, on the signing clock
+        ("600", 20.0),  # capped at the policy's backoff_max
+        ("Tue, 04 Mar 2025 13:00:00 GMT", 20.0),
+    ],
+)
+def test_retry_after_of_a_server_error_in_seconds_or_as_an_http_date_is_the_wait_up_to_the_cap(
+    no_sleep: list[float], retry_after: str, seconds: float
+) -> None:
+    error = errors.s3_error(503, "ServiceUnavailable", operation="op", bucket="b", key="k")
+    pipeline = _pipeline(clock=lambda: NOW)
+    assert pipeline.run(
+        "GET", _answered_once(error, retry_after), operation="op", bucket="b", key="k"
+    )
+    assert no_sleep == [seconds]
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "seconds"),
+    [
+        (None, 7.5),  # the backoff: a first step of 10 s, the jitter at its middle
+        ("9", 9.0),  # lengthened to what the server asks
+        ("Tue, 04 Mar 2025 12:00:12 GMT", 12.0),  # an HTTP-date, on the signing clock
+        ("60", 15.0),  # but to no more than twice the backoff (MinIO asks 60 s of all)
+        ("0", 7.5),
+        ("soon", 7.5),  # neither a delay nor a date
+        ("Tue, 04 Mar 2025 11:59:00 GMT", 7.5),  # in the past
+    ],
+)
+def test_a_throttled_retry_waits_its_backoff_lengthened_to_retry_after_up_to_twice_it(
+    no_sleep: list[float], monkeypatch: pytest.MonkeyPatch, retry_after: str, seconds: float
+) -> None:
+    monkeypatch.setattr("random.random", lambda: 0.5)
+    policy = default_retry(3).new(backoff_factor=2.0)  # a first throttled step of 10 s
+    pipeline = Pipeline(
+        Endpoint.parse(EP), Credentials("AK", "SK"), "us-east-1", policy, None, lambda: NOW
+    )
+    error = errors.s3_error(429, "TooManyRequests", operation="op", bucket="b", key="k")
+    assert pipeline.run(
+        "POST", _answered_once(error, retry_after), operation="op", bucket="b", key="k"
+    )
+    assert no_sleep == [seconds]
+
+
+def test_every_throttling_answer_is_told_to_the_threads_listener_retried_or_not() -> None:
+    heard: list[int] = []
+    answers = [
+        errors.s3_error(429, "TooManyRequests", operation="op"),
+        _slow_down(),
+        errors.s3_error(500, "InternalError", operation="op"),
+        _slow_down(),
+    ]
+
+    def attempt(request: SignedRequest, body: object) -> str:
+        raise answers.pop(0)
+
+    with hearing_throttles(lambda: heard.append(len(answers))), pytest.raises(errors.SlowDown):
+        _pipeline(retries=3).run("GET", attempt, operation="op", bucket="b", key="k")
+    assert heard == [3, 2, 0]  # the 500 is no throttling; the last SlowDown is not retried
+
+
+@pytest.mark.parametrize(
     ("cause", "kind"),
     [
         (urllib3.exceptions.NewConnectionError(None, "refused"), "connect"),  # type: ignore[arg-type]
@@ -173,11 +290,13 @@ def test_each_attempt_is_signed_with_the_clock_at_that_attempt() -> None:
 
 def test_retry_after_of_an_answer_sets_the_pause(no_sleep: list[float]) -> None:
     calls = []
+    # A server error, not a throttling answer (whose wait Retry-After only lengthens).
+    unavailable = errors.s3_error(503, "ServiceUnavailable", operation="op", bucket="b", key="k")
 
     def attempt(request: SignedRequest, body: object) -> str:
         calls.append(request)
         if len(calls) == 1:
-            raise keep_retry_after(_slow_down(), {"Retry-After": "3"})
+            raise keep_retry_after(unavailable, {"Retry-After": "3"})
         return "ok"
 
     _pipeline().run("GET", attempt, operation="op", bucket="b", key="k")

@@ -335,12 +335,12 @@ def on_first_retry(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], No
         real = pipeline_module.pause
         lock = threading.Lock()  # parts retry from several threads: act once, first
 
-        def pause(policy: Retry, retry_after: str | None = None) -> float:
+        def pause(policy: Retry, retry_after: str | None = None, **how: Any) -> float:
             with lock:
                 if not retries:
                     action()
                 retries.append(1)
-            return real(policy, retry_after)
+            return real(policy, retry_after, **how)
 
         monkeypatch.setattr(pipeline_module, "pause", pause)
         return retries

@@ -35,7 +35,7 @@ from objsdk._io.body import BodyStream, Broken, Observer
 from objsdk._s3.head import head_object
 from objsdk._transport import forks
 from objsdk._transport.base import Response, Transport
-from objsdk._transport.retry import after_failure, resume_policy
+from objsdk._transport.retry import after_failure, is_throttle, resume_policy
 from objsdk.models import ObjectInfo
 
 __all__ = [
@@ -120,7 +120,9 @@ class RangeReader:
     by this reader's policy, so one read that makes no progress against a server that
     accepts connections and never answers ends within ``(max_resume + 1) x read
     timeout`` plus at most 5 s of backoff per attempt: with the defaults (60 s, 6
-    resumes), under 8 minutes. (Connect failures are retried by the transport first.)
+    resumes), under 8 minutes. (Connect failures are retried by the transport first,
+    and so are throttling answers, which come at once: a server that keeps throttling
+    ends the read with :class:`~objsdk.SlowDown`, without a resume.)
     """
 
     def __init__(
@@ -408,8 +410,9 @@ class RangeReader:
                 stream=not (self._whole and size is not None and size <= WHOLE_ANSWER),
                 ok=(200, 206, 412, 416),
                 # This reader's own policy retries (backoff, max_resume): the transport
-                # retries only connect errors, so a silent server costs at most
-                # (max_resume + 1) read timeouts, not that many times its retries too.
+                # retries only connect errors and throttling answers, so a silent
+                # server costs at most (max_resume + 1) read timeouts, not that many
+                # times its retries too.
                 idempotent=False,
             )
         except errors.NoSuchKey as e:
@@ -421,8 +424,11 @@ class RangeReader:
         except errors.TransportError as e:
             raise Broken(e) from e
         except errors.S3Error as e:
-            if e.status >= 500:  # still failing after the transport's own retries
-                raise Broken(e) from e
+            # A throttling answer (429, SlowDown) is no broken stream: the transport
+            # retried it, with a growing backoff, for as long as its policy allows (it
+            # is retried for any request); the SlowDown that still comes is final.
+            if e.status >= 500 and not is_throttle(e.status, e.code):
+                raise Broken(e) from e  # still failing after the transport's own retries
             raise
         try:
             cont = check_response(

@@ -16,11 +16,12 @@ raised ``from`` the original. Everything else happens here, the same for all of 
 3. the transport sends it (:data:`Attempt`);
 4. a failure goes to the one classifier (:func:`~objsdk._transport.retry.next_policy`):
    retried under the policy, after a file body is rewound, or raised. A 400 refusing a
-   checksum header is sent once more without it (and remembered, see the dialect).
-   An answer saying the bucket is in another region (a 301/307, or a 400 naming the
-   region expected) is sent once more, signed for that region and, on AWS, to its
-   endpoint, which the bucket's requests use from then on
-   (:mod:`objsdk._transport.routes`).
+    checksum header is sent once more without it (and remembered, see the dialect).
+    An answer saying the bucket is in another region (a 301/307, or a 400 naming the
+    region expected) is sent once more, signed for that region and, on AWS, to its
+    endpoint, which the bucket's requests use from then on
+    (:mod:`objsdk._transport.routes`). A throttling answer is also told to the thread's
+    listener (:func:`~objsdk._transport.retry.hearing_throttles`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,13 @@ from objsdk._core.sse import SSE, request_kind, sse_headers
 from objsdk._transport import private_api
 from objsdk._transport.base import Body, FilePut, Response
 from objsdk._transport.dialect import ChecksumDialect
-from objsdk._transport.retry import next_policy, pause, retry_kind
+from objsdk._transport.retry import (
+    is_throttle,
+    next_policy,
+    pause,
+    retry_kind,
+    throttle_heard,
+)
 from objsdk._transport.routes import ANY_STATUS, BucketRoutes, keep_redirect, redirect_of
 from objsdk._transport.translate import USER_AGENT, is_requests_error
 
@@ -224,6 +231,9 @@ class Pipeline:
                     if rewind is not None:
                         rewind()
                     continue
+                throttled = is_throttle(e.status, e.code)
+                if throttled:
+                    throttle_heard()
                 nxt = next_policy(policy, kind, status=e.status, code=e.code)
                 if nxt is None:
                     if isinstance(e, errors.AccessDenied) and self.signer.credentials is None:
@@ -237,7 +247,7 @@ class Pipeline:
                 nxt = None if failure is None else next_policy(policy, kind, failure=failure)
                 if nxt is None:
                     raise
-                failed, retry_after = e, None
+                failed, retry_after, throttled = e, None, False
             else:
                 self.routes.confirm(bucket, route)
                 if refused is not None and method == "HEAD":
@@ -245,7 +255,9 @@ class Pipeline:
                     _log_refusal(operation, refused, bucket, key)
                 return result
             policy = nxt
-            seconds = pause(policy, retry_after)
+            # An HTTP-date in Retry-After is counted on the signing clock.
+            now = self.signer.clock() if retry_after else None
+            seconds = pause(policy, retry_after, throttled=throttled, now=now)
             self._note(failed, len(policy.history), seconds, on_retry)
             watch = private_api.current_watch()
             if watch is None:

@@ -6,20 +6,28 @@ urllib3's ``Retry`` is the policy: an immutable value that counts attempts by ki
 ``Retry-After``; each failed attempt derives the next policy. This module chooses S3's
 settings, caps ``Retry-After``, counts broken attempts for callers that adapt to a
 network that breaks connections, and decides, in one place, whether a failure may be
-retried (:func:`next_policy`): by how safe the request is to send again
+retried (:func:`retried`, :func:`next_policy`): by how safe the request is to send again
 (:func:`retry_kind`) and by what went wrong (a connect that never reached the server, a
-request broken after it left, an error answer). The request pipeline's retry loop
-(:mod:`objsdk._transport.pipeline`) and a resuming reader's (``RangeReader``) both step
-their policies here.
+request broken after it left, an error answer, a throttling answer). The request
+pipeline's retry loop (:mod:`objsdk._transport.pipeline`) and a resuming reader's
+(``RangeReader``) both step their policies here, and sleep for :func:`pause`.
+
+A throttling answer (:func:`is_throttle`: 429, or S3's ``SlowDown``) is retried for
+every request, after a wait that grows from the first retry on, and is told to the
+thread's listener (:func:`hearing_throttles`), through which a transfer lowers the
+number of requests it keeps in flight.
 """
 
 from __future__ import annotations
 
 import enum
+import random
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
 
 from urllib3.exceptions import (
@@ -46,6 +54,9 @@ __all__ = [
     "IDEMPOTENT_POSTS",
     "RETRY_CODES",
     "RETRY_STATUSES",
+    "THROTTLE_BACKOFF",
+    "THROTTLE_CODES",
+    "THROTTLE_STATUSES",
     "Failures",
     "Policy",
     "RetryKind",
@@ -53,13 +64,18 @@ __all__ = [
     "after_failure",
     "counting_failures",
     "default_retry",
+    "hearing_throttles",
     "is_idempotent",
+    "is_throttle",
     "is_unresolved",
     "make_retry",
     "next_policy",
     "pause",
     "resume_policy",
+    "retried",
+    "retry_after_seconds",
     "retry_kind",
+    "throttle_heard",
 ]
 
 # What the layers above hold without knowing it is urllib3's.
@@ -80,6 +96,33 @@ IDEMPOTENT_POSTS = frozenset({"delete", "uploadId"})
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 # The same errors inside a 200 answer (CompleteMultipartUpload, CopyObject).
 RETRY_CODES = frozenset({"InternalError", "SlowDown", "ServiceUnavailable"})
+
+# Throttling: the server refused the request for load, before doing any of it. 429 Too
+# Many Requests (RFC 6585 §4: MinIO past MINIO_API_REQUESTS_MAX, which it answers at
+# once, GCS, R2) whatever its code; and S3's SlowDown ("Error best practices": reduce
+# the request rate; 503), under the codes services give it (MinIO's SlowDownRead and
+# SlowDownWrite), with the throttling codes botocore knows for any AWS service.
+THROTTLE_STATUSES = frozenset({429})
+THROTTLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "SlowDownRead",
+        "SlowDownWrite",
+        "TooManyRequests",
+        "TooManyRequestsException",
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+    }
+)
+# The wait before the first retry of a throttled request, in units of the policy's
+# ``backoff_factor`` (0.1 s by default: 0.5 s), doubling with each throttled retry up to
+# ``backoff_max``. A server that refuses for load is not asked again at once, as
+# urllib3's backoff would (0 before the first retry): every request it refused in the
+# same instant would come back in the same instant.
+THROTTLE_BACKOFF = 5
 
 
 class RetryKind(enum.Enum):
@@ -149,6 +192,12 @@ class S3Retry(Retry):
         if failures is not None and isinstance(error, (ProtocolError, ReadTimeoutError)):
             failures.add()
         return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def is_throttle(status: int | None, code: str | None) -> bool:
+    """Whether an answer of ``status`` and ``code`` is throttling (see
+    :data:`THROTTLE_STATUSES`, :data:`THROTTLE_CODES`)."""
+    return status in THROTTLE_STATUSES or code in THROTTLE_CODES
 
 
 def default_retry(total: int = 5) -> S3Retry:
@@ -229,6 +278,42 @@ def is_idempotent(
     return retry_kind(method, params, declared) is RetryKind.ALWAYS
 
 
+def retried(
+    kind: RetryKind,
+    *,
+    status: int | None = None,
+    code: str | None = None,
+    failure: Exception | None = None,
+) -> bool:
+    """The one classifier: whether a request of ``kind`` that got an error answer
+    (``status``, ``code``) or failed on the network (``failure``, urllib3's kind of it: a
+    connect error, or a read error once the request left) may be sent again, whatever
+    its policy has left. A connect error: for any request, but for a host name that did
+    not resolve (:func:`is_unresolved`). A throttling answer
+    (:func:`is_throttle`): for any request. Another answer of :data:`RETRY_STATUSES` (or
+    a 200 carrying :data:`RETRY_CODES`): for ALWAYS and ANSWERED requests. A read error:
+    for ALWAYS requests only."""
+    if failure is not None:
+        if is_unresolved(failure):
+            return False
+        return isinstance(failure, ConnectTimeoutError) or kind is RetryKind.ALWAYS
+    if is_throttle(status, code):
+        # Even a request that is not safe to repeat (a POST the classifier does not
+        # know, CreateMultipartUpload, a reader's GET that runs its own resumes): a
+        # throttling answer is a refusal, made before the request was acted on. S3 asks
+        # for the same request again, later ("Error best practices"), and botocore
+        # retries throttling answers for every operation, POSTs included: its standard
+        # mode by code (SlowDown, Throttling...: ThrottledRetryableChecker), its legacy
+        # mode any 429 (_retry.json, "too_many_requests"). A 503 sent by a proxy after
+        # the server acted names no SlowDown of the server's; where a server's
+        # SlowDown did follow a lost reply (CreateMultipartUpload), the caller settles
+        # it as after any retried attempt.
+        return True
+    if kind is RetryKind.UNSENT:
+        return False
+    return status in RETRY_STATUSES or code in RETRY_CODES
+
+
 def next_policy(
     policy: Retry,
     kind: RetryKind,
@@ -238,27 +323,16 @@ def next_policy(
     retry_after: str | None = None,
     failure: Exception | None = None,
 ) -> Retry | None:
-    """The one classifier. After an attempt that got an error answer (``status``,
-    ``code`` and its ``Retry-After``) or failed on the network (``failure``, urllib3's
-    kind of it: a connect error, or a read error once the request left), the policy
-    for the next attempt, or None when that failure is not retried or no retry is
-    left. A connect error is retried for any request, but for a host name that did not
-    resolve (:func:`is_unresolved`); an answer of
-    :data:`RETRY_STATUSES` (or a 200 carrying :data:`RETRY_CODES`) for ALWAYS and
-    ANSWERED requests; a read error for ALWAYS requests only. The caller sleeps for
-    :func:`pause` before the next attempt."""
+    """After an attempt that got an error answer (``status``, ``code`` and its
+    ``Retry-After``) or failed on the network (``failure``), the policy for the next
+    attempt, or None when that failure is not retried (:func:`retried`) or no retry is
+    left. The caller sleeps for :func:`pause` before the next attempt."""
+    if not retried(kind, status=status, code=code, failure=failure):
+        return None
     # urllib3 sorts by method: "GET" stands for any request that may be sent again.
     method = "GET" if kind is RetryKind.ALWAYS else "POST"
     if failure is not None:
-        if is_unresolved(failure):
-            return None
-        if not isinstance(failure, ConnectTimeoutError) and kind is not RetryKind.ALWAYS:
-            return None
         return _step(policy, method, error=failure)
-    if kind is RetryKind.UNSENT:
-        return None
-    if status not in RETRY_STATUSES and code not in RETRY_CODES:
-        return None
     return _step(policy, method, response=HTTPResponse(status=status or 500))
 
 
@@ -285,16 +359,90 @@ def is_unresolved(failure: BaseException) -> bool:
     return False
 
 
-def pause(policy: Retry, retry_after: str | None = None) -> float:
-    """How long to sleep before the next attempt: the ``Retry-After`` of the answer
-    (capped by an :class:`S3Retry`) where the policy respects it, else its backoff (as
-    ``Retry.sleep`` decides, which the caller does not call: its sleep must end when the
-    request is cancelled)."""
+def pause(
+    policy: Retry,
+    retry_after: str | None = None,
+    *,
+    throttled: bool = False,
+    now: datetime | None = None,
+) -> float:
+    """How long to sleep before the next attempt (the caller sleeps itself, rather
+    than ``Retry.sleep``: its sleep must end when the request is cancelled).
+
+    After a ``throttled`` answer: the throttling backoff (:data:`THROTTLE_BACKOFF`),
+    lengthened to the answer's ``Retry-After`` (where the policy respects it) but to
+    no more than twice itself. A server's Retry-After for throttling is a constant
+    more often than a measure (MinIO asks 60 s of every request past its limit, whose
+    slots free in milliseconds): honoured whole, it would stall every request it
+    refused for as long, while the backoff doubles anyway as long as the refusals go
+    on, and its jitter keeps the requests refused together apart.
+
+    After any other answer: its ``Retry-After`` (:func:`retry_after_seconds`; ``now`` is
+    the time an HTTP-date counts from), else the policy's own backoff."""
+    asked = 0.0
     if retry_after and policy.respect_retry_after_header:
-        seconds = policy.parse_retry_after(retry_after)
-        if seconds > 0:
-            return seconds
+        asked = retry_after_seconds(retry_after, policy.backoff_max, now)
+    if throttled:
+        backoff = _throttle_backoff(policy)
+        return min(max(backoff, asked), 2 * backoff, policy.backoff_max)
+    if asked > 0:
+        return asked
     return policy.get_backoff_time()
+
+
+def retry_after_seconds(value: str, cap: float, now: datetime | None = None) -> float:
+    """The seconds a ``Retry-After`` asks to wait (RFC 9110 §10.2.3): a number of
+    seconds, or an HTTP-date counted from ``now`` (an aware ``datetime``: the client's
+    signing clock; the system's if None), at most ``cap`` (the policy's
+    ``backoff_max``: a server may ask for minutes, and the caller's retries would then
+    outlast any timeout it set). 0 for a value that is neither, or in the past."""
+    text = value.strip()
+    if text.isdigit():
+        seconds = float(text)
+    else:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return 0.0
+        if when.tzinfo is None:  # "-0000": UTC, of unknown origin (RFC 5322 §3.3)
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    return max(0.0, min(seconds, cap))
+
+
+def _throttle_backoff(policy: Retry) -> float:
+    """The wait after the n-th throttled attempt in a row: between half and all of
+    ``THROTTLE_BACKOFF * backoff_factor * 2**(n - 1)``, capped at ``backoff_max``
+    ("equal jitter", AWS Architecture Blog, "Exponential Backoff And Jitter": requests
+    refused together are spread apart, and none comes back at once)."""
+    failures = max(len(policy.history), 1)
+    growth: float = 2.0 ** (failures - 1)
+    step = min(THROTTLE_BACKOFF * policy.backoff_factor * growth, policy.backoff_max)
+    return float(step / 2 + random.random() * step / 2)
+
+
+_heard = threading.local()
+
+
+@contextmanager
+def hearing_throttles(on_throttle: Callable[[], None]) -> Iterator[None]:
+    """Call ``on_throttle()`` at each throttling answer (:func:`is_throttle`) to this
+    thread's requests until the block ends, retried or not (a transfer's part lowers
+    the transfer's level with it: see ``objsdk._io.shared_level.InFlight``). An inner
+    block hears them alone."""
+    outer = getattr(_heard, "on_throttle", None)
+    _heard.on_throttle = on_throttle
+    try:
+        yield
+    finally:
+        _heard.on_throttle = outer
+
+
+def throttle_heard() -> None:
+    """A request of this thread got a throttling answer: tell the listener, if any."""
+    on_throttle: Callable[[], None] | None = getattr(_heard, "on_throttle", None)
+    if on_throttle is not None:
+        on_throttle()
 
 
 def _step(
