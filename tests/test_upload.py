@@ -113,7 +113,8 @@ class FakeS3:
         attempt = self._attempts[attempt_key] = self._attempts.get(attempt_key, 0) + 1
         status = self.fault(request.method, query, attempt)
         if status is not None:
-            return status, {}, error_xml("InternalError" if status >= 500 else "InvalidRequest")
+            code = "InternalError" if status >= 500 else "InvalidRequest"
+            return status, {}, error_xml("TooManyRequests" if status == 429 else code)
         body = bytes(request.body or b"")
         if request.method == "PUT":
             if headers.get("x-amz-checksum-crc32c", crc32c_b64(body)) != crc32c_b64(body):
@@ -770,6 +771,73 @@ def test_part_answered_500_is_retried_by_the_transport(client, s3):
     upload(client.transport, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
     assert s3.objects[KEY] == data
     assert len(s3.calls("PUT", "partNumber")) == 4
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Sleeps take no time but move a monotonic clock that starts at 0."""
+    now = [0.0]
+    monkeypatch.setattr("time.sleep", lambda s: now.__setitem__(0, now[0] + s))
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    return now
+
+
+def test_create_and_complete_answered_429_are_each_sent_again(client, s3, clock):
+    s3.fault = lambda method, query, n: 429 if method == "POST" and n == 1 else None
+    data = pattern(2 * PART)
+    upload(client.transport, BUCKET, KEY, data, part_size=PART, multipart_threshold=0)
+    assert s3.objects[KEY] == data
+    assert len(s3.calls("POST", "uploads")) == 2
+    assert len(s3.calls("POST", "uploadId")) == 2
+    assert s3.uploads == {}
+
+
+def _part_2_refused_and_abort(answer: Callable[[int], int | None]) -> Callable[..., int | None]:
+    """A fault: part 2 refused for good (400), the n-th abort answered ``answer(n)``."""
+
+    def fault(method: str, query: dict[str, str], n: int) -> int | None:
+        if query.get("partNumber") == "2":
+            return 400
+        return answer(n) if method == "DELETE" else None
+
+    return fault
+
+
+def test_an_abort_throttled_past_the_clients_retries_is_sent_until_the_upload_is_gone(
+    client, s3, clock
+):
+    s3.fault = _part_2_refused_and_abort(lambda n: 429 if n <= 5 else None)
+    with pytest.raises(objsdk.S3Error, match="InvalidRequest"):
+        upload(client.transport, BUCKET, KEY, Pipe(pattern(3 * PART)), part_size=PART, parallel=1)
+    assert len(s3.calls("DELETE", "uploadId")) == 6  # 3 attempts (retries=2), 3 more
+    assert s3.aborted == ["U1"]
+    assert s3.uploads == {}
+    assert clock[0] < 60
+
+
+def test_an_abort_still_throttled_at_its_deadline_names_the_upload_left_on_the_error(
+    client, s3, clock, caplog
+):
+    s3.fault = _part_2_refused_and_abort(lambda n: 429)
+    with pytest.raises(objsdk.S3Error, match="InvalidRequest") as info:
+        upload(client.transport, BUCKET, KEY, Pipe(pattern(3 * PART)), part_size=PART, parallel=1)
+    assert 60 <= clock[0] < 70  # retried for a minute, then given up
+    assert len(s3.calls("DELETE", "uploadId")) > 6
+    assert s3.uploads.keys() == {"U1"}
+    # The part's refusal is what failed the upload; the upload left is named with it.
+    named = [r.getMessage() for r in caplog.records if "could not be aborted" in r.getMessage()]
+    (message,) = named
+    assert "U1" in message
+    assert "TooManyRequests" in message
+    if hasattr(info.value, "add_note"):  # Python 3.11 and later
+        assert any("U1" in note for note in info.value.__notes__)
+
+
+def test_an_abort_refused_is_not_sent_again(client, s3, clock):
+    s3.fault = _part_2_refused_and_abort(lambda n: 403)
+    with pytest.raises(objsdk.S3Error, match="InvalidRequest"):
+        upload(client.transport, BUCKET, KEY, Pipe(pattern(3 * PART)), part_size=PART, parallel=1)
+    assert len(s3.calls("DELETE", "uploadId")) == 1
 
 
 def test_progress_grows_per_part_and_ends_with_the_size(client, s3):

@@ -50,7 +50,8 @@ class FakeS3:
     """An in-memory bucket ``b`` speaking PUT object and the multipart calls.
 
     ``gate`` (if set) holds every part upload until it is set; ``fail_part`` makes that
-    part number answer 403 AccessDenied. Part bodies are recorded as copies (the
+    part number answer 403 AccessDenied; ``throttle_aborts`` answers that many aborts
+    429 TooManyRequests (None: all of them). Part bodies are recorded as copies (the
     writer reuses its buffers), and the buffers they were sent from are kept, so their
     identities can be counted.
     """
@@ -73,6 +74,7 @@ class FakeS3:
         self.fail_part: int | None = None
         self.fail_create = False
         self.fail_complete = False
+        self.throttle_aborts: int | None = 0
         url = re.compile(rf"{re.escape(EP)}/b/.*")
         for method in (responses.PUT, responses.POST, responses.DELETE):
             rsps.add_callback(method, url, callback=self.handle)
@@ -92,6 +94,10 @@ class FakeS3:
         if req.method == "DELETE" and "uploadId" in query:
             with self.lock:
                 self.log.append(("abort", query["uploadId"][0]))
+                if self.throttle_aborts is None or self.throttle_aborts > 0:
+                    if self.throttle_aborts is not None:
+                        self.throttle_aborts -= 1
+                    return 429, {}, error_body("TooManyRequests")
                 self.uploads.pop(query["uploadId"][0], None)
             return 204, {}, b""
         if req.method == "PUT":
@@ -655,6 +661,52 @@ def test_an_exception_inside_with_aborts_the_upload_and_propagates(client, s3):
     assert "complete" not in s3.ops()
     assert s3.ops()[-1] == "abort"
     assert s3.uploads == {}
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Sleeps take no time but move a monotonic clock that starts at 0."""
+    now = [0.0]
+    monkeypatch.setattr("time.sleep", lambda s: now.__setitem__(0, now[0] + s))
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    return now
+
+
+def test_an_exception_inside_with_aborts_the_upload_even_while_aborts_are_throttled(
+    client, s3, clock
+):
+    s3.throttle_aborts = 4  # the client makes no retries of its own: the abort goes on
+    w = writer(client)
+    with pytest.raises(KeyError, match="producer died"):
+        write_then_fail(w, bytes(2 * PART + 1))
+    assert s3.ops().count("abort") == 5
+    assert s3.uploads == {}
+    assert clock[0] < 60
+
+
+def test_an_abort_still_throttled_at_its_deadline_raises_an_error_naming_the_upload(
+    client, s3, clock
+):
+    s3.throttle_aborts = None
+    w = writer(client)
+    w.write(bytes(PART + 1))
+    with pytest.raises(objsdk.SlowDown, match=r"abort_multipart_upload\(up1\)") as info:
+        w.abort()
+    assert info.value.code == "TooManyRequests"
+    assert 60 <= clock[0] < 70
+    assert w.closed
+    assert s3.uploads.keys() == {"up1"}
+
+
+def test_a_with_block_whose_abort_fails_raises_the_blocks_exception_naming_the_upload(
+    client, s3, clock, caplog
+):
+    s3.throttle_aborts = None
+    with pytest.raises(KeyError, match="producer died") as info:
+        write_then_fail(writer(client), bytes(PART + 1))
+    assert any("up1" in r.getMessage() for r in caplog.records)
+    if hasattr(info.value, "add_note"):  # Python 3.11 and later
+        assert any("up1" in note for note in info.value.__notes__)
 
 
 def test_an_exception_inside_with_before_a_part_filled_sends_nothing(client, s3):

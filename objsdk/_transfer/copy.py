@@ -34,7 +34,7 @@ from objsdk._s3.copies import REPLACED_HEADERS, copy_object, copy_source
 from objsdk._s3.head import head_object
 from objsdk._transfer.multipart_calls import (
     CompletedPart,
-    abort_multipart_upload,
+    abort_failed_upload,
     complete_multipart_upload,
     create_multipart_upload,
     upload_part_copy,
@@ -180,11 +180,9 @@ def _copy_parts(
         complete_multipart_upload(
             transport, bucket, key, upload_id, [done[p.number] for p in parts]
         )
-    except BaseException:
-        # The failure is what the caller needs; an abort that fails too leaves parts
-        # a lifecycle rule or the next abort of this key removes.
-        with contextlib.suppress(errors.ObjsdkError):
-            abort_multipart_upload(transport, bucket, key, upload_id)
+    except BaseException as e:
+        # The failure is what the caller needs; an abort that fails too is named on it.
+        abort_failed_upload(transport, bucket, key, upload_id, e)
         raise
 
 

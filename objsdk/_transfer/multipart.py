@@ -28,7 +28,7 @@ from objsdk._s3.head import head_object
 from objsdk._transfer.confirm import confirm_completed
 from objsdk._transfer.multipart_calls import (
     CompletedPart,
-    abort_multipart_upload,
+    abort_failed_upload,
     complete_multipart_upload,
     create_multipart_upload,
     upload_part,
@@ -282,27 +282,18 @@ class MultipartSession:
             same = info.etag is not None and info.etag == multipart_etag(p.etag for p in parts)
         return info if info.size == size and same else None
 
-    def abort(self) -> None:
-        """Abandon the upload after parts in flight have ended (best effort: logged)."""
+    def abort(self, failure: BaseException | None = None) -> None:
+        """Abandon the upload after parts in flight have ended, retrying the abort for
+        up to ``ABORT_DEADLINE`` (see :func:`abort_failed_upload`: if it still fails, the
+        upload id is logged and named on ``failure``, the error that ended the upload;
+        with no ``failure``, the abort's error is raised)."""
         if self.pool is not None:
             self.pool.cancel()
             self.pool.close()
         if self.upload_id is None or self.completed:
             return
-        try:
-            abort_multipart_upload(self.transport, self.bucket, self.key, self.upload_id)
-        except errors.NoSuchBucket:
-            pass  # the bucket went, and its uploads with it
-        except Exception:
-            log.warning(
-                "could not abort multipart upload %s (bucket %r, key %r); its parts stay "
-                "until it is aborted",
-                self.upload_id,
-                self.bucket,
-                self.key,
-                exc_info=True,
-            )
-        self.upload_id = None
+        upload_id, self.upload_id = self.upload_id, None
+        abort_failed_upload(self.transport, self.bucket, self.key, upload_id, failure)
 
 
 def _watched(

@@ -10,11 +10,16 @@ failures, 5xx answers and 200-with-error answers; if a retry finds the upload go
 checks that the object is there with the size and CRC32C we sent, and that counts as
 success. CreateMultipartUpload is retried on 5xx answers only: an answer means no
 upload was created, while a lost reply might hide one (the caller then gets the error);
-:func:`create_multipart_upload` says how such an upload is found and aborted.
+:func:`create_multipart_upload` says how such an upload is found and aborted. Any call
+is retried after a throttling answer (429, SlowDown), which the server sends before it
+does anything. The abort of an upload that failed goes on being retried for
+:data:`ABORT_DEADLINE` (:func:`abort_failed_upload`): a server that throttles the upload
+throttles its abort too.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,10 +42,14 @@ from objsdk._core.s3xml import (
 )
 from objsdk._core.signing import payload_sha256
 from objsdk._transport.base import Body, Transport
+from objsdk._transport.pipeline import network_failure
+from objsdk._transport.retry import RetryKind, retried
 
 __all__ = [
+    "ABORT_DEADLINE",
     "CompletedPart",
     "MultipartUpload",
+    "abort_failed_upload",
     "abort_multipart_upload",
     "complete_multipart_upload",
     "create_multipart_upload",
@@ -59,6 +68,17 @@ log = logging.getLogger("objsdk")
 # services, perhaps stamped by another of their nodes: uploads initiated this much
 # before the window still count.
 _SERVER_CLOCK_SLACK = timedelta(seconds=1)
+
+# How long the abort of an upload that failed, and will not be resumed, goes on being
+# sent (each time retried by the transport as any DELETE) while it fails in a way that
+# may pass: a throttling or server error answer, a network failure. Until it succeeds
+# the parts stay on the server, billed; a minute outlasts a burst of throttling (S3
+# scales a prefix up within minutes, "Best practices design patterns: optimizing
+# Amazon S3 performance") without holding a failed upload's caller for long.
+ABORT_DEADLINE = 60.0
+# The pause before the abort is sent again once the transport's retries are spent:
+# doubling from the first up to the last.
+_ABORT_PAUSES = (1.0, 2.0, 4.0, 8.0)
 
 
 @dataclass(frozen=True)
@@ -351,20 +371,77 @@ def complete_multipart_upload(
     return result
 
 
-def abort_multipart_upload(transport: Transport, bucket: str, key: str, upload_id: str) -> None:
-    """Abandon an upload so its parts are freed (a missing upload is not an error)."""
+def abort_multipart_upload(
+    transport: Transport, bucket: str, key: str, upload_id: str, *, deadline: float = 0.0
+) -> None:
+    """Abandon an upload so its parts are freed (a missing upload is not an error).
+
+    The DELETE is retried by the transport as any; with ``deadline`` (seconds), once
+    those retries are spent on a failure that may pass (one the classifier retries for
+    a DELETE: a throttling or server error answer, a network failure), it is sent again
+    after a pause, until ``deadline`` seconds after the first attempt. A refusal (403)
+    is raised at once. Errors name the upload id (the operation is
+    ``abort_multipart_upload(<id>)``), so it can be aborted by hand.
+    """
+    started = time.monotonic()
+    for attempt in itertools.count():
+        try:
+            transport.request(
+                "DELETE",
+                operation=f"abort_multipart_upload({upload_id})",
+                bucket=bucket,
+                key=key,
+                params=[("uploadId", upload_id)],
+                ok=(204, 200),
+            )
+            return
+        except errors.S3Error as e:
+            if e.code == "NoSuchUpload":
+                return
+            if not retried(RetryKind.ALWAYS, status=e.status, code=e.code):
+                raise
+            left = started + deadline - time.monotonic()
+            if left <= 0:
+                raise
+        except errors.TransportError as e:
+            failure = network_failure(e)
+            if failure is None or not retried(RetryKind.ALWAYS, failure=failure):
+                raise
+            left = started + deadline - time.monotonic()
+            if left <= 0:
+                raise
+        time.sleep(min(_ABORT_PAUSES[min(attempt, len(_ABORT_PAUSES) - 1)], left))
+
+
+def abort_failed_upload(
+    transport: Transport,
+    bucket: str,
+    key: str,
+    upload_id: str,
+    failure: BaseException | None,
+) -> None:
+    """Abort an upload that failed and will not be resumed, retrying the abort for
+    :data:`ABORT_DEADLINE`. If it still fails, a warning names the upload id, and so
+    does ``failure``, the error that ended the upload, which the caller raises (as a
+    note: PEP 678, Python 3.11 and later); with no ``failure`` (an abort asked for, or
+    a writer collected unclosed) the abort's own error is raised, which names it. A
+    bucket gone takes its uploads with it: that is no failure."""
     try:
-        transport.request(
-            "DELETE",
-            operation="abort_multipart_upload",
-            bucket=bucket,
-            key=key,
-            params=[("uploadId", upload_id)],
-            ok=(204, 200),
+        abort_multipart_upload(transport, bucket, key, upload_id, deadline=ABORT_DEADLINE)
+    except errors.NoSuchBucket:
+        pass
+    except Exception as e:
+        text = (
+            f"the multipart upload {upload_id} of bucket {bucket!r}, key {key!r} could not be "
+            f"aborted ({e}): its parts stay, billed, until it is aborted by hand "
+            "(AbortMultipartUpload with that upload id) or a lifecycle rule removes it"
         )
-    except errors.S3Error as e:
-        if e.code != "NoSuchUpload":
+        log.warning("%s", text)
+        if failure is None:
             raise
+        add_note = getattr(failure, "add_note", None)
+        if add_note is not None:
+            add_note(text)
 
 
 def list_multipart_uploads(

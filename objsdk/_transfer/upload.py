@@ -267,8 +267,8 @@ def _multipart(
         src.check_unchanged()
         total = size if size is not None else tracker.done
         info = session.complete(expected_parts=expected, size=total)
-    except BaseException:
-        session.abort()
+    except BaseException as e:
+        session.abort(e)
         raise
     level = session.level.current() if session.level is not None else job.parallel or 1
     return UploadInfo.of(info, parts=session.parts, parallel=level, cuts=len(cuts))

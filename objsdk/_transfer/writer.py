@@ -70,6 +70,8 @@ class ObjectWriter(io.BufferedIOBase):
     one part is sent as a single PUT. ``close()`` completes the upload: only then does
     the object appear under ``key``. Leaving a ``with`` block by an exception, or
     calling :meth:`abort`, discards the upload instead: nothing is stored under ``key``.
+    The abort is retried for up to a minute while the server throttles it (see
+    ``MultipartSession.abort``); an abort that still fails is named on the error raised.
 
     A failed part upload is raised, as the part's own error and after the upload is
     aborted, by the next ``write()`` or ``close()``, and by every later one: the writer
@@ -395,14 +397,20 @@ class ObjectWriter(io.BufferedIOBase):
     def abort(self) -> None:
         """Discard everything written and close: nothing is stored under ``key`` (an
         object already there is left as it was). Waits for parts in flight, then aborts
-        the multipart upload. Does nothing if already closed."""
+        the multipart upload, retried for up to a minute; if it still fails, its error
+        is raised, naming the upload id. Does nothing if already closed."""
+        self._discard(None)
+
+    def _discard(self, failure: BaseException | None) -> None:
+        """Abort and close, unless closed already; an abort that fails (after being
+        retried: see ``MultipartSession.abort``) is named on ``failure``, else raised."""
         if self.closed:
             return
         if not self._owned():
             self._disown()
             return
         try:
-            self._abort_upload()
+            self._abort_upload(failure)
         finally:
             self._release()
             super().close()
@@ -417,32 +425,25 @@ class ObjectWriter(io.BufferedIOBase):
             self.close()
             return
         # The block failed: what was written may be incomplete, so it must not be stored.
-        try:
-            self.abort()
-        except Exception:
-            log.warning(
-                "could not abort upload %s of bucket %r key %r after %s",
-                self._session.upload_id if self._session else None,
-                self.bucket,
-                self.key,
-                exc_type.__name__,
-                exc_info=True,
-            )
+        # The block's exception goes on; an abort that fails is logged and named on it.
+        self._discard(exc)
 
     def _fail(self, err: BaseException) -> NoReturn:
         """Abort (once), then raise the first failure; later calls raise it again."""
         if not self._failed:
             self._failed.append(err)
         if not self._aborted:
-            self._abort_upload()
+            self._abort_upload(self._failed[0])
         raise self._failed[0]
 
-    def _abort_upload(self) -> None:
-        """Wait for parts in flight, drop the ones not started, abort (logged on failure)."""
+    def _abort_upload(self, failure: BaseException | None = None) -> None:
+        """Wait for parts in flight, drop the ones not started, abort (see
+        ``MultipartSession.abort``: an abort that fails is named on ``failure``, or
+        raised without one)."""
         self._aborted = True
-        if self._session is not None and not self._session.completed:
-            self._session.abort()
         self._pending.clear()
+        if self._session is not None and not self._session.completed:
+            self._session.abort(failure)
 
     def _release(self) -> None:
         self._stage = bytearray()
@@ -460,16 +461,15 @@ class ObjectWriter(io.BufferedIOBase):
             self._disown()  # a forked child's copy: the upload is the parent's
             return
         # Collected while open: what was written may be a fraction of what was meant, so
-        # the upload is aborted, never completed.
+        # the upload is aborted, never completed. An abort that fails was logged with
+        # its upload id.
         try:
             self._abort_upload()
         except Exception:
             log.warning(
-                "could not abort upload %s of bucket %r key %r (writer never closed)",
-                self._session.upload_id if self._session else None,
+                "could not abort the upload of bucket %r key %r (writer never closed)",
                 self.bucket,
                 self.key,
-                exc_info=True,
             )
         finally:
             self._release()
