@@ -133,3 +133,21 @@ def test_uploads_are_judged_over_whole_parts_and_first_over_the_probe_alone():
 
 def test_an_upload_of_small_parts_is_still_judged_over_the_least_window():
     assert Preset.upload(1, probe=None).window == ADAPTIVE_WINDOW
+
+
+@pytest.mark.parametrize(("level", "halved"), [(16, 8), (5, 2), (2, 1), (1, 1)])
+def test_a_throttling_answer_halves_the_level_and_settles_it_in_any_phase(level, halved):
+    a = Adaptive(cap=16, start=level)
+    a.throttled()
+    assert (a.phase, a.level) == (Phase.SETTLED, halved)
+
+
+def test_a_throttled_level_climbs_no_more_whatever_the_bytes_say():
+    a, now = started()
+    judge(a, 25e6, now)
+    assert a.level == 16
+    a.throttled()
+    a.throttled()  # the level itself cuts every time it is told (parts are judged above)
+    for _ in range(5):
+        now = judge(a, 1e9, now)
+    assert (a.phase, a.level) == (Phase.SETTLED, 4)

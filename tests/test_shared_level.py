@@ -10,6 +10,7 @@ import pytest
 
 from objsdk._core.adaptive import Adaptive, Preset
 from objsdk._io.shared_level import InFlight, SharedLevel, _usable_cores
+from objsdk._transport.retry import throttle_heard
 
 MiB = 1 << 20
 
@@ -189,3 +190,50 @@ def test_a_released_level_wakes_its_waiters_now_and_later_without_settling():
     assert time.monotonic() - started < 1
     assert level.wait_settled(5) is False  # at once
     assert not level.settled
+
+
+def _throttled_request() -> None:
+    """What the request pipeline does at a throttling answer (429, 503 SlowDown)."""
+    throttle_heard()
+
+
+def test_a_throttling_answer_to_a_parts_request_halves_the_level_and_settles_it():
+    level = SharedLevel(Adaptive(cap=16, start=8), begin=False)
+    changed = level.changed()
+    with InFlight(level):
+        _throttled_request()
+    assert (level.current(), level.settled, level.cuts) == (4, True, 1)
+    assert changed is not None
+    assert changed.done()  # a waiting pool re-reads the level
+    assert level.wait_settled(0)
+
+
+def test_answers_to_parts_already_in_flight_at_a_cut_do_not_cut_it_again():
+    level = SharedLevel(Adaptive(cap=16, start=16), begin=False)
+    sent_at_16 = [InFlight(level) for _ in range(3)]
+
+    def refused(part: InFlight) -> None:  # each part's requests are heard on its thread
+        with part.hearing():
+            _throttled_request()
+
+    burst = [threading.Thread(target=refused, args=(part,)) for part in sent_at_16]
+    for thread in burst:  # a burst of refusals: one cut
+        thread.start()
+    for thread in burst:
+        thread.join(5)
+    assert (level.current(), level.cuts) == (8, 1)
+    with InFlight(level):  # a part started at 8: its refusal cuts again
+        _throttled_request()
+    assert (level.current(), level.cuts) == (4, 2)
+    refused(sent_at_16[0])  # a late answer to a part sent at 16
+    assert (level.current(), level.cuts) == (4, 2)
+
+
+def test_a_throttling_answer_outside_a_parts_block_leaves_the_level_alone():
+    level = SharedLevel(Adaptive(cap=16, start=8), begin=False)
+    with InFlight(level):
+        pass
+    _throttled_request()
+    with InFlight(None):  # a fixed number in flight: nothing to cut
+        _throttled_request()
+    assert (level.current(), level.cuts) == (8, 0)

@@ -29,6 +29,12 @@ aggregate rate measured over a window:
   that does not is undone, and the levels between the best and it are tried upwards.
 * :attr:`Phase.SETTLED`: the best level measured holds; nothing is measured any more.
 
+A throttling answer (429, 503 SlowDown: :meth:`Adaptive.throttled`) halves the level,
+at least one part, whatever the phase, and settles it there: the server said how many
+requests it takes, and no window of bytes outweighs that. (Multiplicative decrease, as
+TCP's; with no increase after it, a transfer that was throttled stays at its lower
+level to its end.)
+
 Windows: after a change, bytes count only once the new level runs. Where parts are
 reported (:meth:`Adaptive.part_started`, :meth:`Adaptive.part_ended`), a window opens
 once ``level`` parts deliver after a raise, or no more than ``level`` after a step
@@ -232,6 +238,13 @@ class Adaptive:
         """Nothing is left to start: the level can no longer change what runs, so it
         holds where it is (what the stats report) and measuring stops. A level judged
         later would be judged on parts it did not start."""
+        self.phase = Phase.SETTLED
+
+    def throttled(self) -> None:
+        """A request was refused for load (429, 503 SlowDown): the level halves (at
+        least one part) and holds for the rest of the transfer (see the module)."""
+        self._previous = self.level
+        self.level = max(1, self.level // 2)
         self.phase = Phase.SETTLED
 
     def observe(

@@ -111,8 +111,14 @@ class ReadSource:
         if climbing and level is not None and source is self.reader:
             level.begin()
         start = source.pos
+        # The single stream's throttling answers cut the level too (a part's are heard
+        # by its worker).
+        hearing = self._stream.hearing() if climbing and source is self.reader else None
         try:
-            with level.reading() if level is not None else contextlib.nullcontext():
+            with (
+                level.reading() if level is not None else contextlib.nullcontext(),
+                hearing or contextlib.nullcontext(),
+            ):
                 result = op(source)
         except RangeIgnored:
             # Parts would each receive the object from byte 0: one stream is cheaper.

@@ -3,7 +3,9 @@
 :class:`~objsdk._core.adaptive.Adaptive` is the policy (pure, the clock passed in);
 this is where it meets threads and clocks: a lock, the wall and CPU clocks its
 :class:`~objsdk._core.adaptive.Preset` asks for, a future that wakes the pool when the
-level changes, and :class:`InFlight`, the one way a part reports to it.
+level changes, and :class:`InFlight`, the one way a part reports to it: its bytes, its
+start and end, and the throttling answers its requests get
+(:meth:`SharedLevel.throttled`: the level halves and holds).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from concurrent.futures import Future
 
 from objsdk._core.adaptive import Adaptive, Clock, Preset
 from objsdk._io import host_cpu
+from objsdk._transport.retry import hearing_throttles
 
 __all__ = ["InFlight", "SharedLevel"]
 
@@ -80,6 +83,7 @@ class SharedLevel:
         self._waited: Callable[[], float] | None = None
         self._reads = 0.0  # CPU seconds of the reads timed by reading()
         self._waits = 0.0  # seconds those reads spent off the CPU: waiting for bytes
+        self._cuts = 0  # times a throttling answer cut the level
         if begin:
             self.begin()
 
@@ -110,6 +114,27 @@ class SharedLevel:
                 self._settled.set()
             if self._adaptive.level == before:
                 return
+            changed, self._changed = self._changed, Future()
+        changed.set_result(None)
+
+    @property
+    def cuts(self) -> int:
+        """How many times throttling answers cut the level so far."""
+        return self._cuts
+
+    def throttled(self, since: int) -> None:
+        """A part that started after ``since`` cuts (:attr:`cuts` then) got a throttling
+        answer: the level halves and holds (:meth:`Adaptive.throttled`), unless it was
+        cut since that part started. Parts already in flight at a cut were sent at the
+        level before it, and their answers, which come in a burst, say nothing of the
+        level after it: one cut per round of parts, as TCP cuts once per round trip."""
+        with self._lock:
+            if since != self._cuts:
+                return
+            self._cuts += 1
+            self._adaptive.throttled()
+            if self._settled is not None:
+                self._settled.set()
             changed, self._changed = self._changed, Future()
         changed.set_result(None)
 
@@ -189,21 +214,41 @@ class InFlight:
 
     The part delivers from its first bytes (from its start where the level sees bytes
     only as whole parts end) until the block exits or :meth:`end`; it may deliver again
-    after :meth:`end` (a stream that serves the level more than once). With no level
-    (a fixed number in flight) it does nothing.
+    after :meth:`end` (a stream that serves the level more than once). A throttling
+    answer to a request the block's thread sends cuts the level (:meth:`hearing`). With
+    no level (a fixed number in flight) it does nothing.
     """
 
     def __init__(self, level: SharedLevel | None) -> None:
         self._level = level
         self._started = False
+        # The level's cuts when the part was made: its requests were sent at the level
+        # after them (see SharedLevel.throttled).
+        self._since = level.cuts if level is not None else 0
+        self._hearing = contextlib.ExitStack()
 
     def __enter__(self) -> InFlight:
-        if self._level is not None and self._level.whole_parts:
-            self._start()
+        if self._level is not None:
+            self._hearing.enter_context(self.hearing())
+            if self._level.whole_parts:
+                self._start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.end()  # whatever ended it
+        self._hearing.close()
+
+    @contextlib.contextmanager
+    def hearing(self) -> Iterator[None]:
+        """Throttling answers to this thread's requests in the block cut the level, as
+        answers to this part (:meth:`SharedLevel.throttled`: unless it was cut since
+        the part was made)."""
+        level, since = self._level, self._since
+        if level is None:
+            yield
+            return
+        with hearing_throttles(lambda: level.throttled(since)):
+            yield
 
     def observe(self, nbytes: int) -> None:
         """``nbytes`` more bytes of this part arrived (0: none yet, but time went by)."""
