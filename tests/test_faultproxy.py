@@ -75,6 +75,20 @@ def test_logs_method_path_query_range_and_status(
     assert proxy.requests(method="get") == [get]
 
 
+def test_logs_when_each_request_arrived_and_when_it_ended(
+    via: Client, proxy: FaultProxy, bucket: str
+) -> None:
+    via.put_object(bucket, "k", b"x")
+    proxy.add_rule(Action.DELAY, method="GET", seconds=0.3)
+    asked = time.time()
+    via.get_object(bucket, "k")
+    put, get = proxy.requests()
+    # (The proxy logs an exchange a moment after the client has its reply.)
+    assert put.started <= put.time
+    assert put.started <= asked <= get.started <= get.time
+    assert get.time - get.started >= 0.3  # in flight while the proxy held it
+
+
 def test_slow_down_answers_503_without_forwarding(
     via: Client, client: Client, proxy: FaultProxy, bucket: str
 ) -> None:

@@ -332,6 +332,7 @@ class FaultProxy(StartStop):
         client_close = wants_close(headers)
         requested_range = get_header(headers, "Range")
         sent = 0
+        started = time.time()
 
         def log(status: int | None, upstream_status: int | None) -> None:
             self._record(
@@ -345,6 +346,7 @@ class FaultProxy(StartStop):
                     actions=tuple(r.action for r in rules),
                     body_bytes=sent,
                     time=time.time(),
+                    started=started,
                 )
             )
 

@@ -153,7 +153,9 @@ class LoggedRequest:
     ``status`` is the status the client got (None if the connection was dropped);
     ``upstream_status`` the one the server answered (None if it was not forwarded);
     ``actions`` the faults applied; ``body_bytes`` how many body bytes the client was sent
-    (as framed on the wire: a chunked body counts its chunk headers).
+    (as framed on the wire: a chunked body counts its chunk headers). ``started`` is
+    when the request's head had arrived and ``time`` when the exchange ended (both
+    ``time.time()``): between them the request was in flight.
     """
 
     method: str
@@ -165,6 +167,7 @@ class LoggedRequest:
     actions: tuple[Action, ...]
     body_bytes: int
     time: float
+    started: float = 0.0
 
 
 #: Actions that answer the request in the proxy, without forwarding it.
