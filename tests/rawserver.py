@@ -124,6 +124,9 @@ class RawServer:
         self._threads: list[threading.Thread] = []
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
+        # refuse_for's request to the accept loop: how long, and what to set once the
+        # port refuses.
+        self._outage: tuple[float, threading.Event] | None = None
         self.port = 0
 
     @property
@@ -139,17 +142,8 @@ class RawServer:
             return len(self._threads)
 
     def __enter__(self) -> RawServer:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("127.0.0.1", 0))
-            listener.listen(16)
-            listener.setblocking(False)
-        except BaseException:
-            listener.close()
-            raise
-        self._listener = listener
-        self.port = listener.getsockname()[1]
+        self._listener = self._listen(0)
+        self.port = self._listener.getsockname()[1]
         self._acceptor = threading.Thread(
             target=self._accept_loop, name=f"rawserver-{self.port}", daemon=True
         )
@@ -165,6 +159,30 @@ class RawServer:
         self.stop()
         if exc_type is None and self.errors:
             raise self.errors[0]
+
+    def refuse_for(self, seconds: float) -> None:
+        """Go away for ``seconds``, as a server restarting: the connections open are
+        closed (FIN: shut down, as the kernel ends a killed server's) and a connect to the
+        port is refused meanwhile (nothing listens); then it listens again. Returns once
+        the port refuses; safe to call from a handler (whose connection is closed too)."""
+        refusing = threading.Event()
+        with self._lock:
+            self._outage = (seconds, refusing)
+        if not refusing.wait(_JOIN_TIMEOUT):
+            raise RuntimeError("the accept loop did not stop listening")
+
+    @staticmethod
+    def _listen(port: int) -> socket.socket:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", port))
+            listener.listen(16)
+            listener.setblocking(False)
+        except BaseException:
+            listener.close()
+            raise
+        return listener
 
     def stop(self) -> None:
         """Stop accepting, shut down every connection and join every thread."""
@@ -194,6 +212,11 @@ class RawServer:
         with selectors.DefaultSelector() as sel:
             sel.register(self._listener, selectors.EVENT_READ)
             while not self._stop.is_set():
+                with self._lock:
+                    outage, self._outage = self._outage, None
+                if outage is not None:
+                    self._refuse(sel, *outage)
+                    continue
                 if not sel.select(timeout=0.05):
                     continue
                 try:
@@ -212,6 +235,25 @@ class RawServer:
                     self._conns.add(conn)
                     self._threads.append(thread)
                 thread.start()
+
+    def _refuse(
+        self, sel: selectors.BaseSelector, seconds: float, refusing: threading.Event
+    ) -> None:
+        """From the accept loop: close the listening socket and the connections, wait,
+        listen again."""
+        assert self._listener is not None
+        sel.unregister(self._listener)
+        self._listener.close()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:  # their handlers see the client gone, and end
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        refusing.set()
+        if self._stop.wait(seconds):
+            return
+        self._listener = self._listen(self.port)
+        sel.register(self._listener, selectors.EVENT_READ)
 
     def _serve(self, sock: socket.socket) -> None:
         conn = _Connection(sock)
