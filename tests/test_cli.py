@@ -514,6 +514,27 @@ def test_unreachable_endpoint_exits_255_with_one_line_naming_the_url_as_aws(
     )
 
 
+def test_streaming_from_an_unreachable_endpoint_exits_255_with_the_same_line(
+    run: Run, unused_port: int
+) -> None:
+    # cp to standard output reads through a resuming reader: its first GET, which cannot
+    # connect, is the endpoint not reached (before: resumed for ~36 s, then exit 1 and
+    # a ReadError line).
+    endpoint = f"http://127.0.0.1:{unused_port}"
+    res = run(
+        "cp",
+        "s3://bkt/dir/k",
+        "-",
+        extra_env={"AWS_ENDPOINT_URL": endpoint, "AWS_MAX_ATTEMPTS": "1"},
+    )
+    assert res.code == 255
+    assert res.err == (
+        f'objsdk: error: Could not connect to the endpoint URL: "{endpoint}/bkt/dir/k": '
+        "Connection refused\n"
+    )
+    assert res.raw == b""
+
+
 def test_a_host_name_that_does_not_resolve_is_named_on_the_one_line(run: Run) -> None:
     endpoint = "http://no-such-host.invalid:9000"  # RFC 6761: never resolves
     res = run("ls", "s3://bkt/", extra_env={"AWS_ENDPOINT_URL": endpoint})

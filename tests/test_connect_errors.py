@@ -3,20 +3,26 @@ could not connect to (as aws: 'Could not connect to the endpoint URL: "http://ho
 bucket/key"'), never a query or a signature; a host name that does not resolve fails at
 once, after one attempt, naming the host; an ``https://`` endpoint that speaks plain
 HTTP says that is the likely cause. Whichever way the request went: objsdk's own
-connections, requests' adapter, or a file body sent by ``sendfile``."""
+connections, requests' adapter, or a file body sent by ``sendfile``; and whichever call
+made it: a read through a resuming reader (``open().read()``, ``get_into``) fails as
+``get_object`` does, after the transport's own connect retries, not after a resume loop
+multiplied them."""
 
 from __future__ import annotations
 
 import logging
 import os
+import pickle
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rawserver import RawServer, Request, S3Object, object_reply, reset
 
 import objsdk
 from objsdk import Client
@@ -41,6 +47,14 @@ def _calls(client: Client, a_file: Path) -> dict[str, tuple[Callable[[], object]
         "an answer read whole": (lambda: client.get_object("bkt", "dir/k"), "/bkt/dir/k"),
         "a file body": (lambda: client.upload("bkt", "dir/k", a_file), "/bkt/dir/k"),
         "a query": (lambda: list(client.list_objects("bkt", prefix="dir/")), "/bkt"),
+        # One stream: the adaptive read-ahead would look the host up once more, to tell
+        # whether the server runs on this machine (a lookup, not an attempt).
+        "a stream read": (lambda: client.open("bkt", "dir/k", readahead=0).read(), "/bkt/dir/k"),
+        "a read into a buffer": (
+            lambda: client.get_into("bkt", "dir/k", bytearray(1000)),
+            "/bkt/dir/k",
+        ),
+        "a download": (lambda: client.download("bkt", "dir/k", bytearray(1000)), "/bkt/dir/k"),
     }
 
 
@@ -126,6 +140,91 @@ def test_a_connect_error_of_a_known_host_is_still_retried(
     ):
         client.get_object("bkt", "k")
     assert len([r for r in caplog.records if "retrying" in r.getMessage()]) == 2
+
+
+def test_a_read_that_cannot_connect_is_retried_by_the_transport_alone(
+    unused_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: each of the reader's 7 GETs (6 resumes, with backoff) was itself tried 3
+    # times: 21 attempts, and ResumeLimitError instead of the ConnectError.
+    endpoint = f"http://127.0.0.1:{unused_port}"
+    with (
+        Client(endpoint, AK, SK, retries=2) as client,
+        client.open("bkt", "dir/k") as f,
+        caplog.at_level(logging.WARNING, "objsdk"),
+        pytest.raises(objsdk.ConnectError) as info,
+    ):
+        f.read()
+    assert info.value.endpoint == f"{endpoint}/bkt/dir/k"
+    assert info.value.reason == "Connection refused"
+    said = [r.getMessage() for r in caplog.records]
+    assert len([m for m in said if "retrying" in m]) == 2, said
+    assert not [m for m in said if "resuming" in m], said
+    assert (f.stats.requests, f.stats.resumes) == (1, 0)
+
+
+def test_a_file_told_its_endpoint_answers_resumes_through_a_refused_connection(
+    unused_port: int,
+) -> None:
+    # As a dataset's later shards: a refused connection is then an outage (a server
+    # restarting), resumed up to max_resume; a pickled copy keeps that.
+    endpoint = f"http://127.0.0.1:{unused_port}"
+    with Client(endpoint, AK, SK, retries=0, pickle_credentials=True) as client:
+        f = client.open("bkt", "dir/k", readahead=0, max_resume=1)
+        f.reached = True
+        for each in (f, pickle.loads(pickle.dumps(f))):
+            with each, pytest.raises(objsdk.ResumeLimitError) as info:
+                each.read()
+            assert isinstance(info.value.__cause__, objsdk.ConnectError)
+            assert (each.stats.requests, each.stats.resumes) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda c: c.open("bkt", "dir/k").read(),
+        lambda c: c.open("bkt", "dir/k", readahead=0).read(1),
+        lambda c: c.get_into("bkt", "dir/k", bytearray(1000)),
+        lambda c: c.get_into("bkt", "dir/k", bytearray(3 * MiB), part_size=MiB),
+        lambda c: c.download("bkt", "dir/k", bytearray(1000)),
+        lambda c: c.get_object("bkt", "dir/k"),
+    ],
+    ids=["open-read", "open-one-stream", "get_into", "get_into-parts", "download", "get_object"],
+)
+def test_every_read_from_a_port_nothing_listens_on_fails_within_seconds_naming_it(
+    unused_port: int, read: Callable[[Client], object]
+) -> None:
+    # The default retries (5, backoff from 0.1 s: about 3 s in all); before, a read
+    # through a resuming reader took about 35 s and ended in ResumeLimitError.
+    endpoint = f"http://127.0.0.1:{unused_port}"
+    with Client(endpoint, AK, SK) as client:
+        started = time.monotonic()
+        with pytest.raises(objsdk.ConnectError) as info:
+            read(client)
+        elapsed = time.monotonic() - started
+    assert info.value.endpoint == f"{endpoint}/bkt/dir/k"
+    assert elapsed < 5
+
+
+def test_a_first_read_whose_connection_the_server_resets_is_resumed() -> None:
+    # The server was reached: it accepted the connection, then reset it before answering
+    # (requests reports that as a ConnectError too, "Connection aborted"). Not a failure
+    # to connect: the reader resumes, as after any broken stream.
+    data = os.urandom(MiB)
+
+    def reset_the_first(request: Request, conn: socket.socket) -> None:
+        if request.index == 0:
+            reset(conn)
+        else:
+            object_reply(request, S3Object(data)).send(conn)
+
+    with (
+        RawServer(reset_the_first) as server,
+        Client(server.url, AK, SK, retries=0) as client,
+        client.open("bkt", "dir/k", readahead=0) as f,
+    ):
+        assert f.read() == data
+        assert f.stats.resumes == 1
 
 
 def test_an_https_endpoint_that_speaks_plain_http_says_it_is_likely_http(

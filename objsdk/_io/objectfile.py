@@ -165,6 +165,19 @@ class ObjectFile(io.BufferedIOBase):
     def version_id(self) -> str | None:
         return self._reader.pin.version_id
 
+    @property
+    def reached(self) -> bool:
+        """Whether the caller has read from this file's endpoint before (a dataset sets
+        it on the shards after its first). Then a request that cannot connect before
+        the first answer is an outage, resumed within ``max_resume`` or ``max_stall``
+        like a broken stream; by default it raises :class:`~objsdk.ConnectError` at
+        once (after the transport's connect retries): the endpoint is not reached."""
+        return self._reader.reached
+
+    @reached.setter
+    def reached(self, value: bool) -> None:
+        self._reader.reached = value
+
     def __repr__(self) -> str:
         return f"<ObjectFile bucket={self.bucket!r} key={self.key!r} pos={self._pos}>"
 
@@ -203,6 +216,7 @@ class ObjectFile(io.BufferedIOBase):
             "readahead": self._source.readahead,
             "part_size": self.part_size,
             "max_stall": self._reader.max_stall,
+            "reached": self._reader.reached,
         }
         pin = self._reader.pin
         return (_restore, (self._client, self.bucket, self.key, state, pin, self._pos, self.closed))
@@ -588,7 +602,9 @@ def _restore(
 ) -> ObjectFile:
     if isinstance(pin, tuple):  # pickled before VersionPin: version_id is in ``state``
         pin = VersionPin(etag=pin[0], size=pin[1], last_modified=pin[2])
+    reached = state.pop("reached", False)  # (pickled before it was kept: False)
     f = ObjectFile(client, bucket, key, pin=pin, **state)
+    f.reached = reached
     f._pos = f._recv_pos = pos
     if closed:
         f.close()

@@ -35,6 +35,7 @@ from objsdk._io.body import BodyStream, Broken, Observer
 from objsdk._s3.head import head_object
 from objsdk._transport import forks
 from objsdk._transport.base import Response, Transport
+from objsdk._transport.pipeline import cannot_connect
 from objsdk._transport.retry import after_failure, is_throttle, resume_policy
 from objsdk.models import ObjectInfo
 
@@ -116,6 +117,23 @@ class RangeReader:
     ``observer(offset, data)`` sees every received byte in object order; ``on_start``
     gets the headers of every answer that starts at byte 0 (stored checksums).
 
+    An endpoint that cannot be reached is not a broken stream. A request of a reader
+    that has had no answer yet (nothing received, and a pin that knows nothing an
+    answer tells: no ETag, size or date; a version id is the caller's) and that cannot
+    connect at all (refused, a host name not resolved, a TLS handshake failed:
+    :func:`~objsdk._transport.pipeline.cannot_connect`) raises that
+    :class:`~objsdk.ConnectError`, naming the endpoint URL, after the transport's own
+    connect retries, as every other call does: there is nothing to resume, and resuming
+    would only repeat those retries ``max_resume + 1`` times, with backoff, before a
+    :class:`~objsdk.ResumeLimitError`. A timeout, a connection the server accepted and
+    then reset, or a 5xx that is no throttling is resumed as ever: the server was
+    reached, or may be slow.
+    Once the reader has had an answer (or was made with a pin an earlier answer filled:
+    a window of a pinned read, a download part, a pickled file), or with ``reached``
+    (its caller has read from this endpoint before: a dataset's later shards), a failed
+    connect is an outage, a server restarting, and is resumed like any break, within
+    ``max_resume`` or ``max_stall``.
+
     Time bound: a GET that reached the server is never retried by the transport, only
     by this reader's policy, so one read that makes no progress against a server that
     accepts connections and never answers ends within ``(max_resume + 1) x read
@@ -141,6 +159,7 @@ class RangeReader:
         stats: ReadStats | None = None,
         strict_range: bool = False,
         max_stall: float | None = None,
+        reached: bool = False,
     ) -> None:
         self.transport = transport
         self.bucket = bucket
@@ -166,6 +185,7 @@ class RangeReader:
         self._policy = resume_policy(max_resume)
         self._retry = self._policy
         self._opened_once = False
+        self.reached = reached
         self.max_stall = max_stall
         self._stalled_since: float | None = None
         # Whether a small object may be read whole (WHOLE_ANSWER): not after a break,
@@ -194,6 +214,7 @@ class RangeReader:
             stats=stats,
             strict_range=strict_range,
             max_stall=self.max_stall,
+            reached=self.reached,
         )
 
     @property
@@ -422,6 +443,8 @@ class RangeReader:
         except errors.ProxyError:
             raise  # the proxy's refusal: it would refuse the resume too
         except errors.TransportError as e:
+            if self._unanswered() and cannot_connect(e):
+                raise  # the endpoint is not reached: see the class docstring
             raise Broken(e) from e
         except errors.S3Error as e:
             # A throttling answer (429, SlowDown) is no broken stream: the transport
@@ -490,6 +513,14 @@ class RangeReader:
             stream.discard(cont.discard)
             self.stats.bytes_discarded += cont.discard
         return stream
+
+    def _unanswered(self) -> bool:
+        """Whether nothing tells this reader that its endpoint answers: no answer yet,
+        no ETag, size or date in its pin (a version id is the caller's), not
+        ``reached``."""
+        pin = self.pin
+        told = pin.etag is not None or pin.size is not None or pin.last_modified is not None
+        return not (self._opened_once or told or self.reached)
 
     def _adopt(self, cont: Continuation, resp: Response, want: int) -> None:
         """Pin what a good answer says about the object: ETag, size, version, date."""

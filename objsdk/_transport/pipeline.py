@@ -70,6 +70,7 @@ __all__ = [
     "PipelinedTransport",
     "Sending",
     "SignedRequest",
+    "cannot_connect",
     "encrypting",
     "keep_retry_after",
     "network_failure",
@@ -557,6 +558,20 @@ def network_failure(error: errors.TransportError) -> Exception | None:
     elif isinstance(error, (errors.Timeout, errors.ProtocolError)):
         return urllib3.exceptions.ProtocolError(str(error))
     return None
+
+
+def cannot_connect(error: errors.TransportError) -> bool:
+    """Whether ``error`` is a failure to connect at all, the request never having
+    reached a server: the connection refused, the host name not resolved, the TLS
+    handshake failed (a :class:`~objsdk.errors.ConnectError` that :func:`network_failure`
+    finds a connect error, or TLS). Not a connect timeout (a
+    :class:`~objsdk.errors.Timeout`), nor a connection the server accepted and then
+    reset or closed before answering: requests reports that as a ``ConnectError`` too
+    ("Connection aborted"), but the server was reached."""
+    if not isinstance(error, errors.ConnectError):
+        return False
+    failure = network_failure(error)
+    return failure is None or isinstance(failure, urllib3.exceptions.ConnectTimeoutError)
 
 
 def _chain(first: BaseException | None) -> Iterator[BaseException]:

@@ -115,7 +115,13 @@ class SlotReader(Resumable):
         self._probes_lock = threading.Lock()  # the prefetch thread may reopen a shard
         # This worker's share of the process's connections to the endpoint.
         self._cap = max(1, ds.connections // slot.num_workers)
+        # Whether a shard has given this slot a sample (in this process): from then on a
+        # shard that cannot connect is an outage to wait out (max_stall), where the
+        # first one's is an endpoint not reached, raised at once (ObjectFile.reached).
+        self._reached = False
         previous = ds._readers.get(slot.key)
+        if previous is not None:
+            self._reached = previous._reached
         if previous is not None and previous._cap == self._cap:
             # The same slot's last epoch in this process (persistent workers, or one
             # process): its level and its count go on, so an epoch starts at the level
@@ -227,6 +233,8 @@ class SlotReader(Resumable):
                 max_stall=self.ds.max_stall,
                 pin=pin,
             )
+        if self._reached:
+            f.reached = True
         if readahead is None and not one_stream:
             with self._probes_lock:
                 self._probes.append(f)
@@ -295,6 +303,8 @@ class SlotReader(Resumable):
             p, o, future = pending
             f = future.result()
             if (p, o) == (pos, offset) and pin is None:
+                if self._reached:  # opened (in the background) before a sample came
+                    f.reached = True
                 return f
             f.close()
             self._forget(f)
@@ -386,7 +396,7 @@ class SlotReader(Resumable):
             else:
                 self._prefetch_once(pos + 1)
             for raw in group_samples(iter_members(f, name, self.offset), name):
-                read = True
+                read = self._reached = True
                 self._check_version(f, shard)
                 if pos not in self._pins:
                     self._pins[pos] = VersionPin(etag=f.etag, version_id=f.version_id)
