@@ -28,6 +28,7 @@ __all__ = [
     "plan_upload",
     "plan_upload_probed",
     "replan_smaller",
+    "split_evenly",
     "upload_part_size",
 ]
 
@@ -149,7 +150,7 @@ def plan_upload_probed(size: int, part_size: int, probe: int) -> list[Part]:
     if probe < 1 or body < want:
         return plan_upload(size, part_size)
     count = min(body // want, MAX_PARTS - 1)
-    return [Part(MAX_PARTS - 1, body, size), *_even(0, body, count, 0)]
+    return [Part(MAX_PARTS - 1, body, size), *split_evenly(0, body, count, 0)]
 
 
 def replan_smaller(pending: Sequence[Part], part_size: int = MIN_PART_SIZE) -> list[Part]:
@@ -172,10 +173,10 @@ def replan_smaller(pending: Sequence[Part], part_size: int = MIN_PART_SIZE) -> l
         count -= count % ADAPTIVE_CAP
     if count <= len(pending):
         return list(pending)
-    return _even(start, stop, count, first)
+    return split_evenly(start, stop, count, first)
 
 
-def _even(start: int, stop: int, count: int, first: int) -> list[Part]:
+def split_evenly(start: int, stop: int, count: int, first: int) -> list[Part]:
     """``[start, stop)`` as ``count`` parts whose lengths differ by one byte at most,
     indexed from ``first``."""
     base, extra = divmod(stop - start, count)

@@ -22,6 +22,7 @@ __all__ = [
     "CompleteResult",
     "ErrorBody",
     "ListPage",
+    "PartListPage",
     "UploadListPage",
     "XMLParseError",
     "build_complete_body",
@@ -39,6 +40,7 @@ __all__ = [
     "parse_list_buckets",
     "parse_list_multipart_uploads",
     "parse_list_objects_v2",
+    "parse_list_parts",
     "parse_upload_id",
     "size_field",
     "xml_carries",
@@ -437,3 +439,36 @@ def parse_list_multipart_uploads(body: bytes) -> UploadListPage:
         (xml_text(root, "NextUploadIdMarker") or None) if truncated else None,
         truncated,
     )
+
+
+@dataclass(frozen=True)
+class PartListPage:
+    """One ``ListParts`` page: each stored part's (number, size, ETag, CRC32C or None),
+    and where the next page starts (``NextPartNumberMarker``)."""
+
+    parts: list[tuple[int, int, str, str | None]] = field(default_factory=list)
+    next_marker: str | None = None
+    is_truncated: bool = False
+
+
+def parse_list_parts(body: bytes) -> PartListPage:
+    """``ListPartsResult`` → one page; XMLParseError for a part without a number in
+    S3's 1 to 10,000 or without a size."""
+    root = xml_root(body)
+    parts = []
+    for el in root.iterfind("{*}Part"):
+        f = _fields(el)
+        number = size_field("PartNumber", f.get("PartNumber"))
+        if not 1 <= number <= 10_000 or "Size" not in f:
+            raise XMLParseError(f"a listed part has no valid PartNumber or Size: {f!r}"[:200])
+        parts.append(
+            (
+                number,
+                size_field("Size", f["Size"]),
+                f.get("ETag", ""),
+                f.get("ChecksumCRC32C") or None,
+            )
+        )
+    truncated = (xml_text(root, "IsTruncated") or "").lower() == "true"
+    marker = (xml_text(root, "NextPartNumberMarker") or None) if truncated else None
+    return PartListPage(parts, marker, truncated)
