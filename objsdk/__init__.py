@@ -43,10 +43,12 @@ from objsdk.errors import (
     SourceChangedError,
     Timeout,
     TransportError,
+    UploadLockedError,
 )
 from objsdk.models import (
     BucketInfo,
     DeleteError,
+    MultipartUpload,
     ObjectInfo,
     ObjectSummary,
     ObjectVersion,
@@ -84,6 +86,7 @@ __all__ = [
     "LocalMinio",
     "LocalMinioError",
     "LocalWriteError",
+    "MultipartUpload",
     "NoSuchBucket",
     "NoSuchKey",
     "ObjectChangedError",
@@ -106,6 +109,7 @@ __all__ = [
     "Timeout",
     "TransportError",
     "UploadInfo",
+    "UploadLockedError",
     "__version__",
     "default_retry",
 ]

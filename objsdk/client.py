@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
 from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any
 
@@ -45,17 +46,19 @@ from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
 from objsdk._transfer.download_engine import drop_frame_locals
 from objsdk._transfer.download_result import DownloadResult
+from objsdk._transfer.multipart_calls import uploads_under
 from objsdk._transfer.progress import Progress
 from objsdk._transfer.upload import UploadSource
 from objsdk._transfer.upload import upload as _upload
 from objsdk._transfer.upload_plan import CutMemory
+from objsdk._transfer.upload_resume import abort_uploads
 from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.pipeline import encrypting
 from objsdk._transport.retry import Policy, make_retry
-from objsdk.models import ObjectInfo, UploadInfo
+from objsdk.models import MultipartUpload, ObjectInfo, UploadInfo
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -461,21 +464,29 @@ class Client(
         metadata: Mapping[str, str] | None = None,
         progress: Progress | None = None,
         multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+        resume: bool | None = None,
         **headers: Unpack[ObjectHeaders],
     ) -> UploadInfo:
         """Store a file (path or binary file object) or a buffer, fast and safely.
 
         Below ``multipart_threshold`` (64 MiB) one PUT, whose body goes by
         ``socket.sendfile`` for a regular file over plain HTTP; above it a multipart
-        upload of ``part_size`` parts with ``parallel`` in flight, aborted on any
-        failure. By default the parts in flight follow the aggregate rate, parts are
-        8 to 16 MiB, as many as make whole rounds of 16 (5 MiB or a little more once
-        this client's uploads see connections cut mid-part), and a fixed ``parallel``
-        sends parts of 16 MiB. Every upload stores a CRC32C that reads verify. The
-        answer is the stored object's :class:`ObjectInfo`, with the parts it was sent
-        in, the parts in flight at the end and the broken connections that made a part
-        go again. ``cache_control``, ``content_encoding``, ``content_disposition`` and
-        ``storage_class`` are stored with the object. See :func:`objsdk._transfer.upload.upload`.
+        upload of ``part_size`` parts with ``parallel`` in flight, aborted on a
+        failure (a path's is kept to resume, see below). By default the parts in
+        flight follow the aggregate rate, parts are 8 to 16 MiB, as many as make whole
+        rounds of 16 (5 MiB or a little more once this client's uploads see connections
+        cut mid-part), and a fixed ``parallel`` sends parts of 16 MiB. Every upload
+        stores a CRC32C that reads verify. The answer is the stored object's
+        :class:`ObjectInfo`, with the parts it was sent in, the parts in flight at the
+        end and the broken connections that made a part go again. ``cache_control``,
+        ``content_encoding``, ``content_disposition`` and ``storage_class`` are stored
+        with the object. See :func:`objsdk._transfer.upload.upload`.
+
+        A path uploaded in parts resumes (``resume``, default True): when it stops for a
+        reason a later run can get past (Ctrl-C, SIGTERM, a network failure, a crash)
+        its multipart upload is kept, the error names it (``kept_upload``), and the same
+        call later sends only the parts not stored yet, checked against the file's bytes
+        (docs/uploads.md). ``resume=False`` starts over and aborts the earlier upload.
         """
         try:
             return _upload(
@@ -491,11 +502,31 @@ class Client(
                 multipart_threshold=multipart_threshold,
                 cut_memory=self._cut_memory,
                 extra_headers=standard_headers(bucket, key, **headers),
+                resume=resume,
             )
         except BaseException as e:
             _release(e)
             del source  # as in put_object
             raise
+
+    def list_multipart_uploads(self, bucket: str, prefix: str = "") -> Iterator[MultipartUpload]:
+        """The multipart uploads under ``prefix`` started and neither completed nor
+        aborted (ListMultipartUploads), lazily: their parts are stored, and billed, until
+        they are. An upload of a file that stopped and is kept to resume is one of them."""
+        check_bucket(bucket)
+        return uploads_under(self._transport, bucket, prefix)
+
+    def abort_multipart_uploads(
+        self, bucket: str, prefix: str = "", *, older_than: timedelta | None, dry_run: bool = False
+    ) -> list[MultipartUpload]:
+        """Abort the multipart uploads under ``prefix`` initiated more than
+        ``older_than`` ago, as the server's clock tells (``None``: every one, another
+        writer's live upload too: say so explicitly), and forget this machine's records
+        of them; return those aborted (``dry_run``: those that would be)."""
+        check_bucket(bucket)
+        return abort_uploads(
+            self._transport, bucket, prefix, older_than=older_than, dry_run=dry_run
+        )
 
     def copy(
         self,

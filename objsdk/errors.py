@@ -32,6 +32,7 @@ check) are not errors of the library and stay private to it. The tree::
     ├── SourceChangedError          a file being uploaded changed while it was sent
     ├── Cancelled                   the transfer was stopped (close(), another part failed)
     ├── DownloadLockedError         another download into the same path is running
+    ├── UploadLockedError           another upload of the same file to the same key is running
     ├── LocalWriteError (OSError)   a download's local file could not be written (disk full)
     ├── InvalidArgument (ValueError) bad input caught before anything was sent
     │   └── ConfigError             the configuration is incomplete or contradictory
@@ -87,6 +88,7 @@ __all__ = [
     "Timeout",
     "ToxiproxyError",
     "TransportError",
+    "UploadLockedError",
     "XMLParseError",
     "error_class_for_code",
     "naming_prefix",
@@ -400,6 +402,11 @@ class Cancelled(ObjsdkError):
 
 class DownloadLockedError(ObjsdkError):
     """Another download (in this or another process) is writing to the same path."""
+
+
+class UploadLockedError(ObjsdkError):
+    """Another upload (in this or another process) is sending the same file to the same
+    key of the same endpoint: two would interleave the parts of one multipart upload."""
 
 
 class LocalWriteError(ObjsdkError, OSError):

@@ -9,6 +9,7 @@ from datetime import datetime
 __all__ = [
     "BucketInfo",
     "DeleteError",
+    "MultipartUpload",
     "ObjectInfo",
     "ObjectSummary",
     "ObjectVersion",
@@ -108,6 +109,19 @@ class Prefix:
     def key(self) -> str:
         """The prefix, so listing entries of both kinds sort and print by ``.key``."""
         return self.prefix
+
+
+@dataclass(frozen=True)
+class MultipartUpload:
+    """A multipart upload started and neither completed nor aborted, as
+    ``list_multipart_uploads()`` reports it: its parts are stored (and billed) until
+    it is."""
+
+    key: str
+    upload_id: str
+    initiated: datetime | None = None
+    #: Who started it: the ``Initiator``'s (ID, DisplayName); None if not given.
+    initiator: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ import objsdk
 from objsdk import Client
 from objsdk._core.checksums import crc32c_b64
 from objsdk._core.streams import SMALL_FILE_PUT
-from objsdk._transfer.multipart_calls import list_multipart_uploads
+from objsdk._core.upload_record import ListedPart
+from objsdk._transfer.multipart_calls import list_multipart_uploads, list_parts
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 
@@ -484,6 +485,35 @@ def test_list_objects_follows_continuation_tokens(client, rsps):
     second = parse_qs(urlsplit(rsps.calls[1].request.url).query)
     assert second["continuation-token"] == ["T2"]
     assert second["max-keys"] == ["1"]
+
+
+def test_list_parts_walks_pages_of_a_thousand_parts_from_the_marker_before(client, rsps):
+    """A resumed upload lists its stored parts: one request per page of S3's default
+    1,000 parts, each from the marker the page before gave."""
+    parts = "".join(
+        f'<Part><PartNumber>{n}</PartNumber><Size>5242880</Size><ETag>"e{n}"</ETag>'
+        f"<ChecksumCRC32C>c{n}==</ChecksumCRC32C></Part>"
+        for n in (1, 1000)
+    )
+    page1 = (
+        "<ListPartsResult><IsTruncated>true</IsTruncated>"
+        f"<NextPartNumberMarker>1000</NextPartNumberMarker>{parts}</ListPartsResult>"
+    ).encode()
+    page2 = (
+        b"<ListPartsResult><IsTruncated>false</IsTruncated><Part><PartNumber>1001</PartNumber>"
+        b'<Size>7</Size><ETag>"e"</ETag></Part></ListPartsResult>'
+    )
+    rsps.get(f"{EP}/b/k", body=page1)
+    rsps.get(f"{EP}/b/k", body=page2)
+    listed = list(list_parts(client._transport, "b", "k", "u-1"))
+    assert listed == [
+        ListedPart(1, 5 * 1024 * 1024, '"e1"', "c1=="),
+        ListedPart(1000, 5 * 1024 * 1024, '"e1000"', "c1000=="),
+        ListedPart(1001, 7, '"e"', None),
+    ]
+    first, second = (parse_qs(urlsplit(c.request.url).query) for c in rsps.calls)
+    assert first == {"uploadId": ["u-1"]}  # no max-parts: the default, 1,000 a page
+    assert second == {"uploadId": ["u-1"], "part-number-marker": ["1000"]}
 
 
 INVALID_PREFIX = (

@@ -4,8 +4,9 @@ ProtocolError naming the bucket, the operation and the repeated position, instea
 requesting the same pages forever and yielding their entries again.
 
 The listings are ListObjectsV2 (continuation tokens), ListObjectVersions (key and
-version-id markers) and ListMultipartUploads (key and upload-id markers), through the
-client, the fsspec filesystem and the CLI, against a scripted raw HTTP server.
+version-id markers), ListMultipartUploads (key and upload-id markers) and ListParts (a
+part-number marker, walked when an upload of a file resumes), through the client, the
+fsspec filesystem and the CLI, against a scripted raw HTTP server.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from xml.sax.saxutils import escape
@@ -22,7 +24,7 @@ from rawserver import RawServer, Reply, Request
 
 import objsdk
 from objsdk._core.pagination import MAX_EMPTY_PAGES
-from objsdk._transfer.multipart_calls import list_multipart_uploads
+from objsdk._transfer.multipart_calls import list_multipart_uploads, list_parts
 from objsdk.filesystem import ObjsdkFileSystem
 
 BUCKET = "bkt"
@@ -35,7 +37,12 @@ Page = tuple[list[str], str | None]
 #: The listing's pages: the n-th listing request (from 0) gets ``script(n)``.
 Script = Callable[[int], Page]
 
-KIND_OF = {"list-type": "objects", "versions": "versions", "uploads": "uploads"}
+KIND_OF = {
+    "list-type": "objects",
+    "versions": "versions",
+    "uploads": "uploads",
+    "uploadId": "parts",
+}
 
 
 def _xml(kind: str, keys: list[str], after: str | None) -> bytes:
@@ -57,6 +64,14 @@ def _xml(kind: str, keys: list[str], after: str | None) -> bytes:
         if after:
             more += f"<NextKeyMarker>{after}</NextKeyMarker>"
             more += f"<NextVersionIdMarker>v-{after}</NextVersionIdMarker>"
+    elif kind == "parts":
+        root = "ListPartsResult"
+        # A part's number is not what the walk checks: its ETag carries the "key".
+        entries = "".join(
+            f"<Part><PartNumber>{n}</PartNumber><Size>1</Size><ETag>{k}</ETag></Part>"
+            for n, k in enumerate(keys, 1)
+        )
+        more += f"<NextPartNumberMarker>{after}</NextPartNumberMarker>" if after else ""
     else:
         root = "ListMultipartUploadsResult"
         entries = "".join(
@@ -115,6 +130,10 @@ WALKS: dict[str, tuple[str, Walk]] = {
         "list_multipart_uploads",
         lambda c: list(list_multipart_uploads(c.transport, BUCKET, "p/")),
     ),
+    "parts": (
+        "list_parts",
+        lambda c: [SimpleNamespace(key=p.etag) for p in list_parts(c.transport, BUCKET, "k", "u")],
+    ),
 }
 
 
@@ -152,7 +171,7 @@ def _empty_forever(n: int) -> Page:
     return [], f"T{n}"  # a fresh token each time, and never an entry
 
 
-@pytest.mark.parametrize("name", ["objects", "versions", "uploads"])
+@pytest.mark.parametrize("name", ["objects", "versions", "uploads", "parts"])
 def test_empty_truncated_pages_without_end_stop_the_walk(serve, name) -> None:
     operation, walk = WALKS[name]
     listing, client = serve(_empty_forever)
@@ -190,7 +209,7 @@ def test_the_empty_page_cap_counts_empty_pages_in_a_row(serve) -> None:
     assert len(listing.sent) == 2 * MAX_EMPTY_PAGES - 1
 
 
-@pytest.mark.parametrize("name", ["versions", "uploads"])
+@pytest.mark.parametrize("name", ["versions", "uploads", "parts"])
 def test_a_truncated_page_without_markers_stops_the_walk(serve, name) -> None:
     operation, walk = WALKS[name]
     listing, client = serve(lambda n: (["p/a"], ""))

@@ -280,8 +280,16 @@ def raise_after_first_part(error: BaseException) -> Callable[[int, int], None]:
     return progress
 
 
-@pytest.mark.parametrize("error", [RuntimeError("stop"), KeyboardInterrupt()])
-def test_error_mid_multipart_leaves_no_upload_and_no_object(client, bucket, tmp_path, error):
+@pytest.mark.parametrize(
+    ("error", "resume"),
+    [(RuntimeError("stop"), None), (KeyboardInterrupt(), False)],
+    ids=["error", "interrupt-not-resumable"],
+)
+def test_error_mid_multipart_leaves_no_upload_and_no_object(
+    client, bucket, tmp_path, error, resume
+):
+    # (A path upload that may resume keeps its upload after an interruption:
+    # tests/test_upload_resume.py.)
     path, _ = source_file(tmp_path, 6 * PART)
     with pytest.raises(type(error)):
         upload(
@@ -293,6 +301,7 @@ def test_error_mid_multipart_leaves_no_upload_and_no_object(client, bucket, tmp_
             multipart_threshold=0,
             parallel=2,
             progress=raise_after_first_part(error),
+            resume=resume,
         )
     assert list(list_multipart_uploads(client.transport, bucket)) == []
     with pytest.raises(objsdk.NoSuchKey):

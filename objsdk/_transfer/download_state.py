@@ -37,7 +37,15 @@ from typing import Any
 from objsdk._core.parts import part_count
 from objsdk._core.sizes import MiB
 
-__all__ = ["DownloadState", "download_paths", "load_state", "reusable_parts", "save_state"]
+__all__ = [
+    "DownloadState",
+    "cache_dir",
+    "download_paths",
+    "load_state",
+    "record_key",
+    "reusable_parts",
+    "save_state",
+]
 
 STATE_FORMAT = 2
 # A genuine record is a few hundred bytes; refuse to parse a huge one.
@@ -207,14 +215,26 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
+def cache_dir() -> str:
+    """``$XDG_CACHE_HOME/objsdk`` (``~/.cache/objsdk``), as the environment the call
+    sees says: where the records' key and the records of uploads are kept."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "objsdk")
+
+
+def record_key() -> bytes:
+    """The key under which the names of downloads' temp files and of uploads' records
+    are keyed hashes (:func:`_download_key`)."""
+    return _download_key()
+
+
 def _download_key() -> bytes:
     """The key that makes temp names unguessable: 32 random bytes in
     ``$XDG_CACHE_HOME/objsdk/download-key`` (``~/.cache``), shared by the user's
     processes so a later call finds an interrupted download's temp file. Where it cannot
     be kept, a key for this process only (downloads then resume within it only). Kept
     in memory by the file's path, which follows the environment the call sees."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(cache, "objsdk", "download-key")
+    path = os.path.join(cache_dir(), "download-key")
     key = _keys.get(path)
     if key is None:
         try:

@@ -93,6 +93,9 @@ class MultipartSession:
         self._fill: Callable[[Part, memoryview], None] | None = None
         self.completed = False
         self.parts = 0  # how many parts the completed object has
+        #: Called by the thread that sent a part, once the service stored it, with the
+        #: part, the answer and the CRC32C of its bytes (a resumable upload's record).
+        self.on_stored: Callable[[Part, CompletedPart, int], None] | None = None
         # parallel=None: the level follows the aggregate rate (see Preset.upload).
         self.level = SharedLevel.unless(
             parallel, preset=Preset.upload(part_size, probe), begin=False
@@ -111,6 +114,22 @@ class MultipartSession:
                 "x-amz-checksum-type": "FULL_OBJECT",
             },
         )
+        self._ready()
+
+    def adopt(self, upload_id: str, stored: Iterable[tuple[CompletedPart, int, Part]]) -> None:
+        """Go on with the upload ``upload_id`` an earlier run started instead of
+        creating one: its ``stored`` parts (the service's answer, the CRC32C of the
+        bytes, the part) are kept as if this session had sent them."""
+        self.upload_id = upload_id
+        done = 0
+        for answer, crc, part in stored:
+            self._done[part.number] = (answer, crc, part)
+            done += part.length
+        if done:
+            self.progress.add(done)
+        self._ready()
+
+    def _ready(self) -> None:
         # Known once Create is answered: a service that refused the checksum headers
         # then gets none, nor part checksums in Complete's list.
         self.checksums = self.transport.dialect.sends
@@ -134,7 +153,7 @@ class MultipartSession:
             # A service that is sent no checksum still checks a signed SHA-256.
             payload_hash=None if self.checksums else payload_sha256(body),
         )
-        return with_crc(completed, crc), crc
+        return self._stored(part, completed, crc)
 
     def _send_from_file(
         self, file: IO[bytes], base: int, crc_of: Callable[[Part], int], part: Part
@@ -151,7 +170,14 @@ class MultipartSession:
             base + part.start,
             checksum_crc32c=encode_crc32c(crc),
         )
-        return with_crc(completed, crc), crc
+        return self._stored(part, completed, crc)
+
+    def _stored(self, part: Part, completed: CompletedPart, crc: int) -> tuple[CompletedPart, int]:
+        """The service stored ``part`` (in the thread that sent it)."""
+        completed = with_crc(completed, crc)
+        if self.on_stored is not None:
+            self.on_stored(part, completed, crc)
+        return completed, crc
 
     def record(self, part: Part, result: tuple[CompletedPart, int]) -> None:
         """A part is stored: keep what S3 answered and count its bytes."""
@@ -282,14 +308,19 @@ class MultipartSession:
             same = info.etag is not None and info.etag == multipart_etag(p.etag for p in parts)
         return info if info.size == size and same else None
 
+    def stop(self) -> None:
+        """Stop sending: parts not started never start, parts on the wire are cut, and
+        this returns once none is left. The upload stays, with the parts stored."""
+        if self.pool is not None:
+            self.pool.cancel()
+            self.pool.close()
+
     def abort(self, failure: BaseException | None = None) -> None:
         """Abandon the upload after parts in flight have ended, retrying the abort for
         up to ``ABORT_DEADLINE`` (see :func:`abort_failed_upload`: if it still fails, the
         upload id is logged and named on ``failure``, the error that ended the upload;
         with no ``failure``, the abort's error is raised)."""
-        if self.pool is not None:
-            self.pool.cancel()
-            self.pool.close()
+        self.stop()
         if self.upload_id is None or self.completed:
             return
         upload_id, self.upload_id = self.upload_id, None

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import IO
 
 from objsdk import errors
@@ -32,18 +32,22 @@ from objsdk._core.checksums import encode_crc32c
 from objsdk._core.pagination import Pagination
 from objsdk._core.parts import Part
 from objsdk._core.s3xml import (
+    PartListPage,
     UploadListPage,
     build_complete_body,
     parse_complete_result,
     parse_copy_result,
     parse_http_date,
     parse_list_multipart_uploads,
+    parse_list_parts,
     parse_upload_id,
 )
 from objsdk._core.signing import payload_sha256
+from objsdk._core.upload_record import ListedPart
 from objsdk._transport.base import Body, Transport
 from objsdk._transport.pipeline import network_failure
 from objsdk._transport.retry import RetryKind, retried
+from objsdk.models import MultipartUpload
 
 __all__ = [
     "ABORT_DEADLINE",
@@ -54,9 +58,12 @@ __all__ = [
     "complete_multipart_upload",
     "create_multipart_upload",
     "list_multipart_uploads",
+    "list_parts",
     "upload_part",
     "upload_part_copy",
     "upload_part_from_file",
+    "uploads_older_than",
+    "uploads_under",
     "with_crc",
 ]
 
@@ -83,22 +90,14 @@ _ABORT_PAUSES = (1.0, 2.0, 4.0, 8.0)
 
 @dataclass(frozen=True)
 class CompletedPart:
-    """What S3 answered for one uploaded part."""
+    """What S3 answered for one uploaded part. ``opaque``: the answer said the part is
+    encrypted with SSE-KMS or SSE-C, whose ETags are not an MD5 of the bytes ("Checking
+    object integrity": the ETag of an object encrypted so is not its MD5)."""
 
     number: int
     etag: str
     checksum_crc32c: str | None = None
-
-
-@dataclass(frozen=True)
-class MultipartUpload:
-    """An upload in progress, as ListMultipartUploads reports it."""
-
-    key: str
-    upload_id: str
-    initiated: datetime | None = None
-    #: Who started it: the ``Initiator``'s (ID, DisplayName); None if not given.
-    initiator: tuple[str, str] | None = None
+    opaque: bool = False
 
 
 def create_multipart_upload(
@@ -332,7 +331,11 @@ def _completed(part: Part, headers: Mapping[str, str], bucket: str, key: str) ->
         raise errors.ProtocolError(
             f"no ETag for part {part.number}", operation="upload_part", bucket=bucket, key=key
         )
-    return CompletedPart(part.number, etag, headers.get("x-amz-checksum-crc32c"))
+    sse = (headers.get("x-amz-server-side-encryption") or "").lower()
+    opaque = sse.startswith("aws:kms") or bool(
+        headers.get("x-amz-server-side-encryption-customer-algorithm")
+    )
+    return CompletedPart(part.number, etag, headers.get("x-amz-checksum-crc32c"), opaque)
 
 
 def complete_multipart_upload(
@@ -452,6 +455,47 @@ def list_multipart_uploads(
         yield from page
 
 
+def uploads_under(transport: Transport, bucket: str, prefix: str = "") -> Iterator[MultipartUpload]:
+    """The uploads in progress whose key starts with ``prefix``. MinIO matches
+    ListMultipartUploads' ``prefix`` against whole keys only: a prefix it lists nothing
+    under is listed again as the whole bucket, filtered here."""
+    for page, _headers in _pages_under(transport, bucket, prefix):
+        yield from page
+
+
+def _pages_under(
+    transport: Transport, bucket: str, prefix: str
+) -> Iterator[tuple[list[MultipartUpload], Mapping[str, str]]]:
+    found = False
+    for page, headers in _upload_pages(transport, bucket, prefix):
+        found = found or bool(page)
+        yield page, headers
+    if prefix and not found:
+        for page, headers in _upload_pages(transport, bucket, ""):
+            yield [up for up in page if up.key.startswith(prefix)], headers
+
+
+def uploads_older_than(
+    transport: Transport, bucket: str, prefix: str, age: timedelta | None
+) -> list[MultipartUpload]:
+    """The uploads under ``prefix`` initiated more than ``age`` ago (None: all of them),
+    as the server's clock tells: its first answer's ``Date`` (else this machine's
+    clock), so a local clock that is off ages no upload wrongly. An upload listed
+    without its ``Initiated`` time is never old enough."""
+    found: list[MultipartUpload] = []
+    cutoff: datetime | None = None
+    for n, (page, headers) in enumerate(_pages_under(transport, bucket, prefix)):
+        if n == 0 and age is not None:
+            now = parse_http_date(headers.get("Date")) or datetime.now(timezone.utc)
+            cutoff = now - age
+        found += [
+            up
+            for up in page
+            if cutoff is None or (up.initiated is not None and up.initiated <= cutoff)
+        ]
+    return found
+
+
 def _upload_pages(
     transport: Transport, bucket: str, prefix: str
 ) -> Iterator[tuple[list[MultipartUpload], Mapping[str, str]]]:
@@ -475,3 +519,25 @@ def _upload_pages(
         walk.next_page(
             len(page.uploads), [("key-marker", key_marker), ("upload-id-marker", upload_marker)]
         )
+
+
+def list_parts(transport: Transport, bucket: str, key: str, upload_id: str) -> Iterator[ListedPart]:
+    """The parts the service stored for an upload (ListParts), page by page: a page
+    holds up to 1,000 parts (S3's default ``max-parts``), so an upload of 10,000 parts
+    costs ten requests at most. ``NoSuchUpload`` if the upload is gone."""
+    marker = ""
+    walk = Pagination("list_parts", bucket)
+    while True:
+        params = [("uploadId", upload_id)]
+        if marker:
+            params.append(("part-number-marker", marker))
+        resp = transport.request(
+            "GET", operation="list_parts", bucket=bucket, key=key, params=params
+        )
+        page: PartListPage = parse_list_parts(resp.content)
+        for number, size, etag, crc in page.parts:
+            yield ListedPart(number, size, etag, crc)
+        if not page.is_truncated:
+            return
+        marker = page.next_marker or ""
+        walk.next_page(len(page.parts), [("part-number-marker", marker)])

@@ -26,6 +26,7 @@ s3transfer's upload input managers are.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import itertools
 import os
@@ -279,6 +280,22 @@ class FileSource(Source):
                 raise
 
         return send
+
+    def checksums(self, part: Part, *, md5: bool = False) -> tuple[int, str | None]:
+        """The CRC32C of the file's bytes of ``part`` as they are now and, if asked,
+        their MD5 (hex): what tells whether a part an earlier run stored still holds
+        them."""
+        digest = hashlib.md5(usedforsecurity=False) if md5 else None
+        fd, base = self.file.fileno(), self.start
+        view = memoryview(bytearray(min(part.length, READ_BLOCK)))
+        crc = 0
+        for at in range(part.start, part.stop, READ_BLOCK):
+            chunk = view[: min(READ_BLOCK, part.stop - at)]
+            _pread_all(fd, chunk, base + at)
+            crc = crc32c(chunk, crc)
+            if digest is not None:
+                digest.update(chunk)
+        return crc, None if digest is None else digest.hexdigest()
 
     def check_unchanged(self) -> None:
         """Refuse a file whose size or mtime moved since the upload began."""

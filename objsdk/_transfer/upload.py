@@ -5,9 +5,11 @@ multipart upload (:class:`~objsdk._transfer.multipart.MultipartSession`) with
 ``parallel`` parts in flight. How each kind of source is read, sent and checked (a
 buffer sliced, a regular file by sendfile(2) or ``os.preadv``, a stream in order) is
 its strategy's, in :mod:`objsdk._transfer.sources`; this module picks the route and
-plans the parts. Any failure, an exception from ``progress`` or a
-``KeyboardInterrupt`` aborts the upload, so no parts are left behind, and is
-re-raised.
+plans the parts. A failure, an exception from ``progress`` or a ``KeyboardInterrupt``
+aborts the upload, so no parts are left behind, and is re-raised; except that an upload
+of a path in parts is resumable (:mod:`objsdk._transfer.upload_resume`): one that stops
+for a reason a later run can get past is kept for it, and a later run of the same
+upload sends only the parts not stored yet.
 
 Every route stores a full-object CRC32C (``x-amz-checksum-crc32c``, "Checking object
 integrity" in the S3 user guide), which the server checks on arrival and
@@ -42,6 +44,7 @@ from objsdk._transfer.sources import (
     parts_until_the_end,
 )
 from objsdk._transfer.upload_plan import CutMemory, UploadPlan
+from objsdk._transfer.upload_resume import Resumed, UploadKeeper, keeping
 from objsdk._transport.base import Transport
 from objsdk._transport.retry import counting_failures
 from objsdk.models import ObjectInfo, UploadInfo
@@ -63,6 +66,7 @@ def upload(
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
     cut_memory: CutMemory | None = None,
     extra_headers: Mapping[str, str] | None = None,
+    resume: bool | None = None,
 ) -> UploadInfo:
     """Store ``source`` under ``key``: one PUT below ``multipart_threshold``, else a
     multipart upload of ``part_size`` parts, ``parallel`` at a time (``None``, the
@@ -85,6 +89,13 @@ def upload(
     parts there were, how many were in flight at the end, and how often a broken
     connection made a part (or the PUT) go again. ``cache_control``,
     ``content_encoding`` and ``storage_class`` are stored with the object.
+
+    ``resume`` (None: True) applies to a path uploaded in parts: the upload is recorded
+    as its parts are stored, kept when it stops for a reason a later run can get past,
+    and the same call later goes on from the parts stored (see
+    :mod:`objsdk._transfer.upload_resume`); another such upload of the same file to the
+    same key meanwhile raises :class:`~objsdk.UploadLockedError`. ``resume=False``
+    aborts an earlier run's upload and starts over, and aborts on any failure.
     """
     check_bucket(bucket)
     check_key(key)
@@ -97,6 +108,7 @@ def upload(
     # first, then parts sized by the object (_upload_multipart); from a stream 8 MiB,
     # so that the level has parts to climb with.
     probed = parallel is None and part_size is None
+    given_part_size = part_size
     if part_size is not None:
         upload_part_size(None, part_size)  # refuses sizes outside S3's limits
     elif parallel is None:
@@ -112,7 +124,13 @@ def upload(
         elif size is None:
             info = _upload_unsized(job, src, stream_part_size, tracker)
         else:
-            info = _upload_multipart(job, src, size, part_size, probed, tracker, cut_memory)
+            with keeping(
+                transport, bucket, key, source, src, headers, resume=resume is not False
+            ) as keeper:
+                resumed = keeper.resume_point(size, given_part_size) if keeper else None
+                info = _upload_multipart(
+                    job, src, size, part_size, probed, tracker, cut_memory, keeper, resumed
+                )
         tracker.finish(info.size or 0)
         if isinstance(info, UploadInfo):
             return info
@@ -200,9 +218,21 @@ def _upload_multipart(
     probed: bool,
     tracker: ProgressTracker,
     cut_memory: CutMemory | None = None,
+    keeper: UploadKeeper | None = None,
+    resumed: Resumed | None = None,
 ) -> UploadInfo:
     probe: int | None = None
     plan: UploadPlan | None = None
+    if resumed is not None:
+        # The parts an earlier run did not store, planned around those it did.
+        rest = resumed.todo
+        longest = max([p.length for p in rest] + [p.length for _, _, p in resumed.kept])
+        send = src.sender(rest, longest, direct=job.transport.direct_file_bodies)
+        expected = len(rest) + len(resumed.kept)
+        return _multipart(
+            job, send, tracker, src, part_size=longest, expected=expected, size=size,
+            keeper=keeper, resumed=resumed,
+        )  # fmt: skip
     if probed and src.any_order and part_size is not None:
         # Files and memory are read in any order: the small last part goes first.
         part_size = adaptive_upload_part_size(size, ADAPTIVE_PROBE)
@@ -217,12 +247,14 @@ def _upload_multipart(
     send = src.sender(todo, longest, direct=job.transport.direct_file_bodies)
     if plan is None:
         return _multipart(
-            job, send, tracker, src, part_size=longest, expected=len(parts), size=size
-        )
+            job, send, tracker, src, part_size=longest, expected=len(parts), size=size,
+            keeper=keeper,
+        )  # fmt: skip
     try:  # the plan's count is known at the end; its parts must cover the object
         return _multipart(
-            job, send, tracker, src, part_size=longest, size=size, probe=probe, on_cut=plan.cut
-        )
+            job, send, tracker, src, part_size=longest, size=size, probe=probe, on_cut=plan.cut,
+            keeper=keeper,
+        )  # fmt: skip
     finally:
         plan.finish()
 
@@ -247,10 +279,13 @@ def _multipart(
     size: int | None = None,
     probe: int | None = None,
     on_cut: Callable[[], None] | None = None,
+    keeper: UploadKeeper | None = None,
+    resumed: Resumed | None = None,
 ) -> UploadInfo:
-    """One multipart upload whose parts ``send(session)`` sends; aborted on any failure.
-    ``expected``: how many parts (None: as many as were sent); ``size``: the object's
-    (None: the bytes sent)."""
+    """One multipart upload whose parts ``send(session)`` sends; aborted on any failure,
+    unless ``keeper`` keeps it to be resumed. ``expected``: how many parts (None: as
+    many as were sent); ``size``: the object's (None: the bytes sent); ``resumed``: the
+    upload an earlier run left, to go on with."""
     cuts: list[None] = []
 
     def cut() -> None:  # called by the sending threads (list.append is atomic)
@@ -262,13 +297,27 @@ def _multipart(
     try:
         # Inside: an interruption once the upload exists (even before its workers do)
         # must abort it.
-        session.start()
+        if resumed is not None:
+            session.adopt(resumed.upload_id, resumed.kept)
+        else:
+            session.start()
+        if keeper is not None:
+            if resumed is None:
+                assert session.upload_id is not None
+                assert size is not None
+                keeper.started(session.upload_id, size, part_size)
+            session.on_stored = keeper.stored
         send(session)
         src.check_unchanged()
         total = size if size is not None else tracker.done
         info = session.complete(expected_parts=expected, size=total)
     except BaseException as e:
-        session.abort(e)
+        if keeper is not None and keeper.stopped(e, session.upload_id):
+            session.stop()  # kept, with its record, for the next run to resume
+        else:
+            session.abort(e)
         raise
+    if keeper is not None:
+        keeper.completed()
     level = session.level.current() if session.level is not None else job.parallel or 1
     return UploadInfo.of(info, parts=session.parts, parallel=level, cuts=len(cuts))

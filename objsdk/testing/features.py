@@ -40,6 +40,8 @@ class S3Features:
     ``archives_objects``: an object written in the GLACIER or DEEP_ARCHIVE storage class
     is archived: GETs and copies of it are refused until a RestoreObject (MinIO refuses
     those classes unless tiering is set up).
+    ``dates_uploads``: ListMultipartUploads says when each upload was initiated (moto
+    gives every upload the same date in 2010).
     """
 
     stores_put_checksum: bool = True
@@ -53,6 +55,7 @@ class S3Features:
     stores_line_feed_keys: bool = True
     checks_copy_source_if_match: bool = True
     archives_objects: bool = True
+    dates_uploads: bool = True
 
 
 #: MinIO (the local one, single drive).
@@ -61,8 +64,9 @@ MINIO = S3Features(
 )
 #: moto's standalone server (5.x): it ignores checksums on PUT and UploadPart, in
 #: us-east-1 lets CreateBucket succeed again, closes every connection, accepts any
-#: signature, answers a PUT of a key holding a line feed with 404 NoSuchKey and copies
-#: parts of whatever the source is now, whatever ETag the copy names.
+#: signature, answers a PUT of a key holding a line feed with 404 NoSuchKey, copies
+#: parts of whatever the source is now, whatever ETag the copy names, and dates every
+#: multipart upload in 2010.
 MOTO = S3Features(
     stores_put_checksum=False,
     checks_checksums=False,
@@ -72,6 +76,7 @@ MOTO = S3Features(
     applies_acls=True,
     stores_line_feed_keys=False,
     checks_copy_source_if_match=False,
+    dates_uploads=False,
 )
 #: AWS S3 in us-east-1, the assumption for an endpoint that says nothing else.
 AWS = S3Features(refuses_own_bucket=False)
