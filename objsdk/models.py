@@ -58,17 +58,21 @@ class UploadInfo(ObjectInfo):
     """What an upload stored (an :class:`ObjectInfo`) and how it went: the object was
     sent in ``parts`` parts (1: one PUT), ``parallel`` of them in flight at the end
     (what ``parallel=None`` settled on), and ``cuts`` times a connection broke under a
-    part (or the PUT), which was then sent again."""
+    part (or the PUT), which was then sent again. ``bytes_reused``: of a resumed upload
+    of a file, the bytes an earlier run had stored, which were not sent again."""
 
     parts: int = 1
     parallel: int = 1
     cuts: int = 0
+    bytes_reused: int = 0
 
     @classmethod
-    def of(cls, info: ObjectInfo, *, parts: int, parallel: int, cuts: int) -> UploadInfo:
+    def of(
+        cls, info: ObjectInfo, *, parts: int, parallel: int, cuts: int, bytes_reused: int = 0
+    ) -> UploadInfo:
         """``info``, with how the upload went."""
         known = {f.name: getattr(info, f.name) for f in fields(ObjectInfo)}
-        return cls(**known, parts=parts, parallel=parallel, cuts=cuts)
+        return cls(**known, parts=parts, parallel=parallel, cuts=cuts, bytes_reused=bytes_reused)
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,17 @@ def multipart_uploads(s3_server: Any, bucket: str) -> list[str]:
     return [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
 
 
+def parts_stored(s3_server: Any, bucket: str, key: str) -> int:
+    """How many parts the uploads of ``key`` in progress hold."""
+    s3 = boto3_client(s3_server)
+    count = 0
+    for up in s3.list_multipart_uploads(Bucket=bucket, Prefix=key).get("Uploads", []):
+        if up["Key"] == key:
+            answer = s3.list_parts(Bucket=bucket, Key=key, UploadId=up["UploadId"])
+            count += len(answer.get("Parts", []))
+    return count
+
+
 def as_at_a_terminal() -> None:
     # Ctrl-C at a terminal: SIGINT at its default. A runner that starts the suite in the
     # background (sh's `cmd &`) has it ignored, and children inherit that.

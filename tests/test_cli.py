@@ -25,6 +25,7 @@ from cli_helpers import (
     keys,
     make_tree,
     multipart_uploads,
+    parts_stored,
     run,
     tree,
     wait_for,
@@ -681,7 +682,34 @@ def test_sigint_during_streamed_upload_aborts_the_multipart_upload(
     assert keys(client, bucket) == []
 
 
-def test_sigint_during_file_upload_leaves_no_orphan_parts(
+def test_sigint_during_file_upload_keeps_it_and_the_same_command_completes_it(
+    env: dict[str, str], local_minio: Any, minio_proxy: Any, client: Client, bucket: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    data = os.urandom(12 << 20)
+    (tmp_path / "big.bin").write_bytes(data)
+    minio_proxy.add_toxic("bandwidth", stream="upstream", rate=4096)  # 4 MB/s
+    command = [*COMMAND, "cp", "big.bin", f"s3://{bucket}/big", "--part-size", "5MiB",
+               "--multipart-threshold", "5MiB", "--parallel", "1"]  # fmt: skip
+    proxied = {**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied,
+        preexec_fn=as_at_a_terminal,
+    )  # fmt: skip
+    wait_for(lambda: parts_stored(local_minio, bucket, "big") >= 1, "a part stored")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert b"running the same command again resumes it" in err
+    assert multipart_uploads(local_minio, bucket) == ["big"]
+    assert keys(client, bucket) == []
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, env=proxied, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert client.get_object(bucket, "big") == data
+    assert multipart_uploads(local_minio, bucket) == []
+
+
+def test_sigint_during_file_upload_with_no_resume_leaves_no_orphan_parts(
     env: dict[str, str], local_minio: Any, minio_proxy: Any, client: Client, bucket: str,
     tmp_path: Path,
 ) -> None:  # fmt: skip
@@ -689,7 +717,7 @@ def test_sigint_during_file_upload_leaves_no_orphan_parts(
     minio_proxy.add_toxic("bandwidth", stream="upstream", rate=4096)  # 4 MB/s
     proc = subprocess.Popen(
         [*COMMAND, "cp", "big.bin", f"s3://{bucket}/big", "--part-size", "5MiB",
-         "--multipart-threshold", "5MiB", "--parallel", "1"],
+         "--multipart-threshold", "5MiB", "--parallel", "1", "--no-resume"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=as_at_a_terminal,
     )  # fmt: skip
@@ -701,7 +729,38 @@ def test_sigint_during_file_upload_leaves_no_orphan_parts(
     assert keys(client, bucket) == []
 
 
-def test_sigint_during_recursive_upload_aborts_every_multipart_upload(
+def test_sigint_during_recursive_upload_keeps_each_upload_and_the_rerun_completes_them(
+    env: dict[str, str], local_minio: Any, minio_proxy: Any, client: Client, bucket: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    files = {f"f{i}.bin": os.urandom(11 << 20) for i in range(4)}
+    for name, data in files.items():
+        (tmp_path / "tree" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "tree" / name).write_bytes(data)
+    minio_proxy.add_toxic("bandwidth", stream="upstream", rate=8192)  # 8 MB/s
+    command = [*COMMAND, "cp", "-r", "tree", f"s3://{bucket}/t", "--jobs", "2", "--parallel",
+               "1", "--part-size", "5MiB", "--multipart-threshold", "5MiB"]  # fmt: skip
+    proxied = {**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied,
+        preexec_fn=as_at_a_terminal,
+    )  # fmt: skip
+    wait_for(lambda: len(multipart_uploads(local_minio, bucket)) == 2, "two uploads")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    kept = sorted(multipart_uploads(local_minio, bucket))
+    assert len(kept) == 2
+    for key in kept:  # each one named, with what to do about it
+        assert f"to s3://{bucket}/{key} is kept".encode() in err
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, env=proxied, timeout=60)
+    assert again.returncode == 0, again.stderr
+    for name, data in files.items():
+        assert client.get_object(bucket, f"t/{name}") == data
+    assert multipart_uploads(local_minio, bucket) == []
+
+
+def test_sigint_during_recursive_upload_with_no_resume_aborts_every_multipart_upload(
     env: dict[str, str], local_minio: Any, minio_proxy: Any, bucket: str, tmp_path: Path
 ) -> None:
     for i in range(4):
@@ -710,7 +769,7 @@ def test_sigint_during_recursive_upload_aborts_every_multipart_upload(
     minio_proxy.add_toxic("bandwidth", stream="upstream", rate=8192)  # 8 MB/s
     proc = subprocess.Popen(
         [*COMMAND, "cp", "-r", "tree", f"s3://{bucket}/t", "--jobs", "2", "--parallel", "1",
-         "--part-size", "5MiB", "--multipart-threshold", "5MiB"],
+         "--part-size", "5MiB", "--multipart-threshold", "5MiB", "--no-resume"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}, preexec_fn=as_at_a_terminal,
     )  # fmt: skip

@@ -26,6 +26,7 @@ from cli_helpers import (
     env,
     keys,
     multipart_uploads,
+    parts_stored,
     run,
     tree,
     wait_for,
@@ -48,7 +49,39 @@ def _default_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def test_sigterm_during_file_upload_aborts_the_multipart_upload_and_exits_143(
+def test_sigterm_during_file_upload_keeps_it_exits_143_and_says_how_to_resume_it(
+    env: dict[str, str], local_minio: Any, minio_proxy: Any, client: Client, bucket: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    data = os.urandom(12 << 20)
+    (tmp_path / "big.bin").write_bytes(data)
+    minio_proxy.add_toxic("bandwidth", stream="upstream", rate=4096)  # 4 MB/s
+    command = [*COMMAND, "cp", "big.bin", f"s3://{bucket}/big", "--part-size", "5MiB",
+               "--multipart-threshold", "5MiB", "--parallel", "1"]  # fmt: skip
+    proxied = {**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint}
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=proxied
+    )
+    wait_for(lambda: parts_stored(local_minio, bucket, "big") >= 1, "a part stored")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    text = err.decode()
+    assert "interrupted (SIGTERM)" in text
+    assert f"of {tmp_path / 'big.bin'} to s3://{bucket}/big is kept" in text
+    assert "running the same command again resumes it" in text
+    assert f"`objsdk uploads abort s3://{bucket}/big --all` discards it" in text
+    assert "Traceback" not in text
+    assert multipart_uploads(local_minio, bucket) == ["big"]
+    # The same command again, through the same endpoint, sends the rest.
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, env=proxied, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert b"of it already stored" in again.stderr
+    assert client.get_object(bucket, "big") == data
+    assert multipart_uploads(local_minio, bucket) == []
+
+
+def test_sigterm_during_file_upload_with_no_resume_aborts_it_and_exits_143(
     env: dict[str, str], local_minio: Any, minio_proxy: Any, client: Client, bucket: str,
     tmp_path: Path,
 ) -> None:  # fmt: skip
@@ -56,7 +89,7 @@ def test_sigterm_during_file_upload_aborts_the_multipart_upload_and_exits_143(
     minio_proxy.add_toxic("bandwidth", stream="upstream", rate=4096)  # 4 MB/s
     proc = subprocess.Popen(
         [*COMMAND, "cp", "big.bin", f"s3://{bucket}/big", "--part-size", "5MiB",
-         "--multipart-threshold", "5MiB", "--parallel", "1"],
+         "--multipart-threshold", "5MiB", "--parallel", "1", "--no-resume"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**env, "AWS_ENDPOINT_URL": minio_proxy.endpoint},
     )  # fmt: skip

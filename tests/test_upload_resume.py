@@ -106,6 +106,7 @@ def test_an_upload_of_a_file_stopped_by_ctrl_c_is_kept_and_the_same_call_sends_t
     sent.clear()
     info = client.upload(bucket, "k", path, **OPTIONS)
     assert sum(sent) <= SIZE - 3 * PART  # the three parts stored are not sent again
+    assert info.bytes_reused == SIZE - sum(sent)
     assert client.get_object(bucket, "k") == data
     assert info.size == SIZE
     assert uploads(client, bucket) == []

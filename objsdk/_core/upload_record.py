@@ -353,11 +353,12 @@ class KeptUpload:
     upload_id: str
     path: str
 
-    def advice(self) -> str:
-        """What the user can do about it, in one sentence."""
+    def advice(self, rerun: str = "the same upload") -> str:
+        """What the user can do about it, in one sentence; ``rerun``: what to run again
+        (the same upload, the same command)."""
         where = f"s3://{self.bucket}/{self.key}"
         return (
             f"the multipart upload of {self.path} to {where} is kept with the parts "
-            f"stored so far (upload id {self.upload_id}): running the same upload again "
+            f"stored so far (upload id {self.upload_id}): running {rerun} again "
             f"resumes it; `objsdk uploads abort {where} --all` discards it"
         )

@@ -320,4 +320,7 @@ def _multipart(
     if keeper is not None:
         keeper.completed()
     level = session.level.current() if session.level is not None else job.parallel or 1
-    return UploadInfo.of(info, parts=session.parts, parallel=level, cuts=len(cuts))
+    reused = resumed.reused if resumed is not None else 0
+    return UploadInfo.of(
+        info, parts=session.parts, parallel=level, cuts=len(cuts), bytes_reused=reused
+    )

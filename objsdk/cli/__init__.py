@@ -59,12 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             library_log.addHandler(warnings := LibraryWarnings(ctx.out))
         with terminating_signals():
             return COMMANDS[args.command](ctx, args)
-    except Terminated as e:
-        print(f"objsdk: interrupted ({e})", file=sys.stderr, flush=True)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print("objsdk: interrupted", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        said = f"interrupted ({e})" if isinstance(e, Terminated) else "interrupted"
+        print(f"objsdk: {said}", file=sys.stderr, flush=True)
+        for kept in getattr(e, "kept_uploads", ()):
+            advice = kept.advice("the same command")
+            print(f"objsdk: {terminal_safe(advice)}", file=sys.stderr, flush=True)
+        return e.exit_code if isinstance(e, Terminated) else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``objsdk cat ... | head``): not an error. Point stdout at
         # /dev/null so the interpreter's final flush does not complain.

@@ -146,6 +146,7 @@ def _transfer_options(
         expected_size=getattr(args, "expected_size", None),
         move=move,
         archived=getattr(args, "archived", "warn"),
+        resume=getattr(args, "resume", True),
     )
 
 
@@ -393,6 +394,53 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
     return run_jobs(client, jobs, options, ctx.out, outcome, dry_run=args.dry_run)
 
 
+def cmd_uploads(ctx: Context, args: argparse.Namespace) -> int:
+    """``uploads ls`` and ``uploads abort``: the multipart uploads in progress under a
+    prefix, each with the file a run on this machine resumes it from, if any."""
+    from .._transfer.upload_resume import recorded_uploads
+
+    where = parse_remote(args.path)
+    client, out = ctx.client(), ctx.out
+    resumes = recorded_uploads(client.endpoint.url, where.bucket)
+    if args.uploads_command == "ls":
+        for up in client.list_multipart_uploads(where.bucket, where.key):
+            path = resumes.get(up.upload_id)
+            after = f"  (resumes from {path})" if path else ""
+            out.line(f"{format_time(up.initiated)} {up.upload_id} {up.key}{after}")
+            out.json(
+                {
+                    "bucket": where.bucket,
+                    "key": up.key,
+                    "upload_id": up.upload_id,
+                    "initiated": up.initiated,
+                    "resumes_from": path,
+                }
+            )
+        return EXIT_OK
+    gone = client.abort_multipart_uploads(
+        where.bucket,
+        where.key,
+        older_than=None if args.all else args.older_than,
+        dry_run=args.dry_run,
+    )
+    mark = "(dryrun) " if args.dry_run else ""
+    for up in gone:
+        out.note(f"{mark}abort: s3://{where.bucket}/{up.key} (upload id {up.upload_id})")
+        out.json(
+            {
+                "action": "abort",
+                "bucket": where.bucket,
+                "key": up.key,
+                "upload_id": up.upload_id,
+                "initiated": up.initiated,
+                "dryrun": args.dry_run,
+            }
+        )
+    verb = "would abort" if args.dry_run else "aborted"
+    out.summary(f"{verb} {counted(len(gone), 'multipart upload')}")
+    return EXIT_OK
+
+
 def cmd_cat(ctx: Context, args: argparse.Namespace) -> int:
     where = parse_remote(args.path)
     if where.is_prefix:
@@ -533,6 +581,7 @@ COMMANDS: dict[str, Callable[[Context, argparse.Namespace], int]] = {
     "cp": cmd_cp,
     "mv": cmd_mv,
     "sync": cmd_sync,
+    "uploads": cmd_uploads,
     "cat": cmd_cat,
     "rm": cmd_rm,
     "stat": cmd_stat,

@@ -6,6 +6,7 @@ The codes follow the aws CLI's, so scripts written for one read the other.
 from __future__ import annotations
 
 from .. import errors
+from .._core.upload_record import KeptUpload
 
 __all__ = [
     "EXIT_BAD_ARGS",
@@ -75,7 +76,11 @@ def message_for(exc: BaseException) -> str:
     if isinstance(exc, _PATH_ERRORS):
         return f"{exc.strerror}: {exc.filename}"
     if isinstance(exc, errors.ObjsdkError | CliError):
-        return str(exc)
+        text = str(exc)
+        kept = getattr(exc, "kept_upload", None)
+        if isinstance(kept, KeptUpload):  # the command is what to run again
+            text = text.replace(kept.advice(), kept.advice("the same command"))
+        return text
     return f"{type(exc).__name__}: {exc}"
 
 

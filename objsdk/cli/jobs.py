@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from objsdk import errors
+
 from .filters import Filters
 from .paths import Location
 
@@ -78,6 +80,7 @@ class TransferOptions:
     expected_size: int | None = None  # of standard input: parts large enough to hold it
     move: bool = False  # mv: each source is removed once its copy is verified
     archived: Archived = "warn"  # objects the service refuses for their storage class
+    resume: bool = True  # uploads of files resume (--no-resume: start over)
 
 
 @dataclass
@@ -88,10 +91,12 @@ class Outcome:
     skipped: int = 0
     bytes: int = 0
     reused: int = 0  # bytes a resumed download found already on disk
+    stored: int = 0  # bytes a resumed upload found already stored
 
 
-class Cancelled(Exception):
-    """Raised from progress callbacks to stop transfers after Ctrl-C."""
+#: Raised from progress callbacks to stop transfers after Ctrl-C: the library's own, so
+#: that an upload of a file stopped so is kept to resume, as after the Ctrl-C itself.
+Cancelled = errors.Cancelled
 
 
 @dataclass(frozen=True)

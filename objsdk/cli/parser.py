@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, NoReturn
 
 from .._core.metadata import CANNED_ACLS
@@ -13,7 +14,7 @@ from .._version import __version__
 from .errors import EXIT_BAD_ARGS, CliError
 from .filters import FilterAction
 
-__all__ = ["GLOBAL_DEFAULTS", "build_parser", "parse_size"]
+__all__ = ["GLOBAL_DEFAULTS", "build_parser", "parse_duration", "parse_size"]
 
 _UNITS = {
     "": 1,
@@ -39,6 +40,19 @@ def parse_size(text: str) -> int:
     if not m or m.group(2).lower() not in _UNITS:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8MiB, 64MB, 1048576)")
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"7d"`` -> 7 days; ``"1d12h"``, ``"90m"``, ``"30s"``, ``"2w"``: whole numbers of
+    seconds, minutes, hours, days or weeks, one after another."""
+    spec = text.strip().lower()
+    if not re.fullmatch(r"(\d+\s*[smhdw]\s*)+", spec):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 7d, 12h, 1d12h, 30m)")
+    parts = re.findall(r"(\d+)\s*([smhdw])", spec)
+    return timedelta(seconds=sum(int(n) * _DURATION_UNITS[u] for n, u in parts))
 
 
 def _int_at_least(minimum: int, rule: str) -> Callable[[str], int]:
@@ -172,6 +186,13 @@ def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> 
             default=None,
             help="files at least this big are uploaded in parts (default 64MiB)",
         )
+    p.add_argument(
+        "--no-resume",
+        dest="resume",
+        action="store_false",
+        help="uploads of files start over (and abort what an earlier run left) instead of "
+        "resuming; any failure then aborts them",
+    )
     _dry_run(p)
     _object_fields(p)
 
@@ -415,6 +436,41 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_options(p)
     _filter_options(p)
     _archive_options(p)
+
+    p = add(
+        "uploads",
+        "list or abort the multipart uploads in progress (an interrupted upload kept to "
+        "resume is one)",
+    )
+    actions = p.add_subparsers(dest="uploads_command", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    q = actions.add_parser(
+        "ls",
+        help="list the uploads under s3://bucket[/prefix]",
+        description="List the multipart uploads in progress under s3://bucket[/prefix]: "
+        "when each began, its upload id, its key, and the file a run on this machine "
+        "resumes it from.",
+        parents=[common],
+    )
+    q.add_argument("path", help="s3://bucket[/prefix]")
+    q = actions.add_parser(
+        "abort",
+        help="abort the uploads under s3://bucket[/prefix] (--older-than or --all)",
+        description="Abort the multipart uploads in progress under s3://bucket[/prefix] "
+        "that began more than --older-than ago (the server's clock), or --all of them, "
+        "another writer's live upload included: their stored parts are freed.",
+        parents=[common],
+    )
+    q.add_argument("path", help="s3://bucket[/prefix]")
+    which = q.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--older-than",
+        type=parse_duration,
+        metavar="DURATION",
+        help="only uploads that began more than this long ago: 7d, 12h, 1d12h, 30m",
+    )
+    which.add_argument("--all", action="store_true", help="every upload under the prefix")
+    _dry_run(q)
 
     p = add("cat", "write an object (or a byte range of it) to standard output")
     p.add_argument("path", help="s3://bucket/key")

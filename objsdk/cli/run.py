@@ -64,8 +64,10 @@ def run_jobs(
                         _run_reported(runner, job, propagate=single)
                 else:
                     _run_pool(runner, jobs)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as stop:
                 runner.cancel.set()
+                # What the command line says on its way out: how to resume or discard.
+                stop.kept_uploads = list(runner.kept)  # type: ignore[attr-defined]
                 raise
     finally:
         # Files complete on disk take their names, durably, even when the run was
@@ -87,12 +89,18 @@ def run_jobs(
             "failed": outcome.failed,
             "skipped": outcome.skipped,
             "bytes": outcome.bytes,
-            "bytes_reused": outcome.reused,
+            "bytes_reused": outcome.reused + outcome.stored,
             "seconds": round(seconds, 3),
         }
     )
-    # A rerun after an interruption says what it found on disk: it fetched only the rest.
-    reused = f"{human_size(outcome.reused)} of it already on disk" if outcome.reused else ""
+    # A rerun after an interruption says what it found on disk, or already stored: it
+    # fetched or sent only the rest.
+    found = []
+    if outcome.reused:
+        found.append(f"{human_size(outcome.reused)} of it already on disk")
+    if outcome.stored:
+        found.append(f"{human_size(outcome.stored)} of it already stored")
+    reused = ", ".join(found)
     if not single and (outcome.done or outcome.deleted or outcome.failed):
         rate = human_size(int(outcome.bytes / seconds)) if seconds > 0 else "-"
         parts = []
@@ -134,11 +142,11 @@ def _job_json(job: Job, opts: TransferOptions) -> dict[str, Any]:
 def _run_reported(runner: Runner, job: Job, *, propagate: bool) -> None:
     try:
         runner.run_one(job, functools.partial(_done, runner, job))
-    except (KeyboardInterrupt, Cancelled):
-        raise
-    except BrokenPipeError:
+    except (KeyboardInterrupt, BrokenPipeError):
         raise
     except Exception as e:
+        if isinstance(e, Cancelled) and runner.cancel.is_set():
+            raise  # the run was stopped: no failure of this job
         if _archived(runner, job, e):
             return
         if propagate and not isinstance(

@@ -1,13 +1,15 @@
 """SIGTERM and SIGHUP handled like Ctrl-C.
 
 ``timeout``, systemd, Kubernetes and Slurm stop a program with SIGTERM; a closed terminal
-sends SIGHUP. Left at their defaults, both kill the process on the spot: a multipart
-upload in flight stays on the server (and is billed) until a lifecycle rule removes it.
+sends SIGHUP. Left at their defaults, both kill the process on the spot, with nothing
+said: a multipart upload in flight stays on the server (and is billed), named nowhere.
 Here each raises :class:`Terminated`, a ``KeyboardInterrupt``, in the main thread, so
-every transfer cleans up exactly as after Ctrl-C: uploads abort, downloads keep their
-resumable temporary file and never leave a partial file under the final name. The exit
-code is the shell's for a death by that signal, 128 + its number (143, 129; 130 for
-SIGINT), so a caller sees the command was stopped.
+every transfer stops exactly as after Ctrl-C: an upload of a file keeps its multipart
+upload for the same command to resume, and the exit message names it and says how to
+resume or discard it (``--no-resume``: aborted); a stream from standard input aborts its
+upload; downloads keep their resumable temporary file and never leave a partial file
+under the final name. The exit code is the shell's for a death by that signal, 128 +
+its number (143, 129; 130 for SIGINT), so a caller sees the command was stopped.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def terminating_signals() -> Iterator[None]:
 
     A signal the parent set to be ignored stays ignored (``nohup`` ignores SIGHUP on
     purpose). Only the first signal raises: a second one during the clean-up it starts
-    (aborting uploads) is ignored, so the clean-up finishes; SIGKILL still ends it.
+    (stopping parts, aborting a stream's upload) is ignored, so the clean-up finishes;
+    SIGKILL still ends it.
     """
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -1,8 +1,10 @@
 """One job of ``cp``, ``mv`` or ``sync`` carried out (:class:`Runner`); :mod:`.run`
 runs a whole plan. Interruption (Ctrl-C, SIGTERM, SIGHUP) cancels every transfer in
-flight through its progress callback, so each one cleans up as on any failure: an
-upload aborts its multipart upload, a download keeps its resumable temporary file (never
-the final name). ``mv`` removes each source only once its copy is verified.
+flight through its progress callback, so each one stops as on a failure a later run can
+get past: an upload of a file keeps its multipart upload for the same command to resume
+(``--no-resume``: aborts it), a stream from standard input aborts its own, a download
+keeps its resumable temporary file (never the final name). ``mv`` removes each source
+only once its copy is verified.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from objsdk import errors
 from objsdk._core.parts import upload_part_size
+from objsdk._core.upload_record import KeptUpload
 from objsdk._transfer.copy import MAX_SINGLE_COPY
 from objsdk._transfer.download_file import make_folder
 from objsdk._transfer.download_stream import is_stream_file
@@ -47,6 +50,8 @@ class Runner:
         self.lock = threading.Lock()
         self.progress: Progress | None = None
         self.batch = Batch()
+        #: Uploads of files that stopped and were kept for a later run to resume.
+        self.kept: list[KeptUpload] = []
 
     def check(self) -> None:
         if self.cancel.is_set():
@@ -103,7 +108,19 @@ class Runner:
         for name in ("cache_control", "content_encoding", "storage_class"):
             if getattr(o, name):
                 kwargs[name] = getattr(o, name)
-        info = self.client.upload(dst.bucket, dst.key, src.path, **kwargs)
+        if not o.resume:
+            kwargs["resume"] = False
+        try:
+            info = self.client.upload(dst.bucket, dst.key, src.path, **kwargs)
+        except BaseException as e:
+            kept = getattr(e, "kept_upload", None)
+            if isinstance(kept, KeptUpload):
+                with self.lock:
+                    self.kept.append(kept)
+            raise
+        if info.bytes_reused:
+            with self.lock:
+                self.outcome.stored += info.bytes_reused
         return info.size or 0
 
     def _download(

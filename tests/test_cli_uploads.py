@@ -1,0 +1,192 @@
+"""The command line and uploads kept to resume: ``cp``, ``mv`` and ``sync`` of a file go on
+from the parts an interrupted run stored (``--no-resume``: start over), and ``objsdk
+uploads ls`` / ``objsdk uploads abort`` show and remove the multipart uploads in progress.
+The console script runs in a subprocess; the interrupted runs are library calls in this
+process, made with the command's home directory, so both keep their records in one place.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import Run, env, multipart_uploads, run
+from s3_helpers import boto3_client
+
+from objsdk import Client
+
+__all__ = ["env", "run"]  # fixtures, used by name
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+PART = 5 * MiB
+SIZE = 8 * PART
+PARTS = ["--part-size", "5MiB", "--multipart-threshold", "5MiB"]
+
+
+@pytest.fixture
+def same_home(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process keeps its upload records where the command does."""
+    monkeypatch.setenv("HOME", env["HOME"])
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    if "XDG_CACHE_HOME" in env:
+        monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+
+
+def records(env: dict[str, str]) -> list[Path]:
+    cache = Path(env.get("XDG_CACHE_HOME") or Path(env["HOME"]) / ".cache")
+    return sorted((cache / "objsdk" / "uploads").glob("*.json"))
+
+
+def interrupted(client: Client, bucket: str, key: str, path: Path) -> str:
+    """Upload ``path`` as the command would (its guessed Content-Type) until three of its
+    eight parts are stored, then stop it as Ctrl-C does: the upload id kept."""
+
+    def stop(done: int, total: Any) -> None:
+        if done >= 3 * PART:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        client.upload(
+            bucket, key, path, part_size=PART, multipart_threshold=PART, parallel=2,
+            progress=stop, content_type=mimetypes.guess_type(path.name)[0],
+        )  # fmt: skip
+    return str(caught.value.kept_upload.upload_id)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", ["cp", "mv", "sync"])
+def test_cp_mv_and_sync_of_a_file_resume_the_upload_an_interrupted_run_left(
+    run: Run, env: dict[str, str], same_home: None, client: Client, s3_server: Any,
+    bucket: str, tmp_path: Path, command: str,
+) -> None:  # fmt: skip
+    (tmp_path / "dir").mkdir()
+    path = tmp_path / "dir" / "f.bin"
+    data = os.urandom(SIZE)
+    path.write_bytes(data)
+    interrupted(client, bucket, "p/f.bin", path)
+    args = {
+        "cp": ["cp", "dir/f.bin", f"s3://{bucket}/p/f.bin"],
+        "mv": ["mv", "dir/f.bin", f"s3://{bucket}/p/f.bin"],
+        "sync": ["sync", "dir", f"s3://{bucket}/p/"],
+    }[command]
+    res = run(*args, *PARTS)
+    assert res.code == 0, res.err
+    assert re.search(r"[\d.]+ MiB of it already stored", res.err), res.err
+    assert client.get_object(bucket, "p/f.bin") == data
+    assert multipart_uploads(s3_server, bucket) == []
+    assert records(env) == []
+    assert path.exists() == (command != "mv")
+
+
+def test_a_rerun_with_json_counts_the_bytes_already_stored(
+    run: Run, same_home: None, client: Client, bucket: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(SIZE))
+    interrupted(client, bucket, "k", path)
+    res = run("--json", "cp", "f.bin", f"s3://{bucket}/k", *PARTS)
+    assert res.code == 0, res.err
+    summary = res.json_lines()[-1]
+    assert summary["bytes"] == SIZE
+    assert 3 * PART <= summary["bytes_reused"] < SIZE
+
+
+def test_no_resume_starts_over_and_aborts_the_upload_an_earlier_run_left(
+    run: Run, env: dict[str, str], same_home: None, client: Client, s3_server: Any,
+    bucket: str, tmp_path: Path,
+) -> None:  # fmt: skip
+    path = tmp_path / "f.bin"
+    data = os.urandom(SIZE)
+    path.write_bytes(data)
+    interrupted(client, bucket, "k", path)
+    res = run("cp", "f.bin", f"s3://{bucket}/k", "--no-resume", *PARTS)
+    assert res.code == 0, res.err
+    assert "already stored" not in res.err
+    assert client.get_object(bucket, "k") == data
+    assert multipart_uploads(s3_server, bucket) == []
+    assert records(env) == []
+
+
+# -- uploads ls, uploads abort ------------------------------------------------------------------
+
+
+def test_uploads_ls_lists_each_upload_and_the_file_a_rerun_here_resumes_it_from(
+    run: Run, same_home: None, client: Client, s3_server: Any, bucket: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(SIZE))
+    mine = interrupted(client, bucket, "logs/a", path)
+    # Another writer's upload: no record here.
+    theirs = boto3_client(s3_server).create_multipart_upload(Bucket=bucket, Key="logs/b")
+    other = theirs["UploadId"]
+    res = run("uploads", "ls", f"s3://{bucket}/logs/")
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    assert len(lines) == 2
+    (a,) = [line for line in lines if line.endswith(f"(resumes from {path})")]
+    assert mine in a
+    assert " logs/a " in a
+    (b,) = [line for line in lines if other in line]
+    assert b.endswith(" logs/b")
+    listed = run("--json", "uploads", "ls", f"s3://{bucket}/logs/").json_lines()
+    by_key = {entry["key"]: entry for entry in listed}
+    assert by_key["logs/a"]["upload_id"] == mine
+    assert by_key["logs/a"]["resumes_from"] == str(path)
+    assert by_key["logs/b"]["resumes_from"] is None
+    assert run("uploads", "ls", f"s3://{bucket}/other/").out == ""
+
+
+def test_uploads_abort_needs_older_than_or_all(run: Run, bucket: str) -> None:
+    res = run("uploads", "abort", f"s3://{bucket}/")
+    assert res.code == 252
+    assert "--older-than" in res.err
+    assert "--all" in res.err
+    bad = run("uploads", "abort", f"s3://{bucket}/", "--older-than", "soon")
+    assert bad.code == 252
+    assert "not a duration" in bad.err
+
+
+def test_uploads_abort_all_under_a_prefix_after_a_dry_run(
+    run: Run, env: dict[str, str], same_home: None, client: Client, s3_server: Any,
+    bucket: str, tmp_path: Path,
+) -> None:  # fmt: skip
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(SIZE))
+    mine = interrupted(client, bucket, "logs/a", path)
+    boto3_client(s3_server).create_multipart_upload(Bucket=bucket, Key="keep/b")
+    dry = run("uploads", "abort", f"s3://{bucket}/logs/", "--all", "--dry-run")
+    assert dry.code == 0, dry.err
+    assert f"(dryrun) abort: s3://{bucket}/logs/a (upload id {mine})" in dry.out
+    assert sorted(multipart_uploads(s3_server, bucket)) == ["keep/b", "logs/a"]
+    res = run("--json", "uploads", "abort", f"s3://{bucket}/logs/", "--all")
+    assert res.code == 0, res.err
+    assert [(e["key"], e["upload_id"]) for e in res.json_lines()] == [("logs/a", mine)]
+    assert multipart_uploads(s3_server, bucket) == ["keep/b"]
+    assert records(env) == []  # the record of the aborted upload went with it
+    run("uploads", "abort", f"s3://{bucket}/", "--all")
+    assert multipart_uploads(s3_server, bucket) == []
+
+
+@pytest.mark.needs_feature("dates_uploads")
+def test_uploads_abort_older_than_spares_an_upload_begun_since(
+    run: Run, s3_server: Any, bucket: str
+) -> None:
+    boto3_client(s3_server).create_multipart_upload(Bucket=bucket, Key="live")
+    res = run("uploads", "abort", f"s3://{bucket}/", "--older-than", "1h")
+    assert res.code == 0, res.err
+    assert "aborted 0 multipart uploads" in res.err
+    assert multipart_uploads(s3_server, bucket) == ["live"]
+    time.sleep(1.1)  # the server's Date is in whole seconds
+    assert run("uploads", "abort", f"s3://{bucket}/", "--older-than", "0s").code == 0
+    assert multipart_uploads(s3_server, bucket) == []
+
+
+def test_uploads_ls_json_of_an_empty_bucket_prints_nothing(run: Run, bucket: str) -> None:
+    res = run("--json", "uploads", "ls", f"s3://{bucket}")
+    assert (res.code, res.out) == (0, ""), res.err
