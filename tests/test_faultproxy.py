@@ -379,6 +379,32 @@ def test_logs_body_bytes_sent(via: Client, proxy: FaultProxy, bucket: str) -> No
     assert proxy.requests(method="GET")[0].body_bytes == 7
 
 
+def test_logs_request_body_bytes_received(via: Client, proxy: FaultProxy, bucket: str) -> None:
+    via.put_object(bucket, "k", b"0123456789")
+    proxy.add_rule(Action.SLOW_DOWN, method="PUT")  # answered here: the body still counts
+    with pytest.raises(SlowDown):
+        via.put_object(bucket, "k", b"01234")
+    via.get_object(bucket, "k")
+    puts = proxy.requests(method="PUT")
+    assert [(r.status, r.request_bytes) for r in puts] == [(200, 10), (503, 5)]
+    assert proxy.requests(method="GET")[0].request_bytes == 0
+
+
+def test_a_request_body_the_client_abandons_is_logged_with_the_bytes_that_arrived(
+    proxy: FaultProxy, bucket: str
+) -> None:
+    host, port = proxy.endpoint.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            f"PUT /{bucket}/k HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Content-Length: 1000\r\n\r\n".encode()
+            + b"x" * 300
+        )
+        time.sleep(0.2)
+    (put,) = proxy.requests(method="PUT", settle=5)
+    assert (put.status, put.request_bytes) == (None, 300)
+
+
 def test_several_rules_apply_to_one_request(via: Client, proxy: FaultProxy, bucket: str) -> None:
     via.put_object(bucket, "k", b"0123456789")
     strip = proxy.add_rule(Action.STRIP_ETAG, method="GET", times=None)

@@ -7,7 +7,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -333,6 +333,15 @@ class FaultProxy(StartStop):
         requested_range = get_header(headers, "Range")
         sent = 0
         started = time.time()
+        received = 0
+
+        def from_client(sink: Callable[[bytes], None]) -> Callable[[bytes], None]:
+            def take(data: bytes) -> None:
+                nonlocal received
+                received += len(data)
+                sink(data)
+
+            return take
 
         def log(status: int | None, upstream_status: int | None) -> None:
             self._record(
@@ -347,6 +356,7 @@ class FaultProxy(StartStop):
                     body_bytes=sent,
                     time=time.time(),
                     started=started,
+                    request_bytes=received,
                 )
             )
 
@@ -361,7 +371,7 @@ class FaultProxy(StartStop):
 
         rule = first(*ANSWERED_HERE)
         if rule is not None:
-            relay_body(client, headers, discard, until_close=False)
+            relay_body(client, headers, from_client(discard), until_close=False)
             if rule.action is Action.DROP:
                 log(None, None)
                 raise _Dropped
@@ -429,7 +439,11 @@ class FaultProxy(StartStop):
             session.upstream = self._connect_upstream()
         upstream = session.upstream
         upstream.sendall(head_bytes(start, headers))
-        relay_body(client, headers, upstream.sendall, until_close=False)
+        try:
+            relay_body(client, headers, from_client(upstream.sendall), until_close=False)
+        except OSError:
+            log(None, None)  # the client went away mid-body: logged with what arrived
+            raise
 
         resp = read_head(upstream)
         while resp is not None and resp[0].split(" ")[1].startswith("1"):

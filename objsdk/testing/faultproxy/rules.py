@@ -153,9 +153,11 @@ class LoggedRequest:
     ``status`` is the status the client got (None if the connection was dropped);
     ``upstream_status`` the one the server answered (None if it was not forwarded);
     ``actions`` the faults applied; ``body_bytes`` how many body bytes the client was sent
-    (as framed on the wire: a chunked body counts its chunk headers). ``started`` is
-    when the request's head had arrived and ``time`` when the exchange ended (both
-    ``time.time()``): between them the request was in flight.
+    and ``request_bytes`` how many request body bytes the client sent (both as framed on
+    the wire: a chunked body counts its chunk headers; a request body cut short counts
+    what arrived, logged with no status). ``started`` is when the request's head had
+    arrived and ``time`` when the exchange ended (both ``time.time()``): between them the
+    request was in flight.
     """
 
     method: str
@@ -168,6 +170,7 @@ class LoggedRequest:
     body_bytes: int
     time: float
     started: float = 0.0
+    request_bytes: int = 0
 
 
 #: Actions that answer the request in the proxy, without forwarding it.
