@@ -294,6 +294,23 @@ def test_a_second_upload_of_the_same_file_to_the_same_key_fails_at_once(
     assert uploads(client, bucket) == []
 
 
+def test_an_upload_where_no_record_can_be_kept_still_succeeds(
+    client: Client, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_bytes(b"")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    path, data = source_file(tmp_path)
+    client.upload(bucket, "k", path, **OPTIONS)
+    assert client.get_object(bucket, "k") == data
+    # Nothing to resume from: an interrupted one is aborted, as before uploads resumed.
+    with pytest.raises(KeyboardInterrupt) as caught:
+        client.upload(bucket, "k2", path, progress=stop_after(2 * PART, KeyboardInterrupt()),
+                      **OPTIONS)  # fmt: skip
+    assert not hasattr(caught.value, "kept_upload")
+    assert uploads(client, bucket) == []
+
+
 def test_a_record_holds_no_credentials(
     s3_server: Any, client: Client, bucket: str, tmp_path: Path, records: Path
 ) -> None:

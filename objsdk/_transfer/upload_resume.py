@@ -150,7 +150,12 @@ def keeping(
     keeper = UploadKeeper(
         transport, bucket, key, src, path, os.path.join(directory, tag), fields_digest(headers)
     )
-    keeper.lock()
+    try:
+        keeper.lock()
+    except OSError as e:  # (UploadLockedError is not one)
+        log.debug("uploads are not resumable: cannot lock a record in %s: %s", directory, e)
+        yield None
+        return
     try:
         if not resume:
             keeper.discard_earlier()
