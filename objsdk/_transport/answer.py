@@ -1,5 +1,6 @@
 """An HTTP answer read whole, as the transport's own connections hand it over
-(:mod:`objsdk._transport.wire`): :class:`Answer`, and its header :class:`Fields`."""
+(:mod:`objsdk._transport.wire`): :class:`Answer`, and its header :class:`Fields`; and
+the :class:`Reader` httptools hands an answer's parts to as it parses them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Answer", "Fields"]
+import httptools
+
+from objsdk._transport.answer_head import MAX_FIELDS, MAX_HEAD, MAX_INTERIM, HeadTooLarge
+
+__all__ = ["Answer", "Fields", "Reader"]
 
 
 @dataclass
@@ -77,3 +82,75 @@ class Fields(Mapping[str, str]):
 
     def __repr__(self) -> str:
         return f"Fields({dict(self.items())!r})"
+
+
+class Reader:
+    """httptools' callbacks: the answer's head and, until the wire reads a body of known
+    length itself, its body. What it holds of a head is bounded
+    (:mod:`~objsdk._transport.answer_head`)."""
+
+    __slots__ = (
+        "body",
+        "done",
+        "extra",
+        "fields",
+        "got",
+        "head_done",
+        "interim",
+        "parser",
+        "received",
+        "status",
+    )
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
+        self.fields: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.got = 0
+        self.head_done = False
+        self.done = False
+        self.extra = False  # bytes after the end of the answer
+        self.interim = 0  # interim answers skipped
+        self.received = 0  # bytes fed to the parser
+
+    def head(self, data: bytes) -> None:
+        """Feed ``data``, received while the head has not ended; raise
+        :class:`~objsdk._transport.answer_head.HeadTooLarge` once it passes a bound.
+        Checked once per receive, never per byte or per field: httptools holds a line
+        until it ends, so a line without end is bounded only by what came in."""
+        self.parser.feed_data(data)
+        self.received += len(data)
+        if not self.head_done and self.received >= MAX_HEAD:
+            raise HeadTooLarge(f"{self.received} bytes of head without its end")
+        if self.interim > MAX_INTERIM:
+            raise HeadTooLarge(f"more than {MAX_INTERIM} interim answers")
+        if len(self.fields) > MAX_FIELDS:
+            raise HeadTooLarge(f"more than {MAX_FIELDS} header fields")
+
+    def on_message_begin(self) -> None:
+        if self.done:
+            self.extra = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.fields.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        if self.status < 200:
+            # An interim answer (RFC 9110 §15.2): its fields are not the answer's.
+            self.fields = []
+            self.interim += 1
+            return
+        self.head_done = True
+
+    def on_body(self, body: bytes) -> None:
+        if self.done:
+            self.extra = True
+            return
+        self.body.append(body)
+        self.got += len(body)
+
+    def on_message_complete(self) -> None:
+        if self.head_done:
+            self.done = True

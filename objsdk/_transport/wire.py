@@ -10,9 +10,12 @@ docs/design.md says why that library.
 Contract of :meth:`Wire.exchange`: the request is sent exactly as signed (the URL's path
 and query as they are, the given headers, ``Host`` derived from the URL as the signer
 derived it) and the whole answer is returned, except that of an error answer (status 300
-or more) at most ``MAX_ERROR_BODY`` of the body is read. A failure raises the urllib3 exception
-urllib3 raises for the same failure, so :mod:`objsdk._transport.translate` and the retry
-classifier (:func:`~objsdk._transport.pipeline.network_failure`) treat both paths alike:
+or more) at most ``MAX_ERROR_BODY`` of the body is read, and that a head past what
+:mod:`objsdk._transport.answer_head` bounds (its bytes, its fields, its interim answers)
+is a ``ProtocolError`` from :class:`~objsdk._transport.answer_head.HeadTooLarge`. A
+failure raises the urllib3 exception urllib3 raises for the same failure, so
+:mod:`objsdk._transport.translate` and the retry classifier
+(:func:`~objsdk._transport.pipeline.network_failure`) treat both paths alike:
 ``NewConnectionError``/``ConnectTimeoutError`` (nothing was sent), ``SSLError``,
 ``ReadTimeoutError`` and ``ProtocolError`` (the request may have reached the server).
 
@@ -49,7 +52,7 @@ from objsdk._core.proxies import Proxies, Proxy
 from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import host_header
 from objsdk._transport import forks, private_api
-from objsdk._transport.answer import Answer, Fields
+from objsdk._transport.answer import Answer, Fields, Reader
 from objsdk._transport.pipeline import MAX_ERROR_BODY
 from objsdk._transport.proxy import through, unreachable
 from objsdk._transport.tls import context_for, handshake
@@ -120,49 +123,6 @@ class _Origin:
     forward: str = ""
     authorization: str | None = None
     tunnel: str | None = None
-
-
-class _Reader:
-    """httptools' callbacks: the answer's head and, until :meth:`Wire._sized` takes
-    over, its body."""
-
-    __slots__ = ("body", "done", "extra", "fields", "got", "head_done", "parser", "status")
-
-    def __init__(self) -> None:
-        self.parser = httptools.HttpResponseParser(self)
-        self.status = 0
-        self.fields: list[tuple[bytes, bytes]] = []
-        self.body: list[bytes] = []
-        self.got = 0
-        self.head_done = False
-        self.done = False
-        self.extra = False  # bytes after the end of the answer
-
-    def on_message_begin(self) -> None:
-        if self.done:
-            self.extra = True
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.fields.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
-        if self.status < 200:
-            # An interim answer (RFC 9110 §15.2): its fields are not the answer's.
-            self.fields = []
-            return
-        self.head_done = True
-
-    def on_body(self, body: bytes) -> None:
-        if self.done:
-            self.extra = True
-            return
-        self.body.append(body)
-        self.got += len(body)
-
-    def on_message_complete(self) -> None:
-        if self.head_done:
-            self.done = True
 
 
 class Wire:
@@ -391,14 +351,14 @@ class Wire:
             raise urllib3.exceptions.ProtocolError("Connection aborted.", e) from e
 
     def _receive(self, conn: _Connection, head_only: bool) -> tuple[Answer, bool]:
-        reader = _Reader()
+        reader = Reader()
         parser = reader.parser
         try:
             while not reader.head_done:
                 data = conn.sock.recv(_RECV)
                 if not data:
                     raise _ended(reader)
-                parser.feed_data(data)
+                reader.head(data)
             status = reader.status
             fields = Fields(reader.fields)
             keep = _persists(parser.get_http_version(), fields)
@@ -430,7 +390,7 @@ class Wire:
 
     @staticmethod
     def _error_body(
-        conn: _Connection, reader: _Reader, status: int, fields: Fields, keep: bool
+        conn: _Connection, reader: Reader, status: int, fields: Fields, keep: bool
     ) -> tuple[Answer, bool]:
         # An error document (S3's XML, a proxy's page) is kept up to MAX_ERROR_BODY: no
         # more is received, however long the body says it is (a 400 MiB one would be held
@@ -450,7 +410,7 @@ class Wire:
     @staticmethod
     def _sized(
         conn: _Connection,
-        reader: _Reader,
+        reader: Reader,
         status: int,
         fields: Fields,
         length: int,
@@ -580,7 +540,7 @@ def _persists(version: str, fields: Mapping[str, str]) -> bool:
     return version == "1.1" or "keep-alive" in tokens
 
 
-def _ended(reader: _Reader) -> Exception:
+def _ended(reader: Reader) -> Exception:
     """What an answer cut short by the connection's end is, as http.client names it."""
     if not reader.fields and not reader.status:
         return http.client.RemoteDisconnected("Remote end closed connection without response")

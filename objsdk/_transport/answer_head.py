@@ -1,0 +1,34 @@
+"""How much of an answer's head the transport takes, and the failure of one past it.
+
+The read timeout bounds a wait for bytes, never how many arrive: a server that keeps
+sending header lines, one header line without end, or interim (1xx) answers without
+end is never quiet long enough for it to fire. Without a bound the client would hold
+all of it. http.client (so urllib3 and requests) bounds a line at 64 KiB
+(``_MAXLINE``) and a head at 100 fields (``_MAXHEADERS``); the transport's own
+connections (:mod:`objsdk._transport.wire`) bound a head by its size, its fields and
+its interim answers. An S3 answer carries a few dozen fields at most (user metadata is
+limited to 2 KB in all, S3 User Guide, "Working with object metadata"), so each bound
+is far above any answer S3 sends.
+"""
+
+from __future__ import annotations
+
+import http.client
+
+__all__ = ["MAX_FIELDS", "MAX_HEAD", "MAX_INTERIM", "HeadTooLarge"]
+
+# The bytes of an answer's head, interim answers included, received without its end.
+MAX_HEAD = 256 << 10
+# The fields of one head (http.client takes 100).
+MAX_FIELDS = 256
+# Interim answers before the final one (RFC 9110 §15.2): a 100 Continue, 103 Early
+# Hints; one or two in practice.
+MAX_INTERIM = 16
+
+
+class HeadTooLarge(http.client.HTTPException):
+    """An answer whose head passed one of the bounds above; the message says which.
+
+    An :class:`http.client.HTTPException`, as http.client's own refusals of a head
+    (``LineTooLong``, "got more than 100 headers") are, so it is told and retried as
+    they are."""

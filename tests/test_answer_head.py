@@ -1,0 +1,167 @@
+"""An answer's head is bounded: a server that sends header lines without end, one header
+line without end, or interim (1xx) answers without end never goes quiet, so the read
+timeout never fires; the client stops it with a ProtocolError naming the object once a
+bounded number of bytes has arrived, and drops the connection. Any head S3 sends is
+taken whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from rawserver import RawServer, Request, http_response
+
+import objsdk
+from objsdk._transport.answer_head import MAX_FIELDS, MAX_HEAD, MAX_INTERIM
+
+BUCKET, KEY = "bkt", "dir/obj.bin"
+
+# What a flooding server sends at most before it gives up and closes: far past any
+# bound, so a client without one reads all of it (and fails only when it closes).
+CAP = 16 << 20
+# What may have been sent when a client with a bound closes: its bound, one receive
+# past it, and what the two sockets' buffers held (the server's send buffer is made
+# small; the client's receive buffer is the kernel's, 128 KiB on loopback at first).
+SENT_AT_MOST = MAX_HEAD + (1 << 20)
+
+Serve = Callable[[Callable[[Request, socket.socket], None]], tuple[RawServer, objsdk.Client]]
+
+
+@pytest.fixture
+def serve() -> Iterator[Serve]:
+    with contextlib.ExitStack() as stack:
+
+        def start(
+            handler: Callable[[Request, socket.socket], None],
+        ) -> tuple[RawServer, objsdk.Client]:
+            server = stack.enter_context(RawServer(handler))
+            client = objsdk.Client(server.url, "AKID", "SECRET", retries=0, timeout=(2, 2))
+            return server, stack.enter_context(client)
+
+        yield start
+
+
+class Flood:
+    """A server's handler that answers every request with ``opening`` and then
+    ``piece`` again and again, until the client closes or CAP bytes have gone;
+    ``sent`` lists, per request, the bytes sent whole before it stopped."""
+
+    def __init__(self, opening: bytes, piece: bytes) -> None:
+        self.opening = opening
+        self.piece = piece
+        self.sent: list[int] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Request, conn: socket.socket) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 10)
+        sent = 0
+        try:
+            conn.sendall(self.opening)
+            sent += len(self.opening)
+            while sent < CAP:
+                conn.sendall(self.piece)
+                sent += len(self.piece)
+        except OSError:
+            pass  # the client closed the connection
+        finally:
+            with self._lock:
+                self.sent.append(sent)
+            conn.close()
+
+
+FIELD = b"x-amz-meta-field: " + b"v" * 1000 + b"\r\n"
+FLOODS = {
+    # Header lines without end.
+    "fields": lambda: Flood(b"HTTP/1.1 200 OK\r\n", FIELD * 64),
+    # One header line without end.
+    "line": lambda: Flood(b"HTTP/1.1 200 OK\r\nx-amz-meta-line: ", b"v" * (64 << 10)),
+    # Interim answers without end, never the final one.
+    "interim": lambda: Flood(b"", b"HTTP/1.1 100 Continue\r\n\r\n" * 2500),
+}
+
+
+def get_small_object(client: objsdk.Client) -> object:
+    return client.get_object(BUCKET, KEY, verify=False)
+
+
+def head_object(client: objsdk.Client) -> object:
+    return client.head_object(BUCKET, KEY)
+
+
+WIRE_PATHS = [get_small_object, head_object]
+
+
+@pytest.mark.parametrize("read", WIRE_PATHS)
+@pytest.mark.parametrize("flood", list(FLOODS))
+def test_a_head_without_end_is_a_protocol_error_within_a_bounded_number_of_bytes(
+    serve: Serve, flood: str, read: Callable[[objsdk.Client], object]
+) -> None:
+    """However the head goes on (fields, one line, interim answers), the client stops
+    reading it within a bounded number of bytes, with a ProtocolError naming the object,
+    and closes the connection: the server's sending fails long before it gives up."""
+    handler = FLOODS[flood]()
+    server, client = serve(handler)
+    with pytest.raises(objsdk.ProtocolError) as caught:
+        read(client)
+    server.stop()  # waits for the handler, which has recorded what it sent
+    assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
+    assert handler.sent
+    assert max(handler.sent) < SENT_AT_MOST
+
+
+def answer(head: bytes, body: bytes = b"") -> Callable[[Request, socket.socket], None]:
+    def handler(request: Request, conn: socket.socket) -> None:
+        conn.sendall(head + (b"" if request.method == "HEAD" else body))
+
+    return handler
+
+
+def test_a_whole_head_of_too_many_fields_is_a_protocol_error(serve: Serve) -> None:
+    """A head that ends, small in bytes, but with more fields than the client takes is
+    refused too: each field costs the client far more memory than its bytes."""
+    fields = b"".join(b"x-amz-meta-f%d: v\r\n" % i for i in range(MAX_FIELDS + 1))
+    head = b"HTTP/1.1 200 OK\r\n" + fields + b"Content-Length: 4\r\n\r\n"
+    assert len(head) < MAX_HEAD
+    _, client = serve(answer(head, b"data"))
+    for read in WIRE_PATHS:
+        with pytest.raises(objsdk.ProtocolError) as caught:
+            read(client)
+        assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
+
+
+def test_too_many_interim_answers_before_the_final_one_are_a_protocol_error(
+    serve: Serve,
+) -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" * (MAX_INTERIM + 1)
+    _, client = serve(answer(interim + b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n", b"data"))
+    for read in WIRE_PATHS:
+        with pytest.raises(objsdk.ProtocolError) as caught:
+            read(client)
+        assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
+
+
+def test_the_largest_head_s3_sends_is_taken_whole(serve: Serve) -> None:
+    """S3 limits an object's user metadata to 2 KB in all; an answer carrying that as
+    80 fields, beside S3's own fields and two interim answers, is well within every
+    bound."""
+    metadata = {f"m{i:02d}": "v" * 22 for i in range(80)}  # 2 KB, names included
+    s3_fields = {
+        "ETag": '"0123456789abcdef0123456789abcdef"',
+        "Last-Modified": "Mon, 01 Jan 2024 00:00:00 GMT",
+        "Accept-Ranges": "bytes",
+        "Content-Type": "application/octet-stream",
+        "x-amz-request-id": "0" * 16,
+        "x-amz-id-2": "x" * 76,
+        "x-amz-version-id": "v" * 32,
+        "x-amz-server-side-encryption": "AES256",
+    }
+    headers = {**s3_fields, **{f"x-amz-meta-{k}": v for k, v in metadata.items()}}
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\n"
+    head = http_response(200, {**headers, "Content-Length": "4"})
+    _, client = serve(answer(interim + head, b"data"))
+    assert client.get_object(BUCKET, KEY, verify=False) == b"data"
+    assert client.head_object(BUCKET, KEY).metadata == metadata
