@@ -17,6 +17,7 @@ from rawserver import RawServer, Request, http_response
 
 import objsdk
 from objsdk._transport.answer_head import MAX_FIELDS, MAX_HEAD, MAX_INTERIM
+from objsdk._transport.http import HTTPTransport
 
 BUCKET, KEY = "bkt", "dir/obj.bin"
 
@@ -103,7 +104,24 @@ def test_a_head_without_end_is_a_protocol_error_within_a_bounded_number_of_bytes
     """However the head goes on (fields, one line, interim answers), the client stops
     reading it within a bounded number of bytes, with a ProtocolError naming the object,
     and closes the connection: the server's sending fails long before it gives up."""
-    handler = FLOODS[flood]()
+    assert_stopped(serve, FLOODS[flood](), read)
+
+
+@pytest.mark.parametrize("read", WIRE_PATHS)
+@pytest.mark.parametrize("flood", ["fields", "line"])
+def test_a_head_without_end_through_requests_is_the_same_protocol_error(
+    serve: Serve,
+    monkeypatch: pytest.MonkeyPatch,
+    flood: str,
+    read: Callable[[objsdk.Client], object],
+) -> None:
+    """Through requests (the transport's other path), http.client's bounds stop the head:
+    the same ProtocolError naming the object, within a bounded number of bytes."""
+    monkeypatch.setattr(HTTPTransport, "wire_requests", False)
+    assert_stopped(serve, FLOODS[flood](), read)
+
+
+def assert_stopped(serve: Serve, handler: Flood, read: Callable[[objsdk.Client], object]) -> None:
     server, client = serve(handler)
     with pytest.raises(objsdk.ProtocolError) as caught:
         read(client)

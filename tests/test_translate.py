@@ -296,3 +296,28 @@ def test_a_tls_handshake_answered_in_plain_http_says_the_endpoint_is_likely_http
         "the endpoint most likely answered plain HTTP to the TLS handshake: "
         'is it "http://127.0.0.1:9000"?'
     )
+
+
+@pytest.mark.parametrize(
+    "broke",
+    [
+        http.client.RemoteDisconnected("Remote end closed connection without response"),
+        ConnectionResetError(104, "Connection reset by peer"),
+        http.client.LineTooLong("header line"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_an_answer_that_broke_through_requests_is_a_protocol_error_as_on_the_wire(
+    broke: Exception,
+) -> None:
+    """requests raises its ConnectionError around urllib3's ProtocolError for a request
+    or answer that broke on a connection already made: the server was reached, so it is
+    the ProtocolError the wire raises for the same failure, never "cannot reach"."""
+    aborted = u3.ProtocolError("Connection aborted.", broke)
+    aborted.__context__ = broke  # urllib3 raises it while handling the failure
+    through_requests = translate(rq.ConnectionError(aborted), "get_object", "b", "k", SIGNED_URL)
+    wire = _caused(u3.ProtocolError("Connection broken", broke), broke)  # raised from it
+    on_the_wire = translate(wire, "get_object", "b", "k")
+    assert type(through_requests) is type(on_the_wire) is errors.ProtocolError
+    assert str(through_requests) == str(on_the_wire)
+    assert str(on_the_wire) == f"get_object: {BROKEN} ({type(broke).__name__}){WHERE}"

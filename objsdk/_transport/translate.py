@@ -146,6 +146,8 @@ def translate(
     for cls in type(e).__mro__:
         mapped = entries.get(cls)
         if mapped is not None:
+            if mapped is _CONNECT and _broke_once_connected(e):
+                mapped = _CONNECTION_BROKEN
             error, message = mapped
             endpoint = endpoint_url(url) if url else None
             if mapped is _PROXY:
@@ -174,6 +176,18 @@ def translate(
                 return errors.ConnectError(message, endpoint=endpoint, reason=reason, **where)
             return error(message, **where)
     return errors.TransportError(f"request failed ({type(e).__name__})", **where)
+
+
+def _broke_once_connected(e: BaseException) -> bool:
+    """Whether ``e`` is requests' ``ConnectionError`` around urllib3's ``ProtocolError``:
+    requests' adapter raises it for a request or an answer that broke on a connection
+    already made (a failure to make one is a ``NewConnectionError`` or a
+    ``MaxRetryError``), which the wire raises as the ``ProtocolError`` itself."""
+    return (
+        is_requests_error(e, "ConnectionError")
+        and bool(e.args)
+        and isinstance(e.args[0], urllib3.exceptions.ProtocolError)
+    )
 
 
 def endpoint_url(url: str) -> str:
