@@ -11,6 +11,7 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import pytest
 from rawserver import RawServer, Request, http_response
@@ -29,18 +30,21 @@ CAP = 16 << 20
 # small; the client's receive buffer is the kernel's, 128 KiB on loopback at first).
 SENT_AT_MOST = MAX_HEAD + (1 << 20)
 
-Serve = Callable[[Callable[[Request, socket.socket], None]], tuple[RawServer, objsdk.Client]]
+Handler = Callable[[Request, socket.socket], None]
+
+
+class Serve(Protocol):
+    def __call__(self, handler: Handler, retries: Any = 0) -> tuple[RawServer, objsdk.Client]: ...
 
 
 @pytest.fixture
 def serve() -> Iterator[Serve]:
+    """Starts a server with ``handler`` and a client of it (no retries unless told)."""
     with contextlib.ExitStack() as stack:
 
-        def start(
-            handler: Callable[[Request, socket.socket], None],
-        ) -> tuple[RawServer, objsdk.Client]:
+        def start(handler: Handler, retries: Any = 0) -> tuple[RawServer, objsdk.Client]:
             server = stack.enter_context(RawServer(handler))
-            client = objsdk.Client(server.url, "AKID", "SECRET", retries=0, timeout=(2, 2))
+            client = objsdk.Client(server.url, "AKID", "SECRET", retries=retries, timeout=(2, 2))
             return server, stack.enter_context(client)
 
         yield start
@@ -121,17 +125,52 @@ def test_a_head_without_end_through_requests_is_the_same_protocol_error(
     assert_stopped(serve, FLOODS[flood](), read)
 
 
-def assert_stopped(serve: Serve, handler: Flood, read: Callable[[objsdk.Client], object]) -> None:
-    server, client = serve(handler)
+def read_file(client: objsdk.Client) -> object:
+    with client.open(BUCKET, KEY) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("flood", ["fields", "line"])
+def test_a_head_without_end_stops_a_streamed_read_at_once(serve: Serve, flood: str) -> None:
+    """A reader resumes a stream that broke, but a head past a bound is the server's
+    answer, which it would send again: open().read() stops at the first, with the
+    ProtocolError naming the object, within a bounded number of bytes."""
+    server = assert_stopped(serve, FLOODS[flood](), read_file)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
+@pytest.mark.parametrize("read", WIRE_PATHS)
+def test_a_head_past_a_bound_is_not_sent_again(
+    serve: Serve,
+    monkeypatch: pytest.MonkeyPatch,
+    wire: bool,
+    read: Callable[[objsdk.Client], object],
+) -> None:
+    """A GET or HEAD that broke is retried, but not for a head past a bound: the server
+    would send it again."""
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire)
+    retries = objsdk.default_retry(3).new(backoff_factor=0.001, backoff_max=0.01)
+    server = assert_stopped(serve, FLOODS["fields"](), read, retries=retries)
+    assert len(server.requests) == 1
+
+
+def assert_stopped(
+    serve: Serve, handler: Flood, read: Callable[[objsdk.Client], object], retries: Any = 0
+) -> RawServer:
+    """``read`` against ``handler`` is a ProtocolError naming the object, and the client
+    closed each connection within SENT_AT_MOST bytes; returns the stopped server."""
+    server, client = serve(handler, retries=retries)
     with pytest.raises(objsdk.ProtocolError) as caught:
         read(client)
-    server.stop()  # waits for the handler, which has recorded what it sent
+    server.stop()  # waits for the handlers, which have recorded what they sent
     assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
     assert handler.sent
     assert max(handler.sent) < SENT_AT_MOST
+    return server
 
 
-def answer(head: bytes, body: bytes = b"") -> Callable[[Request, socket.socket], None]:
+def answer(head: bytes, body: bytes = b"") -> Handler:
     def handler(request: Request, conn: socket.socket) -> None:
         conn.sendall(head + (b"" if request.method == "HEAD" else body))
 
@@ -140,15 +179,17 @@ def answer(head: bytes, body: bytes = b"") -> Callable[[Request, socket.socket],
 
 def test_a_whole_head_of_too_many_fields_is_a_protocol_error(serve: Serve) -> None:
     """A head that ends, small in bytes, but with more fields than the client takes is
-    refused too: each field costs the client far more memory than its bytes."""
+    refused too (each field costs the client far more memory than its bytes), and its
+    connection is not used again."""
     fields = b"".join(b"x-amz-meta-f%d: v\r\n" % i for i in range(MAX_FIELDS + 1))
     head = b"HTTP/1.1 200 OK\r\n" + fields + b"Content-Length: 4\r\n\r\n"
     assert len(head) < MAX_HEAD
-    _, client = serve(answer(head, b"data"))
+    server, client = serve(answer(head, b"data"))
     for read in WIRE_PATHS:
         with pytest.raises(objsdk.ProtocolError) as caught:
             read(client)
         assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
+    assert server.connections == 2  # the first was closed, though its answer ended
 
 
 def test_too_many_interim_answers_before_the_final_one_are_a_protocol_error(

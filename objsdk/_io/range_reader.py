@@ -35,7 +35,7 @@ from objsdk._io.body import BodyStream, Broken, Observer
 from objsdk._s3.head import head_object
 from objsdk._transport import forks
 from objsdk._transport.base import Response, Transport
-from objsdk._transport.pipeline import cannot_connect
+from objsdk._transport.pipeline import cannot_connect, refused_past_bound
 from objsdk._transport.retry import after_failure, is_throttle, resume_policy
 from objsdk.models import ObjectInfo
 
@@ -445,6 +445,8 @@ class RangeReader:
         except errors.TransportError as e:
             if self._unanswered() and cannot_connect(e):
                 raise  # the endpoint is not reached: see the class docstring
+            if refused_past_bound(e):
+                raise  # the server's answer, which it would send again: not resumed
             raise Broken(e) from e
         except errors.S3Error as e:
             # A throttling answer (429, SlowDown) is no broken stream: the transport

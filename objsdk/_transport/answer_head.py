@@ -9,13 +9,16 @@ connections (:mod:`objsdk._transport.wire`) bound a head by its size, its fields
 its interim answers. An S3 answer carries a few dozen fields at most (user metadata is
 limited to 2 KB in all, S3 User Guide, "Working with object metadata"), so each bound
 is far above any answer S3 sends.
+
+A head past a bound is the server's answer, which it would send again: it is neither
+retried nor resumed (:func:`past_bound` tells it).
 """
 
 from __future__ import annotations
 
 import http.client
 
-__all__ = ["MAX_FIELDS", "MAX_HEAD", "MAX_INTERIM", "HeadTooLarge"]
+__all__ = ["MAX_FIELDS", "MAX_HEAD", "MAX_INTERIM", "HeadTooLarge", "past_bound"]
 
 # The bytes of an answer's head, interim answers included, received without its end.
 MAX_HEAD = 256 << 10
@@ -32,3 +35,12 @@ class HeadTooLarge(http.client.HTTPException):
     An :class:`http.client.HTTPException`, as http.client's own refusals of a head
     (``LineTooLong``, "got more than 100 headers") are, so it is told and retried as
     they are."""
+
+
+def past_bound(e: BaseException) -> bool:
+    """Whether ``e`` is an answer refused for passing a bound on what is held of it:
+    :class:`HeadTooLarge`, or http.client's own refusals (``LineTooLong``, a line over
+    64 KiB; a bare ``HTTPException``, which it raises only for more than 100 fields)."""
+    return isinstance(e, (HeadTooLarge, http.client.LineTooLong)) or (
+        type(e) is http.client.HTTPException
+    )

@@ -51,6 +51,7 @@ from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
 from objsdk._transport import private_api
+from objsdk._transport.answer_head import past_bound
 from objsdk._transport.base import Body, FilePut, Response
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import (
@@ -76,6 +77,7 @@ __all__ = [
     "network_failure",
     "raise_body_error",
     "refusal",
+    "refused_past_bound",
     "rewinder",
     "utc_now",
 ]
@@ -526,9 +528,12 @@ def _retry_after(error: errors.S3Error) -> str | None:
 def network_failure(error: errors.TransportError) -> Exception | None:
     """What urllib3's ``Retry`` counts a transport failure as: a connect error
     (``ConnectTimeoutError``: the request never reached the server), a read error
-    (``ReadTimeoutError``, ``ProtocolError``: it broke after it left), or None (TLS, or
-    nothing known: not retried). Found from the original exception ``error`` was raised
-    from; a failure with none (a mock's) by its class."""
+    (``ReadTimeoutError``, ``ProtocolError``: it broke after it left), or None (TLS, an
+    answer past a bound on what is held of it, :func:`refused_past_bound`, which the
+    server would send again, or nothing known: not retried). Found from the original
+    exception ``error`` was raised from; a failure with none (a mock's) by its class."""
+    if refused_past_bound(error):
+        return None
     for e in _chain(error.__cause__):
         if isinstance(e, urllib3.exceptions.ConnectTimeoutError):  # NewConnectionError too
             return e
@@ -566,12 +571,18 @@ def cannot_connect(error: errors.TransportError) -> bool:
     handshake failed (a :class:`~objsdk.errors.ConnectError` that :func:`network_failure`
     finds a connect error, or TLS). Not a connect timeout (a
     :class:`~objsdk.errors.Timeout`), nor a connection the server accepted and then
-    reset or closed before answering: requests reports that as a ``ConnectError`` too
-    ("Connection aborted"), but the server was reached."""
+    reset or closed before answering: the server was reached (a ``ProtocolError``, on
+    either path)."""
     if not isinstance(error, errors.ConnectError):
         return False
     failure = network_failure(error)
     return failure is None or isinstance(failure, urllib3.exceptions.ConnectTimeoutError)
+
+
+def refused_past_bound(error: errors.TransportError) -> bool:
+    """Whether ``error`` was raised from an answer refused for passing a bound on what is
+    held of it (:func:`~objsdk._transport.answer_head.past_bound`)."""
+    return any(past_bound(e) for e in _chain(error.__cause__))
 
 
 def _chain(first: BaseException | None) -> Iterator[BaseException]:
