@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import pytest
+import urllib3.util.connection
 from rawserver import RawServer, Request, http_response
 
 import objsdk
@@ -25,10 +26,32 @@ BUCKET, KEY = "bkt", "dir/obj.bin"
 # What a flooding server sends at most before it gives up and closes: far past any
 # bound, so a client without one reads all of it (and fails only when it closes).
 CAP = 16 << 20
+# The client's sockets' receive buffer here. Linux grows one as its reader keeps up
+# (tcp_rmem, up to 32 MiB on some machines), and what it held would hide what the
+# client itself took: so it is pinned, as the server's send buffer is.
+RECEIVE_BUFFER = 64 << 10
 # What may have been sent when a client with a bound closes: its bound, one receive
-# past it, and what the two sockets' buffers held (the server's send buffer is made
-# small; the client's receive buffer is the kernel's, 128 KiB on loopback at first).
+# past it, and what the two sockets' buffers held (each twice its setting, socket(7)).
 SENT_AT_MOST = MAX_HEAD + (1 << 20)
+
+
+@pytest.fixture(autouse=True)
+def pinned_receive_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every connection the client makes (on the wire, and urllib3's under requests)
+    keeps a receive buffer of RECEIVE_BUFFER."""
+
+    def pinned(create: Callable[..., socket.socket]) -> Callable[..., socket.socket]:
+        def create_connection(*args: Any, **kwargs: Any) -> socket.socket:
+            sock = create(*args, **kwargs)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+            return sock
+
+        return create_connection
+
+    monkeypatch.setattr(socket, "create_connection", pinned(socket.create_connection))
+    urllib3_connect = urllib3.util.connection.create_connection
+    monkeypatch.setattr(urllib3.util.connection, "create_connection", pinned(urllib3_connect))
+
 
 Handler = Callable[[Request, socket.socket], None]
 
