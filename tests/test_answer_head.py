@@ -135,15 +135,16 @@ def test_a_head_without_end_is_a_protocol_error_within_a_bounded_number_of_bytes
 
 
 @pytest.mark.parametrize("read", WIRE_PATHS)
-@pytest.mark.parametrize("flood", ["fields", "line"])
+@pytest.mark.parametrize("flood", list(FLOODS))
 def test_a_head_without_end_through_requests_is_the_same_protocol_error(
     serve: Serve,
     monkeypatch: pytest.MonkeyPatch,
     flood: str,
     read: Callable[[objsdk.Client], object],
 ) -> None:
-    """Through requests (the transport's other path), http.client's bounds stop the head:
-    the same ProtocolError naming the object, within a bounded number of bytes."""
+    """Through requests (the transport's other path), http.client's bounds stop the head
+    (and objsdk's, of interim answers, which http.client would read without end): the
+    same ProtocolError naming the object, within a bounded number of bytes."""
     monkeypatch.setattr(HTTPTransport, "wire_requests", False)
     assert_stopped(serve, FLOODS[flood](), read)
 
@@ -153,7 +154,7 @@ def read_file(client: objsdk.Client) -> object:
         return f.read()
 
 
-@pytest.mark.parametrize("flood", ["fields", "line"])
+@pytest.mark.parametrize("flood", list(FLOODS))
 def test_a_head_without_end_stops_a_streamed_read_at_once(serve: Serve, flood: str) -> None:
     """A reader resumes a stream that broke, but a head past a bound is the server's
     answer, which it would send again: open().read() stops at the first, with the
@@ -200,10 +201,14 @@ def answer(head: bytes, body: bytes = b"") -> Handler:
     return handler
 
 
-def test_a_whole_head_of_too_many_fields_is_a_protocol_error(serve: Serve) -> None:
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
+def test_a_whole_head_of_too_many_fields_is_a_protocol_error(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool
+) -> None:
     """A head that ends, small in bytes, but with more fields than the client takes is
     refused too (each field costs the client far more memory than its bytes), and its
     connection is not used again."""
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire)
     fields = b"".join(b"x-amz-meta-f%d: v\r\n" % i for i in range(MAX_FIELDS + 1))
     head = b"HTTP/1.1 200 OK\r\n" + fields + b"Content-Length: 4\r\n\r\n"
     assert len(head) < MAX_HEAD
@@ -215,9 +220,11 @@ def test_a_whole_head_of_too_many_fields_is_a_protocol_error(serve: Serve) -> No
     assert server.connections == 2  # the first was closed, though its answer ended
 
 
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
 def test_too_many_interim_answers_before_the_final_one_are_a_protocol_error(
-    serve: Serve,
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool
 ) -> None:
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire)
     interim = b"HTTP/1.1 100 Continue\r\n\r\n" * (MAX_INTERIM + 1)
     _, client = serve(answer(interim + b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n", b"data"))
     for read in WIRE_PATHS:
@@ -226,10 +233,14 @@ def test_too_many_interim_answers_before_the_final_one_are_a_protocol_error(
         assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
 
 
-def test_the_largest_head_s3_sends_is_taken_whole(serve: Serve) -> None:
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
+def test_the_largest_head_s3_sends_is_taken_whole(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool
+) -> None:
     """S3 limits an object's user metadata to 2 KB in all; an answer carrying that as
-    80 fields, beside S3's own fields and two interim answers, is well within every
-    bound."""
+    80 fields, beside S3's own fields and after interim answers, is well within every
+    bound, on either path, and read whole: get_object, head_object and open().read()."""
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire)
     metadata = {f"m{i:02d}": "v" * 22 for i in range(80)}  # 2 KB, names included
     s3_fields = {
         "ETag": '"0123456789abcdef0123456789abcdef"',
@@ -242,8 +253,9 @@ def test_the_largest_head_s3_sends_is_taken_whole(serve: Serve) -> None:
         "x-amz-server-side-encryption": "AES256",
     }
     headers = {**s3_fields, **{f"x-amz-meta-{k}": v for k, v in metadata.items()}}
-    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\n"
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" * MAX_INTERIM
     head = http_response(200, {**headers, "Content-Length": "4"})
     _, client = serve(answer(interim + head, b"data"))
     assert client.get_object(BUCKET, KEY, verify=False) == b"data"
     assert client.head_object(BUCKET, KEY).metadata == metadata
+    assert read_file(client) == b"data"

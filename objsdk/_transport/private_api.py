@@ -29,6 +29,12 @@ switch each flag off to prove the fallback.
   is set only while at least that many body bytes remain beyond the receive (they
   arrive and reach it); near the body's end it is 1, as it is whenever the connection
   returns to the pool. Fallback: the mark stays at 1.
+* ``INTERIM``: the pools' connections build http.client's response as a subclass that
+  counts the status lines ``HTTPResponse._read_status`` reads: ``begin`` skips
+  100 Continue answers for as long as they come, and the subclass refuses the answer
+  after more than :data:`~objsdk._transport.answer_head.MAX_INTERIM`. Fallback (or with
+  ``WATCH`` off, whose pools these are): http.client reads interim answers without end,
+  though it holds no more than one of them.
 * ``CHECKOUT``: a connection is borrowed from requests' pool
   (``HTTPAdapter.get_connection_with_tls_context``, ``HTTPConnectionPool._get_conn`` /
   ``_put_conn``) to send a file body with ``socket.sendfile``. Fallback: the body is
@@ -45,7 +51,7 @@ import struct
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -54,6 +60,7 @@ from urllib3.response import BaseHTTPResponse
 
 from objsdk import errors
 from objsdk._core.sizes import RECEIVE_SLICE
+from objsdk._transport.answer_head import MAX_INTERIM, HeadTooLarge
 
 if TYPE_CHECKING:
     import requests
@@ -62,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKOUT",
     "DIRECT_READS",
+    "INTERIM",
     "LOWAT",
     "MAX_LOWAT",
     "MIN_LOWAT",
@@ -84,6 +92,7 @@ DIRECT_READS = (
     and hasattr(socket, "MSG_WAITALL")
     and hasattr(socket, "SO_RCVTIMEO")
 )
+INTERIM = hasattr(http.client.HTTPResponse, "_read_status")
 LOWAT = DIRECT_READS and hasattr(socket, "SO_RCVLOWAT")
 # The low-water marks a direct receive sets: at most a slice (what one receive asks
 # for), and none below 64 KiB (one loopback segment: no wake-up saved).
@@ -199,13 +208,33 @@ def _connected() -> None:
         w.connected()
 
 
+class _BoundedResponse(http.client.HTTPResponse):
+    """http.client's response, refusing an answer after more than MAX_INTERIM interim
+    answers (``INTERIM``)."""
+
+    _status_lines = 0
+
+    def _read_status(self) -> Any:
+        self._status_lines += 1
+        if self._status_lines > MAX_INTERIM + 1:
+            raise HeadTooLarge(f"more than {MAX_INTERIM} interim answers")
+        return cast(Any, super())._read_status()
+
+
+_RESPONSE = _BoundedResponse if INTERIM else http.client.HTTPResponse
+
+
 class _WatchedConnection(HTTPConnection):
+    response_class = _RESPONSE
+
     def connect(self) -> None:
         super().connect()
         _connected()
 
 
 class _WatchedHTTPSConnection(HTTPSConnection):
+    response_class = _RESPONSE
+
     def connect(self) -> None:
         super().connect()
         _connected()
