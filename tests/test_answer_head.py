@@ -1,8 +1,9 @@
 """An answer's head is bounded: a server that sends header lines without end, one header
 line without end, or interim (1xx) answers without end never goes quiet, so the read
 timeout never fires; the client stops it with a ProtocolError naming the object once a
-bounded number of bytes has arrived, and drops the connection. Any head S3 sends is
-taken whole.
+bounded number of bytes has arrived, and drops the connection, on the transport's own
+connections and through requests alike, without retrying or resuming. A chunked body's
+trailer fields are bounded as a head is. Any head S3 sends is taken whole.
 """
 
 from __future__ import annotations
@@ -192,6 +193,60 @@ def assert_stopped(
     assert handler.sent
     assert max(handler.sent) < SENT_AT_MOST
     return server
+
+
+CHUNKED = b"Transfer-Encoding: chunked\r\n\r\n"
+ERROR_XML = b"<Error><Code>NoSuchKey</Code><Message>none</Message></Error>"
+# A chunked body, whole but for its trailer section, which then goes on without end.
+TRAILERS = {
+    "fields": lambda status, body: Flood(
+        status + CHUNKED + b"%x\r\n%s\r\n0\r\n" % (len(body), body), FIELD * 64
+    ),
+    "line": lambda status, body: Flood(
+        status + CHUNKED + b"%x\r\n%s\r\n0\r\nx-amz-meta-line: " % (len(body), body),
+        b"v" * (64 << 10),
+    ),
+}
+
+
+@pytest.mark.parametrize("trailers", list(TRAILERS))
+def test_trailer_fields_without_end_are_a_protocol_error_within_a_bounded_number_of_bytes(
+    serve: Serve, trailers: str
+) -> None:
+    """A chunked answer's trailer fields (RFC 9112 §7.1.2) are held as a head's are, so
+    they are bounded as a head is: trailers without end after a whole body are a
+    ProtocolError naming the object, within a bounded number of bytes."""
+    assert_stopped(serve, TRAILERS[trailers](b"HTTP/1.1 200 OK\r\n", b"data"), get_small_object)
+
+
+def test_a_chunked_body_of_tiny_chunks_and_its_trailer_fields_are_taken_whole(
+    serve: Serve,
+) -> None:
+    """Framing is bounded only where no body comes between: a body of a byte a chunk,
+    whose framing is five times its bytes and far past MAX_HEAD in all, is read whole,
+    and so is a trailer section of a few fields."""
+    body = bytes(range(256)) * 1200  # 300 KiB
+    framed = b"".join(b"1\r\n%s\r\n" % body[i : i + 1] for i in range(len(body)))
+    trailer = b"".join(b"x-amz-meta-t%d: v\r\n" % i for i in range(20))
+    chunked = b"HTTP/1.1 200 OK\r\n" + CHUNKED + framed + b"0\r\n" + trailer + b"\r\n"
+    assert len(framed) > 4 * MAX_HEAD
+    _, client = serve(answer(chunked))
+    assert client.get_object(BUCKET, KEY, verify=False) == body
+
+
+@pytest.mark.parametrize("trailers", list(TRAILERS))
+def test_an_error_answer_whose_trailers_go_on_without_end_is_still_its_error(
+    serve: Serve, trailers: str
+) -> None:
+    """Of an error answer the client keeps its document, as it keeps no more of a long
+    one: the S3 error it names, once a bounded number of bytes has come after it."""
+    handler = TRAILERS[trailers](b"HTTP/1.1 404 Not Found\r\n", ERROR_XML)
+    server, client = serve(handler)
+    with pytest.raises(objsdk.NoSuchKey) as caught:
+        get_small_object(client)
+    server.stop()
+    assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
+    assert max(handler.sent) < SENT_AT_MOST
 
 
 def answer(head: bytes, body: bytes = b"") -> Handler:

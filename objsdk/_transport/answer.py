@@ -96,10 +96,12 @@ class Reader:
         "fields",
         "got",
         "head_done",
+        "idle",
         "interim",
         "parser",
         "received",
         "status",
+        "trailers_from",
     )
 
     def __init__(self) -> None:
@@ -113,6 +115,8 @@ class Reader:
         self.extra = False  # bytes after the end of the answer
         self.interim = 0  # interim answers skipped
         self.received = 0  # bytes fed to the parser
+        self.idle = 0  # bytes fed since the body last grew
+        self.trailers_from = 0  # how many fields the head had
 
     def head(self, data: bytes) -> None:
         """Feed ``data``, received while the head has not ended; raise
@@ -127,6 +131,20 @@ class Reader:
             raise HeadTooLarge(f"more than {MAX_INTERIM} interim answers")
         if len(self.fields) > MAX_FIELDS:
             raise HeadTooLarge(f"more than {MAX_FIELDS} header fields")
+
+    def rest(self, data: bytes) -> HeadTooLarge | None:
+        """Feed ``data``, received after the head; return what passed a bound, if
+        anything did. Between a chunked body's bytes come only chunk sizes and, at its
+        end, the trailer fields (RFC 9112 §7.1.2), which httptools holds as it holds a
+        head's, and which a server may send without end, the body never growing."""
+        got = self.got
+        self.parser.feed_data(data)
+        self.idle = 0 if self.got > got else self.idle + len(data)
+        if self.idle >= MAX_HEAD:
+            return HeadTooLarge(f"{self.idle} bytes of chunk framing or trailer fields")
+        if len(self.fields) - self.trailers_from > MAX_FIELDS:
+            return HeadTooLarge(f"more than {MAX_FIELDS} trailer fields")
+        return None
 
     def on_message_begin(self) -> None:
         if self.done:
@@ -143,6 +161,7 @@ class Reader:
             self.interim += 1
             return
         self.head_done = True
+        self.trailers_from = len(self.fields)
 
     def on_body(self, body: bytes) -> None:
         if self.done:

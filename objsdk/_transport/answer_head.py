@@ -1,16 +1,17 @@
 """How much of an answer's head the transport takes, and the failure of one past it.
 
 The read timeout bounds a wait for bytes, never how many arrive: a server that keeps
-sending header lines, one header line without end, or interim (1xx) answers without
-end is never quiet long enough for it to fire. Without a bound the client would read
-all of it, and hold the fields and the line. http.client (so urllib3 and requests)
-bounds a line at 64 KiB (``_MAXLINE``) and a head at 100 fields (``_MAXHEADERS``), but
-skips 100 Continue answers for as long as they come; objsdk's pools bound those
+sending header lines, one header line without end, or interim (1xx) answers without end
+is never quiet long enough for it to fire. Without a bound the client would read all of
+it, and hold the fields and the line. http.client (so urllib3 and requests) bounds a
+line at 64 KiB (``_MAXLINE``) and a head at 100 fields (``_MAXHEADERS``), but skips 100
+Continue answers for as long as they come; objsdk's pools bound those
 (:data:`~objsdk._transport.private_api.INTERIM`). The transport's own connections
 (:mod:`objsdk._transport.wire`) bound a head by its size, its fields and its interim
-answers. An S3 answer carries a few dozen fields at most (user metadata is limited to
-2 KB in all, S3 User Guide, "Working with object metadata"), so each bound is far above
-any answer S3 sends.
+answers, and a chunked body's trailer section, which httptools holds as it holds a head,
+alike. An S3 answer carries a few dozen fields at most (user metadata is limited to 2 KB
+in all, S3 User Guide, "Working with object metadata"), so each bound is far above any
+answer S3 sends.
 
 A head past a bound is the server's answer, which it would send again: it is neither
 retried nor resumed (:func:`past_bound` tells it).
@@ -32,7 +33,8 @@ MAX_INTERIM = 16
 
 
 class HeadTooLarge(http.client.HTTPException):
-    """An answer whose head passed one of the bounds above; the message says which.
+    """An answer whose head, or a chunked body's trailer section, passed one of the
+    bounds above; the message says which.
 
     An :class:`http.client.HTTPException`, as http.client's own refusals of a head
     (``LineTooLong``, "got more than 100 headers") are, so it is told and retried as

@@ -10,9 +10,10 @@ docs/design.md says why that library.
 Contract of :meth:`Wire.exchange`: the request is sent exactly as signed (the URL's path
 and query as they are, the given headers, ``Host`` derived from the URL as the signer
 derived it) and the whole answer is returned, except that of an error answer (status 300
-or more) at most ``MAX_ERROR_BODY`` of the body is read, and that a head past what
-:mod:`objsdk._transport.answer_head` bounds (its bytes, its fields, its interim answers)
-is a ``ProtocolError`` from :class:`~objsdk._transport.answer_head.HeadTooLarge`. A
+or more) at most ``MAX_ERROR_BODY`` of the body is read, and that a head, or a chunked
+body's trailer section, past what :mod:`objsdk._transport.answer_head` bounds (its
+bytes, its fields, its interim answers) is a ``ProtocolError`` from
+:class:`~objsdk._transport.answer_head.HeadTooLarge` (of an error answer, the error). A
 failure raises the urllib3 exception urllib3 raises for the same failure, so
 :mod:`objsdk._transport.translate` and the retry classifier
 (:func:`~objsdk._transport.pipeline.network_failure`) treat both paths alike:
@@ -377,7 +378,9 @@ class Wire:
                         # Delimited by the connection's end (RFC 9112 §6.3, 8.).
                         return Answer(status, fields, b"".join(reader.body)), False
                     raise _ended(reader)
-                parser.feed_data(data)
+                past = reader.rest(data)
+                if past is not None:
+                    raise past
             return Answer(status, fields, b"".join(reader.body)), keep and not reader.extra
         except (TimeoutError, BlockingIOError) as e:
             raise urllib3.exceptions.ReadTimeoutError(None, "", "read timed out") from e  # type: ignore[arg-type]
@@ -395,7 +398,6 @@ class Wire:
         # An error document (S3's XML, a proxy's page) is kept up to MAX_ERROR_BODY: no
         # more is received, however long the body says it is (a 400 MiB one would be held
         # whole), and a connection left in mid-body is dropped, never reused.
-        parser = reader.parser
         framed = "Content-Length" in fields or "Transfer-Encoding" in fields
         while not reader.done and reader.got < MAX_ERROR_BODY:
             data = conn.sock.recv(min(_RECV, MAX_ERROR_BODY - reader.got))
@@ -403,7 +405,8 @@ class Wire:
                 if not framed:
                     break  # delimited by the connection's end (RFC 9112 §6.3, 8.)
                 raise _ended(reader)
-            parser.feed_data(data)
+            if reader.rest(data) is not None:
+                break  # trailers without end: the error is what was read of it
         content = b"".join(reader.body)[:MAX_ERROR_BODY]
         return Answer(status, fields, content), keep and reader.done and not reader.extra
 
