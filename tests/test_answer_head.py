@@ -190,6 +190,7 @@ def assert_stopped(
         read(client)
     server.stop()  # waits for the handlers, which have recorded what they sent
     assert (caught.value.bucket, caught.value.key) == (BUCKET, KEY)
+    assert "answer past a bound (" in str(caught.value)  # and which, in its own words
     assert handler.sent
     assert max(handler.sent) < SENT_AT_MOST
     return server

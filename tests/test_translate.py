@@ -16,6 +16,7 @@ import urllib3.exceptions as u3
 
 from objsdk import errors
 from objsdk._transport import translate as translate_module
+from objsdk._transport.answer_head import HeadTooLarge
 from objsdk._transport.translate import translate, translate_errors
 
 WHERE = " (bucket 'b', key 'k')"
@@ -303,7 +304,7 @@ def test_a_tls_handshake_answered_in_plain_http_says_the_endpoint_is_likely_http
     [
         http.client.RemoteDisconnected("Remote end closed connection without response"),
         ConnectionResetError(104, "Connection reset by peer"),
-        http.client.LineTooLong("header line"),
+        http.client.IncompleteRead(b"", 10),
     ],
     ids=lambda e: type(e).__name__,
 )
@@ -321,3 +322,28 @@ def test_an_answer_that_broke_through_requests_is_a_protocol_error_as_on_the_wir
     assert type(through_requests) is type(on_the_wire) is errors.ProtocolError
     assert str(through_requests) == str(on_the_wire)
     assert str(on_the_wire) == f"get_object: {BROKEN} ({type(broke).__name__}){WHERE}"
+
+
+@pytest.mark.parametrize(
+    ("refused", "says"),
+    [
+        (HeadTooLarge("more than 256 header fields"), "more than 256 header fields"),
+        (
+            http.client.LineTooLong("header line"),
+            "got more than 65536 bytes when reading header line",
+        ),
+        (http.client.HTTPException("got more than 100 headers"), "got more than 100 headers"),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else "",
+)
+def test_an_answer_past_a_bound_says_which_on_either_path(refused: Exception, says: str) -> None:
+    """objsdk's refusal of a head past a bound (on the wire, or of interim answers
+    through requests) and http.client's (through requests) say which bound, in their
+    own words, which hold no URL."""
+    wire = _caused(u3.ProtocolError("Connection broken", refused), refused)
+    aborted = u3.ProtocolError("Connection aborted.", refused)
+    aborted.__context__ = refused
+    for raised in (wire, rq.ConnectionError(aborted)):
+        err = translate(raised, "get_object", "b", "k", SIGNED_URL)
+        assert type(err) is errors.ProtocolError
+        assert str(err) == f"get_object: answer past a bound ({says}){WHERE}"

@@ -25,6 +25,7 @@ from urllib3.exceptions import MaxRetryError
 
 from objsdk import errors
 from objsdk._core import failure_chain
+from objsdk._transport.answer_head import past_bound
 from objsdk._transport.proxy import ProxyFailure
 from objsdk._version import __version__
 
@@ -159,6 +160,9 @@ def translate(
                 cause=type(inner).__name__,
                 at=f' at the endpoint URL "{endpoint}"' if endpoint else "",
             )
+            if past_bound(inner) and str(inner):
+                # Which bound, in objsdk's or http.client's words, which hold no URL.
+                message = f"answer past a bound ({inner})"
             reason = None
             if mapped is _CONNECT:
                 if isinstance(inner, socket.gaierror):
