@@ -7,6 +7,7 @@ The public API is re-exported here; the modules behind it each own one idea
 import logging
 
 from objsdk._core.client_config import ClientConfig
+from objsdk._core.signing import Credentials
 from objsdk._core.sse import SSE, SSEC, SSEKMS, SSES3
 from objsdk._io.objectfile import ObjectFile, ReadStats
 from objsdk._transfer.download_result import DownloadResult
@@ -21,6 +22,7 @@ from objsdk.errors import (
     Cancelled,
     ConfigError,
     ConnectError,
+    CredentialsError,
     DownloadLockedError,
     IntegrityError,
     InvalidArgument,
@@ -75,6 +77,8 @@ __all__ = [
     "ClientConfig",
     "ConfigError",
     "ConnectError",
+    "Credentials",
+    "CredentialsError",
     "DeleteError",
     "DownloadLockedError",
     "DownloadResult",

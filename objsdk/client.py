@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from types import EllipsisType
 from typing import IO, TYPE_CHECKING, Any
@@ -17,9 +17,11 @@ from objsdk._core.client_config import (
     ClientConfig,
     resolve_client_config,
     tls_verify,
+    with_credentials,
 )
 from objsdk._core.metadata import ObjectHeaders, standard_headers
 from objsdk._core.proxies import Proxies
+from objsdk._core.signing import Credentials
 from objsdk._core.sizes import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MULTIPART_THRESHOLD,
@@ -54,6 +56,7 @@ from objsdk._transfer.upload_plan import CutMemory
 from objsdk._transfer.upload_resume import abort_uploads
 from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
+from objsdk._transport.credential_fetch import signing_credentials
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.pipeline import encrypting
@@ -126,6 +129,8 @@ class Client(
         sse: SSE | None = None,
         use_fips_endpoint: bool = False,
         use_dualstack_endpoint: bool = False,
+        credentials: Credentials | Callable[[], Credentials] | None = None,
+        anonymous: bool = False,
     ) -> None:
         if transport is not None and (request_checksum_calculation or response_checksum_validation):
             raise errors.InvalidArgument(
@@ -148,12 +153,18 @@ class Client(
             sse=sse,
             use_fips_endpoint=use_fips_endpoint,
             use_dualstack_endpoint=use_dualstack_endpoint,
+            credentials=credentials,
+            anonymous=anonymous,
         )
         self._build(config, transport)
 
     def _build(self, config: ClientConfig, transport: Transport | None) -> None:
         """Everything a client holds, from its configuration (and a transport to use
-        instead of the HTTP stack it describes)."""
+        instead of the HTTP stack it describes, which signs with its own credentials).
+        A configuration that names no credentials takes the chain's, found here."""
+        if transport is None:
+            # An environment without HOME (a test's) still finds this user's ~/.aws.
+            config = with_credentials(config, os.environ, home=_home_of(os.environ))
         self._config = config
         endpoint, region = config.endpoint, config.region
         # ClientConfig fills both in.
@@ -161,13 +172,12 @@ class Client(
         assert region is not None
         self.endpoint = Endpoint.parse(endpoint, addressing_style=config.addressing_style)
         self.region = region
-        self.credentials = config.credentials
         verify = tls_verify(config.verify, os.environ)
         if transport is None and self.endpoint.scheme == "https":
             _check_ca_bundle(verify)
         self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
-            self.credentials,
+            signing_credentials(config, verify),
             region=region,
             timeout=config.timeout,
             max_pool_connections=config.max_pool_connections,
@@ -190,6 +200,12 @@ class Client(
         client = cls.__new__(cls)
         client._build(config, None)
         return client
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The credentials requests are signed with now (after a refresh, the new ones;
+        fetched first if none were yet); None for an anonymous client."""
+        return self._transport.credentials
 
     @property
     def config(self) -> ClientConfig:
@@ -221,6 +237,8 @@ class Client(
         response_checksum_validation: str | None = None,
         use_fips_endpoint: bool | None = None,
         use_dualstack_endpoint: bool | None = None,
+        credentials: Credentials | Callable[[], Credentials] | None = None,
+        anonymous: bool = False,
     ) -> Client:
         """A client configured as the aws CLI and boto3 would be: arguments first, then
         the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
@@ -230,9 +248,12 @@ class Client(
         ``AWS_USE_FIPS_ENDPOINT``, ``AWS_USE_DUALSTACK_ENDPOINT``...), then the shared
         files (``~/.aws/credentials``, ``~/.aws/config``: the profile's
         ``max_attempts``, ``request_checksum_calculation``, ``s3 = addressing_style``...
-        too). A ``profile`` named here takes its keys even when ``AWS_ACCESS_KEY_ID`` is
-        set. No endpoint anywhere: AWS S3's in the region. ``retries`` not given:
-        ``max_attempts`` - 1 if set, else 5. See
+        too). The credentials are the whole chain's (docs/credentials.md): the
+        environment's keys, then the profile's role, web identity, SSO, keys or
+        ``credential_process``, then the container endpoint and the EC2 instance
+        metadata service. A ``profile`` named here is used even when
+        ``AWS_ACCESS_KEY_ID`` is set. No endpoint anywhere: AWS S3's in the region.
+        ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
         :func:`objsdk._core.client_config.resolve_client_config`."""
         env = os.environ if environ is None else environ
         return cls.from_config(
@@ -253,8 +274,10 @@ class Client(
                 response_checksum_validation=response_checksum_validation,
                 use_fips_endpoint=use_fips_endpoint,
                 use_dualstack_endpoint=use_dualstack_endpoint,
+                credentials=credentials,
+                anonymous=anonymous,
                 # An environ without HOME (a test's dict) still finds this user's ~/.aws.
-                home=env.get("HOME") or os.path.expanduser("~"),
+                home=_home_of(env),
             )
         )
 
@@ -606,6 +629,11 @@ def _release(error: BaseException) -> None:
     frames of its traceback hold views of it, and while one lives a ``BytesIO`` whose
     ``getbuffer()`` was sent cannot be closed (``BufferError`` would replace the error)."""
     drop_frame_locals(error)
+
+
+def _home_of(environ: Mapping[str, str]) -> str:
+    """The home directory ``~/.aws`` is in: ``HOME``, else this user's."""
+    return environ.get("HOME") or os.path.expanduser("~")
 
 
 def _check_ca_bundle(verify: bool | str) -> None:

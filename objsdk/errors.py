@@ -33,6 +33,7 @@ check) are not errors of the library and stay private to it. The tree::
     ├── Cancelled                   the transfer was stopped (close(), another part failed)
     ├── DownloadLockedError         another download into the same path is running
     ├── UploadLockedError           another upload of the same file to the same key is running
+    ├── CredentialsError            no credentials could be had from their source
     ├── LocalWriteError (OSError)   a download's local file could not be written (disk full)
     ├── InvalidArgument (ValueError) bad input caught before anything was sent
     │   └── ConfigError             the configuration is incomplete or contradictory
@@ -64,6 +65,7 @@ __all__ = [
     "Cancelled",
     "ConfigError",
     "ConnectError",
+    "CredentialsError",
     "DownloadLockedError",
     "IntegrityError",
     "InvalidArgument",
@@ -398,6 +400,14 @@ class SourceChangedError(ObjsdkError):
 class Cancelled(ObjsdkError):
     """A transfer was stopped before it finished: its reader was closed, or another part
     of the same transfer failed first."""
+
+
+class CredentialsError(ObjsdkError):
+    """The credentials could not be had from their source: an STS, the SSO portal, the
+    container credentials endpoint or the EC2 instance metadata service refused or did
+    not answer. The message names the source (``profile `ml` (role ...)``) and what
+    it answered, never a secret or token; a source configured wrongly (a profile to
+    log in again, a failing ``credential_process``) is a :class:`ConfigError`."""
 
 
 class DownloadLockedError(ObjsdkError):

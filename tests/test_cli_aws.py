@@ -269,7 +269,8 @@ def test_cp_to_a_bucket_it_may_write_to_but_not_list_works_as_with_aws(
 
     def cp(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*COMMAND, "cp", *args], capture_output=True, text=True, env=unsigned,
+            [*COMMAND, "--no-sign-request", "cp", *args], capture_output=True, text=True,
+            env=unsigned,
             cwd=tmp_path, timeout=60, check=False,
         )  # fmt: skip
 
@@ -297,7 +298,8 @@ def test_ls_of_the_prefix_the_credentials_may_list_works_as_with_aws(
         k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
     }
     listed = subprocess.run(
-        [*COMMAND, "ls", f"s3://{bucket}/home/"], capture_output=True, text=True,
+        [*COMMAND, "--no-sign-request", "ls", f"s3://{bucket}/home/"], capture_output=True,
+        text=True,
         env=unsigned, cwd=tmp_path, timeout=60, check=False,
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr

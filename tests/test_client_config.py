@@ -248,8 +248,8 @@ def test_an_anonymous_filesystem_has_no_credentials_even_with_keys_in_the_enviro
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", AK)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SK)
     config = _fs_config(endpoint_url=EP, anon=True)
-    assert config.credentials is None
-    assert config == ClientConfig(EP, verify=True)
+    assert config.keys is None
+    assert config == ClientConfig(EP, verify=True, anonymous=True)
 
 
 def test_the_configuration_a_client_exposes_and_its_error_are_public_names() -> None:

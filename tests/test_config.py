@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pytest
 
 from objsdk._core.config import ConfigError, ResolvedConfig, resolve_config
+from objsdk._core.instance_metadata import InstanceMetadata
 
 HOME = "/home/u"
 CREDS = f"{HOME}/.aws/credentials"
@@ -300,10 +301,16 @@ def test_an_explicit_profile_wins_over_keys_in_the_environment() -> None:
 
 
 def test_an_explicit_profile_without_keys_takes_none_from_the_environment() -> None:
+    # The chain goes on past the profile, as botocore's: to the container endpoint and
+    # the instance metadata service (fetched by the client), never to the environment.
     fs = files(**{CONFIG: "[profile bare]\nregion = eu-north-1\n"})
     cfg = resolve(ENV, fs, profile="bare")
     assert (cfg.access_key, cfg.secret_key) == (None, None)
-    assert "credentials" not in cfg.sources
+    assert isinstance(cfg.credential_source, InstanceMetadata)
+    assert cfg.credential_source.fallback_for == "bare"
+    assert cfg.sources["credentials"] == cfg.credential_source.describe()
+    with pytest.raises(ConfigError, match=r"profile `bare` .* gives no credentials"):
+        resolve({**ENV, "AWS_EC2_METADATA_DISABLED": "true"}, fs, profile="bare")
 
 
 def test_keys_in_the_environment_win_over_a_profile_named_by_aws_profile() -> None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import EllipsisType
 from typing import Any
@@ -27,13 +28,19 @@ from typing import Any
 from ..errors import InvalidArgument
 from .addressing import ADDRESSING_STYLES
 from .config import (
-    FileReader,
+    ConfigError,
     check_timeout,
     checksum_setting,
     credentials_for,
-    read_text_if_exists,
     resolve_config,
 )
+from .credential_sources import (
+    CredentialSource,
+    EnvironmentKeys,
+    ProfileKeys,
+    resolve_credential_source,
+)
+from .profiles import FileReader, load_shared_files, read_text_if_exists
 from .regions import s3_location
 from .signing import Credentials
 from .sse import SSE
@@ -44,8 +51,10 @@ __all__ = [
     "DEFAULT_RETRIES",
     "DEFAULT_TIMEOUT",
     "ClientConfig",
+    "no_credentials_error",
     "resolve_client_config",
     "tls_verify",
+    "with_credentials",
 ]
 
 DEFAULT_REGION = "us-east-1"
@@ -85,6 +94,14 @@ class ClientConfig:
     (None) are worked out when the value is made and stored
     (:func:`~objsdk._core.regions.s3_location`): AWS S3's endpoint of the region, the
     region an AWS endpoint's host name says, else :data:`DEFAULT_REGION`.
+
+    How requests are signed, one of: ``access_key`` and ``secret_key`` (and
+    ``session_token``); ``credentials``, a :class:`Credentials` or a function that
+    returns the ones to use (called again when they near their expiry);
+    ``credential_source``, a source of the chain (``credential_sources``: a role, SSO,
+    a ``credential_process``...); ``anonymous=True``, unsigned requests. With none of
+    them, the client resolves the chain where it is built (:func:`with_credentials`),
+    for ``profile`` if one is named.
     """
 
     endpoint: str | None = None
@@ -103,6 +120,10 @@ class ClientConfig:
     sse: SSE | None = None  # an SSEC pickles without its key
     use_fips_endpoint: bool = False
     use_dualstack_endpoint: bool = False
+    credentials: Credentials | Callable[[], Credentials] | None = None
+    anonymous: bool = False
+    profile: str | None = None
+    credential_source: CredentialSource | None = None
 
     def __post_init__(self) -> None:
         # A frozen value normalises its own fields once, here, as dataclasses allow.
@@ -135,23 +156,70 @@ class ClientConfig:
         if (self.access_key is None) != (self.secret_key is None):
             raise InvalidArgument("give both access_key and secret_key, or neither")
         _check_credentials(self.access_key, self.secret_key, self.session_token)
+        self._check_signing()
         if self.max_pool_connections < 1:
             raise InvalidArgument("max_pool_connections must be at least 1")
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
 
+    def _check_signing(self) -> None:
+        """At most one way of signing (see the class docstring), each well formed."""
+        given = self.credentials
+        if given is not None and not (isinstance(given, Credentials) or callable(given)):
+            raise InvalidArgument(
+                "credentials must be a Credentials or a function returning one, got "
+                f"{type(given).__name__}"
+            )
+        if isinstance(given, Credentials):
+            _check_credentials(given.access_key, given.secret_key, given.session_token)
+        ways = [
+            name
+            for name, used in (
+                ("access_key/secret_key", self.access_key is not None),
+                ("credentials", given is not None),
+                ("credential_source", self.credential_source is not None),
+            )
+            if used
+        ]
+        if self.anonymous and ways:
+            raise InvalidArgument(
+                f"anonymous=True sends unsigned requests: give it without {' or '.join(ways)}"
+            )
+        if len(ways) > 1:
+            raise InvalidArgument(f"give one of {' and '.join(ways)}, not both")
+        if self.profile is not None and (not isinstance(self.profile, str) or not self.profile):
+            raise InvalidArgument(f"profile must be a profile name, got {self.profile!r}")
+
     @property
-    def credentials(self) -> Credentials | None:
-        """The key pair (and token) requests are signed with; None: unsigned."""
+    def keys(self) -> Credentials | None:
+        """The static key pair (and token) given as ``access_key``/``secret_key``
+        (None: signed otherwise, or unsigned)."""
         if self.access_key is None or self.secret_key is None:
             return None
         return Credentials(self.access_key, self.secret_key, self.session_token)
+
+    def signing(self) -> str:
+        """How requests are signed, for messages: ``anonymous``, ``keys``,
+        ``credentials`` or the source's description; ``chain`` when still to be
+        resolved."""
+        if self.anonymous:
+            return "anonymous"
+        if self.access_key is not None:
+            return "keys"
+        if self.credentials is not None:
+            return "credentials"
+        if self.credential_source is not None:
+            return self.credential_source.describe()
+        return "chain"
 
     def __repr__(self) -> str:
         shown = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("access_key", "secret_key", "session_token")
+            if f.name not in ("access_key", "secret_key", "session_token", "credential_source")
+            and (f.name not in ("credentials", "anonymous", "profile") or getattr(self, f.name))
         }
+        if self.credential_source is not None:
+            shown["credential_source"] = self.credential_source.describe()
         key = self.access_key
         masked = None if key is None else (key[:4] + "..." if len(key) > 4 else "...")
         return (
@@ -168,10 +236,20 @@ class ClientConfig:
 
     def shared(self) -> dict[str, Any]:
         """The fields as a pickle carries them: without the secret key and session token
-        unless ``pickle_credentials``. :meth:`restored` makes the value again."""
+        unless ``pickle_credentials`` (a :class:`Credentials` given as ``credentials``
+        leaves as its access key alone), with the ``credentials`` function (it must
+        pickle: :class:`pickle.PicklingError` naming it if not) and the source (which
+        pickles without any secret: each source's own pickling leaves them out).
+        :meth:`restored` makes the value again."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        given = self.credentials
         if not self.pickle_credentials:
             fields["secret_key"] = fields["session_token"] = None
+            if isinstance(given, Credentials):
+                fields["credentials"] = None
+                fields["access_key"] = given.access_key
+        if given is not None and not isinstance(given, Credentials):
+            _check_picklable(given)
         return fields
 
     @classmethod
@@ -196,6 +274,63 @@ class ClientConfig:
         return (type(self).restored, (self.shared(),))
 
 
+def _check_picklable(function: Callable[[], Credentials]) -> None:
+    """Refuse to pickle a client whose ``credentials`` function cannot be: the error
+    names the function, where pickle's own would name only its type."""
+    try:
+        pickle.dumps(function)
+    except Exception as e:
+        name = getattr(function, "__qualname__", None) or repr(function)
+        raise pickle.PicklingError(
+            f"this client cannot be pickled: its credentials function {name!r} cannot be "
+            f"({type(e).__name__}: {e}); pass a module-level function or a picklable "
+            "object with __call__, or build the client again where it is used"
+        ) from None
+
+
+def no_credentials_error(profile: str | None) -> ConfigError:
+    """The error for a client that the chain gives no credentials and that is not
+    ``anonymous``."""
+    named = f" (profile `{profile}`)" if profile else ""
+    return ConfigError(
+        f"no credentials{named}: the environment, the AWS shared files, the container "
+        "endpoint and (AWS_EC2_METADATA_DISABLED is true) the instance metadata service "
+        "give none. Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, configure a profile "
+        "(see docs/credentials.md), pass credentials=, or anonymous=True for unsigned "
+        "requests (public buckets)"
+    )
+
+
+def with_credentials(
+    config: ClientConfig,
+    environ: Mapping[str, str],
+    *,
+    home: str | os.PathLike[str] | None = None,
+    read_file: FileReader = read_text_if_exists,
+) -> ClientConfig:
+    """``config`` itself if it says how to sign (keys, ``credentials``, a source,
+    ``anonymous``); else with what the chain finds in ``environ`` and the shared files
+    for its ``profile`` (:func:`~objsdk._core.credential_sources.resolve_credential_source`):
+    keys that never expire as ``access_key``/``secret_key``, any other source as
+    ``credential_source``. :class:`ConfigError` if it finds nothing, or for a profile
+    that cannot give credentials."""
+    if config.signing() != "chain":
+        return config
+    files = load_shared_files(environ, home=home, read_file=read_file)
+    source = resolve_credential_source(environ, files, config.profile)
+    if source is None:
+        raise no_credentials_error(config.profile)
+    if isinstance(source, EnvironmentKeys | ProfileKeys) and source.credentials.expiry is None:
+        keys = source.credentials
+        return dataclasses.replace(
+            config,
+            access_key=keys.access_key,
+            secret_key=keys.secret_key,
+            session_token=keys.session_token,
+        )
+    return dataclasses.replace(config, credential_source=source)
+
+
 def resolve_client_config(
     environ: Mapping[str, str],
     *,
@@ -216,19 +351,22 @@ def resolve_client_config(
     sse: SSE | None = None,
     use_fips_endpoint: bool | None = None,
     use_dualstack_endpoint: bool | None = None,
+    credentials: Credentials | Callable[[], Credentials] | None = None,
+    anonymous: bool = False,
     home: str | os.PathLike[str] | None = None,
     read_file: FileReader = read_text_if_exists,
 ) -> ClientConfig:
     """The configuration the arguments, ``environ`` and the AWS files give (arguments
     first; see :func:`~objsdk._core.config.resolve_config` for the chain, ``home`` and
-    ``read_file``). Not given: the endpoint is AWS S3's in the region, FIPS or
-    dual-stack if ``AWS_USE_FIPS_ENDPOINT`` / ``AWS_USE_DUALSTACK_ENDPOINT`` (or the
-    profile's ``use_fips_endpoint`` / ``use_dualstack_endpoint``) say ``true``; the region
-    is the one an AWS endpoint's host name says, else ``us-east-1``;
-    ``addressing_style`` is the profile's (``s3 =`` block), else ``auto``; ``retries``
-    (``...``) is ``max_attempts`` - 1, else ``retry_mode``'s attempts - 1, else 5;
-    ``verify`` is ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``, else
-    :func:`tls_verify` of ``environ``."""
+    ``read_file``). ``credentials`` (see :class:`ClientConfig`) or ``anonymous``
+    given: the credential chain is not asked. Not given: the endpoint is AWS S3's in
+    the region, FIPS or dual-stack if ``AWS_USE_FIPS_ENDPOINT`` /
+    ``AWS_USE_DUALSTACK_ENDPOINT`` (or the profile's ``use_fips_endpoint`` /
+    ``use_dualstack_endpoint``) say ``true``; the region is the one an AWS endpoint's
+    host name says, else ``us-east-1``; ``addressing_style`` is the profile's (``s3 =``
+    block), else ``auto``; ``retries`` (``...``) is ``max_attempts`` - 1, else
+    ``retry_mode``'s attempts - 1, else 5; ``verify`` is ``AWS_CA_BUNDLE``, else the
+    profile's ``ca_bundle``, else :func:`tls_verify` of ``environ``."""
     found = resolve_config(
         environ,
         endpoint=endpoint,
@@ -239,6 +377,7 @@ def resolve_client_config(
         profile=profile,
         home=home,
         read_file=read_file,
+        resolve_credentials=credentials is None and not anonymous,
         settings={
             "request_checksum_calculation": request_checksum_calculation,
             "response_checksum_validation": response_checksum_validation,
@@ -268,6 +407,10 @@ def resolve_client_config(
         sse=sse,
         use_fips_endpoint=bool(found.use_fips_endpoint),
         use_dualstack_endpoint=bool(found.use_dualstack_endpoint),
+        credentials=credentials,
+        anonymous=anonymous,
+        profile=profile,
+        credential_source=found.credential_source,
     )
 
 

@@ -1,19 +1,23 @@
 """Where a client's settings come from: flags, then the environment, then the AWS files.
 
-The chain is the one boto3 and the aws CLI follow, so an existing setup just works:
+The chain is the one boto3 and the aws CLI follow:
 
 1. explicit values (command-line flags, keyword arguments);
-2. the environment: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``
-   with ``AWS_SECRET_ACCESS_KEY`` (and ``AWS_SESSION_TOKEN``), ``AWS_REGION`` /
-   ``AWS_DEFAULT_REGION``; the keys are skipped when a profile is named explicitly
-   (``--profile``, ``profile=``; not ``AWS_PROFILE``), as botocore's credential chain
-   does: that profile's keys are used, or none;
-3. the shared files of the selected profile (``--profile``, else ``AWS_PROFILE``, else
-   ``default``): credentials from ``~/.aws/credentials`` (``[name]`` sections), then from
-   ``~/.aws/config`` (``[profile name]`` sections, ``[default]``), which also gives
-   ``region`` and ``endpoint_url`` (directly in the profile, or in the ``s3`` block of the
-   profile's ``services`` section). ``AWS_SHARED_CREDENTIALS_FILE`` and
-   ``AWS_CONFIG_FILE`` move the files.
+2. the environment: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION`` /
+   ``AWS_DEFAULT_REGION``;
+3. the shared files of the selected profile (``--profile``, else
+   ``AWS_DEFAULT_PROFILE``, else ``AWS_PROFILE``, else ``default``), read and laid out
+   by :mod:`objsdk._core.profiles` (``AWS_SHARED_CREDENTIALS_FILE`` and
+   ``AWS_CONFIG_FILE`` move the files): ``region`` and ``endpoint_url`` (directly in the
+   profile, or in the ``s3`` block of the profile's ``services`` section).
+
+The credentials are the credential chain's
+(:func:`~objsdk._core.credential_sources.resolve_credential_source`): the environment's
+keys (skipped when a profile is named explicitly: ``--profile``, ``profile=``; not
+``AWS_PROFILE``), a role, web identity, SSO, the profile's keys, its
+``credential_process``, the container endpoint or the instance metadata service. Keys
+that never expire are returned as ``access_key``/``secret_key``; any other source as
+``credential_source``, fetched by the client.
 
 The settings ``max_attempts``, ``retry_mode``, ``request_checksum_calculation``,
 ``response_checksum_validation`` and ``ca_bundle`` follow the same order: explicit, then
@@ -21,7 +25,7 @@ their ``AWS_*`` variables, then the profile in ``~/.aws/config``.
 
 An access key and its secret always come together from one place: a key found in the
 environment is never paired with a secret from a file. The session token comes from the
-same place as the key.
+same place as the key (``AWS_SECURITY_TOKEN`` before ``AWS_SESSION_TOKEN``, as botocore).
 
 Pure: the environment, the home directory and the way files are read are arguments, so
 the whole chain is tested without touching the machine. Nothing here speaks HTTP.
@@ -29,15 +33,30 @@ the whole chain is tested without touching the machine. Nothing here speaks HTTP
 
 from __future__ import annotations
 
-import configparser
 import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # ConfigError is defined with every other error; importable from here as before.
 from ..errors import ConfigError, InvalidArgument
 from .addressing import ADDRESSING_STYLES
+from .credential_sources import (
+    CredentialSource,
+    EnvironmentKeys,
+    ProfileKeys,
+    resolve_credential_source,
+)
+from .profiles import (
+    FileReader,
+    SharedFiles,
+    _expand,
+    _home,
+    _nested,
+    load_shared_files,
+    named_profile,
+    read_text_if_exists,
+)
 
 __all__ = [
     "CHECKSUM_WHEN",
@@ -52,7 +71,6 @@ __all__ = [
     "resolve_config",
 ]
 
-FileReader = Callable[[str], "str | None"]
 
 #: The values of ``request_checksum_calculation`` and ``response_checksum_validation``
 #: (botocore's): send or ask for checksums whenever the service supports them, or only
@@ -94,7 +112,9 @@ class ResolvedConfig:
 
     ``sources`` maps ``endpoint``, ``credentials``, ``region`` and each setting found
     (``max_attempts``...) to ``"explicit"``, ``"environment"``, ``"credentials file"``
-    or ``"config file"``. The repr shows the
+    or ``"config file"`` (for credentials that are not static keys, their source's
+    description). ``credential_source`` is the source of credentials that are not
+    static keys (a role, SSO...), fetched by the client. The repr shows the
     access key masked and never the secret key or session token.
     """
 
@@ -113,6 +133,7 @@ class ResolvedConfig:
     use_fips_endpoint: bool | None = None
     use_dualstack_endpoint: bool | None = None
     addressing_style: str | None = None
+    credential_source: CredentialSource | None = None
 
     def __repr__(self) -> str:
         return (
@@ -125,7 +146,13 @@ class ResolvedConfig:
             f"response_checksum_validation={self.response_checksum_validation!r}, "
             f"ca_bundle={self.ca_bundle!r}, use_fips_endpoint={self.use_fips_endpoint!r}, "
             f"use_dualstack_endpoint={self.use_dualstack_endpoint!r}, "
-            f"addressing_style={self.addressing_style!r})"
+            f"addressing_style={self.addressing_style!r}"
+            + (
+                ""
+                if self.credential_source is None
+                else f", credential_source={self.credential_source.describe()!r}"
+            )
+            + ")"
         )
 
     __str__ = __repr__
@@ -162,68 +189,6 @@ class ResolvedConfig:
         return kwargs
 
 
-def read_text_if_exists(path: str) -> str | None:
-    """The file's text, or None if there is no such file (the default file reader)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _home(environ: Mapping[str, str], home: str | os.PathLike[str] | None) -> str:
-    if home is not None:
-        return os.fspath(home)
-    for name in ("HOME", "USERPROFILE"):
-        if environ.get(name):
-            return environ[name]
-    raise ConfigError(
-        "cannot find the home directory for ~/.aws (HOME is not set); "
-        "set AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE"
-    )
-
-
-def _expand(path: str, home: str) -> str:
-    if path == "~" or path.startswith(("~/", "~" + os.sep)):
-        return os.path.join(home, path[2:])
-    return path
-
-
-def _parse(text: str | None, path: str) -> configparser.ConfigParser | None:
-    if text is None:
-        return None
-    parser = configparser.ConfigParser(interpolation=None, default_section="\x00no-default")
-    try:
-        parser.read_string(text, source=path)
-    except configparser.Error as e:
-        # configparser messages quote the offending line, which may hold a secret.
-        lineno = getattr(e, "lineno", None)
-        where = f" line {lineno}" if lineno else ""
-        raise ConfigError(f"cannot parse {path}{where}: {type(e).__name__}") from None
-    return parser
-
-
-def _section(
-    parser: configparser.ConfigParser | None, names: tuple[str, ...]
-) -> Mapping[str, str] | None:
-    if parser is None:
-        return None
-    for name in names:
-        if parser.has_section(name):
-            return dict(parser.items(name))
-    return None
-
-
-def _nested(value: str | None) -> dict[str, str]:
-    """The ``key = value`` lines of an indented sub-block (``s3 =\\n  endpoint_url = ...``)."""
-    out: dict[str, str] = {}
-    for line in (value or "").splitlines():
-        name, sep, val = line.partition("=")
-        if sep:
-            out[name.strip().lower()] = val.strip()
-    return out
-
-
 def _nonempty(environ: Mapping[str, str], *names: str) -> str | None:
     for name in names:
         value = environ.get(name)
@@ -244,15 +209,18 @@ def resolve_config(
     home: str | os.PathLike[str] | None = None,
     read_file: FileReader = read_text_if_exists,
     settings: Mapping[str, object] | None = None,
+    resolve_credentials: bool = True,
 ) -> ResolvedConfig:
     """Resolve every setting through the chain (see the module docstring).
 
     ``environ`` is the environment to read (``os.environ`` in real use); ``home`` the
     directory holding ``.aws`` (default ``HOME`` from ``environ``); ``read_file(path)``
     returns a file's text or None when it does not exist. Raises :class:`ConfigError`
-    for half a key pair, a named profile that exists in neither file, or a file that
-    cannot be parsed. A setting found nowhere is None (the endpoint too: the caller
-    decides whether that is an error).
+    for half a key pair, a named profile that exists in neither file, a credential
+    source configured wrongly, or a file that cannot be parsed. A setting found nowhere
+    is None (the endpoint and the credentials too: the caller decides whether that is an
+    error). ``resolve_credentials=False`` leaves the credentials alone (for unsigned
+    requests, or credentials given otherwise).
 
     ``settings`` holds explicit values of ``max_attempts``, ``retry_mode``,
     ``request_checksum_calculation``, ``response_checksum_validation`` and
@@ -265,7 +233,7 @@ def resolve_config(
     if session_token is not None and access_key is None:
         raise ConfigError("a session token needs an access key and a secret key")
 
-    explicit_profile = profile or _nonempty(environ, "AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+    explicit_profile = named_profile(environ, profile)
     profile_name = explicit_profile or "default"
     sources: dict[str, str] = {}
 
@@ -278,71 +246,51 @@ def resolve_config(
         for name, variable in _SETTINGS.items()
         if name not in explicit_settings and not (variable and _nonempty(environ, variable))
     ]
-    files_needed = (
-        endpoint is None or access_key is None or region is None or explicit_profile is not None
-    )
+    chain = resolve_credentials and access_key is None
+    files_needed = endpoint is None or chain or region is None or explicit_profile is not None
     if not files_needed and wanted:
         # Only for these settings: a home directory that cannot be found is no error.
         with contextlib.suppress(ConfigError):
             home = _home(environ, home)
             files_needed = True
-    creds_section: Mapping[str, str] | None = None
+    files: SharedFiles | None = None
     config_section: Mapping[str, str] | None = None
-    config_parser: configparser.ConfigParser | None = None
-    creds_path = config_path = ""
+    config_path = ""
+    home_dir = ""
     if files_needed:
         home_dir = _home(environ, home)
-        creds_path = _expand(
-            environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials", home_dir
-        )
-        config_path = _expand(environ.get("AWS_CONFIG_FILE") or "~/.aws/config", home_dir)
-        creds_section = _section(_parse(read_file(creds_path), creds_path), (profile_name,))
-        config_parser = _parse(read_file(config_path), config_path)
-        config_names = (
-            ("default", "profile default")
-            if profile_name == "default"
-            else (f"profile {profile_name}",)
-        )
-        config_section = _section(config_parser, config_names)
-        if explicit_profile is not None and creds_section is None and config_section is None:
+        files = load_shared_files(environ, home=home_dir, read_file=read_file)
+        config_path = files.config_path
+        config_section = files.config_profiles.get(profile_name)
+        if explicit_profile is not None and not files.has_profile(profile_name):
             raise ConfigError(
-                f"profile {profile_name!r} is in neither {creds_path} nor {config_path}"
+                f"profile {profile_name!r} is in neither {files.credentials_path} nor "
+                f"{files.config_path}"
             )
 
     # -- credentials: one source for the pair and its token ---------------------------
-    key: str | None
-    secret: str | None
-    token: str | None
+    key: str | None = None
+    secret: str | None = None
+    token: str | None = None
+    source: CredentialSource | None = None
     if access_key is not None:
         key, secret, token = access_key, secret_key, session_token
         sources["credentials"] = "explicit"
-    elif profile is None and (env_key := _nonempty(environ, "AWS_ACCESS_KEY_ID")) is not None:
-        # A profile named explicitly (an argument, --profile) skips the environment's
-        # keys, as in botocore; AWS_PROFILE does not.
-        env_secret = _nonempty(environ, "AWS_SECRET_ACCESS_KEY")
-        if env_secret is None:
-            raise ConfigError("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not")
-        key, secret = env_key, env_secret
-        token = _nonempty(environ, "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
-        sources["credentials"] = "environment"
-    else:
-        key = secret = token = None
-        for section, path, label in (
-            (creds_section, creds_path, "credentials file"),
-            (config_section, config_path, "config file"),
-        ):
-            if section is None or not section.get("aws_access_key_id"):
-                continue
-            if not section.get("aws_secret_access_key"):
-                raise ConfigError(
-                    f"profile {profile_name!r} in {path} has aws_access_key_id "
-                    "but no aws_secret_access_key"
-                )
-            key = section["aws_access_key_id"]
-            secret = section["aws_secret_access_key"]
-            token = section.get("aws_session_token") or section.get("aws_security_token")
-            sources["credentials"] = label
-            break
+    elif chain and files is not None:
+        source = resolve_credential_source(environ, files, profile)
+        if isinstance(source, EnvironmentKeys | ProfileKeys) and source.credentials.expiry is None:
+            keys = source.credentials
+            key, secret, token = keys.access_key, keys.secret_key, keys.session_token
+            sources["credentials"] = (
+                "environment"
+                if isinstance(source, EnvironmentKeys)
+                else "credentials file"
+                if source.in_credentials_file
+                else "config file"
+            )
+            source = None
+        elif source is not None:
+            sources["credentials"] = source.describe()
 
     # -- endpoint ------------------------------------------------------------------------
     resolved_endpoint = endpoint
@@ -353,13 +301,10 @@ def resolve_config(
     ) is not None:
         resolved_endpoint = env_endpoint
         sources["endpoint"] = "environment"
-    elif config_section is not None:
-        services = config_section.get("services")
-        s3_block: dict[str, str] = {}
-        if services and config_parser is not None:
-            svc = _section(config_parser, (f"services {services}",))
-            s3_block = _nested((svc or {}).get("s3"))
-        found = s3_block.get("endpoint_url") or config_section.get("endpoint_url")
+    elif config_section is not None and files is not None:
+        found = files.service_setting(profile_name, "s3", "endpoint_url") or config_section.get(
+            "endpoint_url"
+        )
         if found:
             resolved_endpoint = found
             sources["endpoint"] = "config file"
@@ -409,6 +354,7 @@ def resolve_config(
         use_fips_endpoint=_boolean(words.get("use_fips_endpoint")),
         use_dualstack_endpoint=_boolean(words.get("use_dualstack_endpoint")),
         addressing_style=words.get("addressing_style"),
+        credential_source=source,
     )
 
 

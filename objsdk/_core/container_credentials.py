@@ -19,9 +19,10 @@ The endpoint answers ``GET`` with ``{"AccessKeyId", "SecretAccessKey", "Token",
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ProtocolError
@@ -63,6 +64,13 @@ class ContainerEndpoint:
 
     def describe(self) -> str:
         return f"the container credentials endpoint ({self.variable})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.auth_token is None:
+            return (type(self), (self.url, self.variable, None, self.auth_token_file))
+        # A pickle never carries the token: the process that unpickles it takes
+        # AWS_CONTAINER_AUTHORIZATION_TOKEN from its own environment.
+        return (_container_endpoint_again, (self.url, self.variable))
 
     def headers(self, token_file_text: str | None = None) -> dict[str, str]:
         """The headers of the ``GET``. With ``auth_token_file``, ``token_file_text`` is
@@ -126,6 +134,21 @@ def container_endpoint(environ: Mapping[str, str]) -> ContainerEndpoint | None:
         auth_token=None if token_file else environ.get(TOKEN) or None,
         auth_token_file=token_file,
     )
+
+
+def _container_endpoint_again(url: str, variable: str) -> ContainerEndpoint:
+    """A :class:`ContainerEndpoint` with a token, unpickled: the endpoint this
+    process's environment names, which must be the same (:class:`ConfigError` if
+    not)."""
+    found = container_endpoint(os.environ)
+    if found is None or (found.url, found.variable) != (url, variable):
+        raise ConfigError(
+            f"credentials from the container endpoint ({variable}) were pickled without "
+            f"its authorization token, and this process's environment does not name the "
+            f"same endpoint: set {variable} and {TOKEN} (or {TOKEN_FILE}) where it is "
+            "unpickled"
+        )
+    return found
 
 
 def check_full_uri(url: str) -> None:

@@ -66,16 +66,17 @@ Then :func:`~objsdk._core.refresh.on_arrival` on what arrived, and the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from ..errors import ConfigError
 from .container_credentials import ContainerEndpoint, container_endpoint
 from .credential_process import CredentialProcess
 from .instance_metadata import InstanceMetadata, instance_metadata
-from .profiles import SharedFiles, named_profile
+from .profiles import SharedFiles, named_profile, parse_shared_files, read_text_if_exists
 from .refresh import parse_expiration
 from .signing import Credentials
 from .sso import SSO, sso_source
@@ -113,6 +114,11 @@ class EnvironmentKeys:
     def describe(self) -> str:
         return "the environment (AWS_ACCESS_KEY_ID)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A pickle (a client sent to a worker) carries the access key alone; the
+        # process that unpickles it reads the secret from its own environment.
+        return (_environment_keys_again, (self.credentials.access_key,))
+
 
 @dataclass(frozen=True)
 class ProfileKeys:
@@ -130,6 +136,11 @@ class ProfileKeys:
 
     def describe(self) -> str:
         return f"profile `{self.profile}` (aws_access_key_id in {self.path})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # As EnvironmentKeys: the secret is read again from the file where unpickled.
+        fields = (self.profile, self.path, self.in_credentials_file)
+        return (_profile_keys_again, (*fields, self.credentials.access_key))
 
 
 @dataclass(frozen=True)
@@ -419,6 +430,49 @@ class _Chain:
                 )
             return found
         return self.assume_role(source)
+
+
+def _shown(access_key: str) -> str:
+    return access_key[:4] + "..." if len(access_key) > 4 else "..."
+
+
+def _environment_keys_again(access_key: str) -> EnvironmentKeys:
+    """An :class:`EnvironmentKeys` unpickled: the keys of this process's environment,
+    which must have the same access key (:class:`ConfigError` if not)."""
+    found = environment_keys(os.environ)
+    if found is None or found.credentials.access_key != access_key:
+        raise ConfigError(
+            f"credentials from the environment (access key {_shown(access_key)}) were "
+            "pickled without their secret, and this process's environment has no "
+            "AWS_SECRET_ACCESS_KEY for that key: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY where it is unpickled"
+        )
+    return found
+
+
+def _profile_keys_again(
+    profile: str, path: str, in_credentials_file: bool, access_key: str
+) -> ProfileKeys:
+    """A :class:`ProfileKeys` unpickled: the keys read again from ``path``, which must
+    have the same access key (:class:`ConfigError` if not)."""
+    text = read_text_if_exists(path)
+    if in_credentials_file:
+        files = parse_shared_files(None, text, credentials_path=path)
+        section = files.credentials_profiles.get(profile, {})
+    else:
+        files = parse_shared_files(text, None, config_path=path)
+        section = files.config_profiles.get(profile, {})
+    found = None
+    if "aws_access_key_id" in section:
+        chain = _Chain(os.environ, files, profile)
+        found = chain.profile_keys(profile, section, in_credentials_file=in_credentials_file)
+    if found is None or found.credentials.access_key != access_key:
+        raise ConfigError(
+            f"credentials of profile `{profile}` (access key {_shown(access_key)}) were "
+            f"pickled without their secret, and {path} has none for that key where they "
+            "were unpickled"
+        )
+    return found
 
 
 _UNSET = {

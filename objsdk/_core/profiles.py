@@ -1,7 +1,8 @@
 """The AWS shared files (``~/.aws/config`` and ``~/.aws/credentials``) as one parsed value.
 
-The files are read with the parser of :mod:`objsdk._core.config` and laid out the way
-botocore's ``Session.full_config`` lays them out:
+The files are read with :mod:`configparser` (without interpolation; a parse error never
+quotes the line, which may hold a secret) and laid out the way botocore's
+``Session.full_config`` lays them out:
 
 * ``[default]`` and ``[profile NAME]`` sections of the config file are profiles (a name
   may be quoted: ``[profile "my name"]``); ``[sso-session NAME]`` and ``[services NAME]``
@@ -20,20 +21,77 @@ value (the files hold secret keys).
 
 from __future__ import annotations
 
+import configparser
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .config import FileReader, _expand, _home, _nested, _parse, read_text_if_exists
+from ..errors import ConfigError
 
 __all__ = [
+    "FileReader",
     "SharedFiles",
     "load_shared_files",
     "named_profile",
     "parse_shared_files",
     "profile_name",
+    "read_text_if_exists",
 ]
+
+FileReader = Callable[[str], "str | None"]
+
+
+def read_text_if_exists(path: str) -> str | None:
+    """The file's text, or None if there is no such file (the default file reader)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _home(environ: Mapping[str, str], home: str | os.PathLike[str] | None) -> str:
+    if home is not None:
+        return os.fspath(home)
+    for name in ("HOME", "USERPROFILE"):
+        if environ.get(name):
+            return environ[name]
+    raise ConfigError(
+        "cannot find the home directory for ~/.aws (HOME is not set); "
+        "set AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE"
+    )
+
+
+def _expand(path: str, home: str) -> str:
+    if path == "~" or path.startswith(("~/", "~" + os.sep)):
+        return os.path.join(home, path[2:])
+    return path
+
+
+def _parse(text: str | None, path: str) -> configparser.ConfigParser | None:
+    if text is None:
+        return None
+    parser = configparser.ConfigParser(interpolation=None, default_section="\x00no-default")
+    try:
+        parser.read_string(text, source=path)
+    except configparser.Error as e:
+        # configparser messages quote the offending line, which may hold a secret.
+        lineno = getattr(e, "lineno", None)
+        where = f" line {lineno}" if lineno else ""
+        raise ConfigError(f"cannot parse {path}{where}: {type(e).__name__}") from None
+    return parser
+
+
+def _nested(value: str | None) -> dict[str, str]:
+    """The ``key = value`` lines of an indented sub-block (``s3 =\\n  endpoint_url = ...``)."""
+    out: dict[str, str] = {}
+    for line in (value or "").splitlines():
+        name, sep, val = line.partition("=")
+        if sep:
+            out[name.strip().lower()] = val.strip()
+    return out
+
 
 Sections = Mapping[str, Mapping[str, str]]
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Protocol
 from urllib.parse import SplitResult, parse_qsl, quote, urlsplit, urlunsplit
 
 from objsdk._core.secret_headers import SecretHeaders
@@ -34,6 +35,7 @@ __all__ = [
     "EMPTY_SHA256",
     "UNSIGNED_PAYLOAD",
     "Credentials",
+    "CurrentCredentials",
     "Signer",
     "canonical_request",
     "encode_key_path",
@@ -265,23 +267,60 @@ def sign_request(
     return added
 
 
-class Signer:
-    """Signs the requests of one client: its credentials (None: requests go unsigned),
-    its region, and the clock it reads the signing time from (an aware ``datetime``).
-    The one place a request's ``Authorization`` comes from, whatever sends it."""
+class CurrentCredentials(Protocol):
+    """Where a :class:`Signer` takes the credentials of each request from: ``current()``
+    answers the ones to sign with now (refreshing them first when they are due). The
+    transport's provider is one; it is called once per request, so it must be cheap."""
 
-    __slots__ = ("clock", "credentials", "region")
+    def current(self) -> Credentials: ...
+
+
+class _Fixed:
+    """Credentials that never change, as :class:`CurrentCredentials`."""
+
+    __slots__ = ("credentials",)
+
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+
+    def current(self) -> Credentials:
+        return self.credentials
+
+
+class Signer:
+    """Signs the requests of one client: with the credentials ``credentials`` gives
+    (fixed :class:`Credentials`, a :class:`CurrentCredentials` asked again for every
+    request, or None: requests go unsigned), for its region, at the time its clock
+    reads (an aware ``datetime``). The one place a request's ``Authorization`` comes
+    from, whatever sends it."""
+
+    __slots__ = ("_current", "clock", "provider", "region")
 
     def __init__(
-        self, credentials: Credentials | None, region: str, clock: Callable[[], datetime]
+        self,
+        credentials: Credentials | CurrentCredentials | None,
+        region: str,
+        clock: Callable[[], datetime],
     ) -> None:
-        self.credentials = credentials
+        if isinstance(credentials, Credentials):
+            credentials = _Fixed(credentials)
+        #: What the credentials come from (None: unsigned).
+        self.provider: CurrentCredentials | None = credentials
+        # The bound method, looked up once: the hot path is one call.
+        self._current = None if credentials is None else credentials.current
         self.region = region
         self.clock = clock
 
+    @property
+    def credentials(self) -> Credentials | None:
+        """The credentials the next request is signed with (None: unsigned)."""
+        return None if self._current is None else self._current()
+
     def __repr__(self) -> str:
-        key = self.credentials.access_key if self.credentials is not None else None
-        return f"Signer(access_key={key!r}, region={self.region!r})"
+        provider = self.provider
+        key = provider.credentials.access_key if isinstance(provider, _Fixed) else None
+        shown = f"access_key={key!r}" if key is not None else f"credentials={provider!r}"
+        return f"Signer({shown}, region={self.region!r})"
 
     def sign(
         self,
@@ -295,13 +334,14 @@ class Signer:
         now, for ``region`` (default: the signer's); unchanged without credentials. Their
         ``repr`` hides the credentials."""
         signed = SecretHeaders(headers)
-        if self.credentials is not None:
+        current = self._current
+        if current is not None:
             signed.update(
                 sign_request(
                     method,
                     url,
                     headers,
-                    credentials=self.credentials,
+                    credentials=current(),
                     region=self.region if region is None else region,
                     now=self.clock(),
                     payload_hash=payload_hash,

@@ -209,17 +209,25 @@ class SSO:
             )
         return token
 
-    def role_credentials_request(self, token: SsoToken) -> tuple[str, dict[str, str]]:
+    def role_credentials_request(
+        self, token: SsoToken, endpoint: str | None = None
+    ) -> tuple[str, dict[str, str]]:
         """``(url, headers)`` of the portal's ``GetRoleCredentials`` (an unsigned
-        ``GET``)."""
+        ``GET``), to ``endpoint`` if one is configured (``AWS_ENDPOINT_URL_SSO``, see
+        :func:`~objsdk._core.sts.configured_endpoint`), else the region's portal."""
         query = urlencode({"role_name": self.role_name, "account_id": self.account_id})
-        url = f"https://portal.sso.{self.region}.{aws_dns_suffix(self.region)}"
-        return f"{url}/federation/credentials?{query}", {BEARER_HEADER: token.access_token}
+        url = endpoint or f"https://portal.sso.{self.region}.{aws_dns_suffix(self.region)}"
+        return f"{url.rstrip('/')}/federation/credentials?{query}", {
+            BEARER_HEADER: token.access_token
+        }
 
-    def renewal_request(self, token: SsoToken, now: datetime) -> tuple[str, bytes]:
+    def renewal_request(
+        self, token: SsoToken, now: datetime, endpoint: str | None = None
+    ) -> tuple[str, bytes]:
         """``(url, JSON body)`` of the SSO OIDC ``CreateToken`` (an unsigned ``POST``,
         ``Content-Type: application/json``) that renews ``token`` with its refresh
-        token; :class:`ConfigError` saying to log in if it is not
+        token, to ``endpoint`` if one is configured (``AWS_ENDPOINT_URL_SSO_OIDC``),
+        else the region's; :class:`ConfigError` saying to log in if it is not
         :meth:`SsoToken.renewable`."""
         if not token.renewable(now):
             raise ConfigError(
@@ -232,8 +240,8 @@ class SSO:
             "clientSecret": token.client_secret,
             "refreshToken": token.refresh_token,
         }
-        url = f"https://oidc.{self.region}.{aws_dns_suffix(self.region)}/token"
-        return url, json.dumps(body).encode("utf-8")
+        url = endpoint or f"https://oidc.{self.region}.{aws_dns_suffix(self.region)}"
+        return f"{url.rstrip('/')}/token", json.dumps(body).encode("utf-8")
 
     def renewed(self, token: SsoToken, body: bytes | str, now: datetime) -> SsoToken:
         """``token`` renewed by ``CreateToken``'s answer ``{"accessToken", "expiresIn"

@@ -41,6 +41,7 @@ __all__ = [
     "StsError",
     "StsRequest",
     "aws_dns_suffix",
+    "configured_endpoint",
     "default_session_name",
     "parse_sts_credentials",
     "parse_sts_error",
@@ -59,24 +60,37 @@ def aws_dns_suffix(region: str) -> str:
     return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
 
 
-def sts_endpoint(
-    environ: Mapping[str, str], files: SharedFiles, profile: str, region: str | None
-) -> str:
-    """The STS endpoint for a client of profile ``profile`` in ``region`` (see the
-    module docstring). ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or the profile's
-    ``ignore_configured_endpoint_urls``) set to ``true`` skips the configured ones."""
+def configured_endpoint(
+    environ: Mapping[str, str], files: SharedFiles, profile: str, service: str
+) -> str | None:
+    """The endpoint configured for ``service`` (botocore's service id: ``sts``,
+    ``sso``, ``sso-oidc``): ``AWS_ENDPOINT_URL_<SERVICE>`` (``-`` as ``_``, upper
+    case), else ``endpoint_url`` in the ``<service>`` block of the ``[services NAME]``
+    section profile ``profile`` names; None if neither, or if
+    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or the profile's
+    ``ignore_configured_endpoint_urls``) is ``true``."""
     settings = files.settings(profile)
     ignore = (
         environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
         or settings.get("ignore_configured_endpoint_urls")
         or ""
     )
-    if ignore.strip().lower() != "true":
-        configured = environ.get("AWS_ENDPOINT_URL_STS") or files.service_setting(
-            profile, "sts", "endpoint_url"
-        )
-        if configured:
-            return configured
+    if ignore.strip().lower() == "true":
+        return None
+    name = service.replace("-", "_")
+    return environ.get(f"AWS_ENDPOINT_URL_{name.upper()}") or files.service_setting(
+        profile, name, "endpoint_url"
+    )
+
+
+def sts_endpoint(
+    environ: Mapping[str, str], files: SharedFiles, profile: str, region: str | None
+) -> str:
+    """The STS endpoint for a client of profile ``profile`` in ``region`` (see the
+    module docstring and :func:`configured_endpoint`)."""
+    configured = configured_endpoint(environ, files, profile, "sts")
+    if configured:
+        return configured
     if not region:
         return "https://sts.amazonaws.com"
     return f"https://sts.{region}.{aws_dns_suffix(region)}"

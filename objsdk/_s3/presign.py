@@ -23,7 +23,11 @@ class PresignAPI:
     """The :class:`~objsdk.Client` method for presigned URLs."""
 
     _transport: Transport
-    credentials: Credentials | None
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The credentials requests are signed with now (the client's)."""
+        raise NotImplementedError
 
     def presign(
         self,

@@ -22,7 +22,7 @@ from urllib3.util.retry import Retry
 
 from objsdk._core.addressing import Endpoint
 from objsdk._core.proxies import Proxies
-from objsdk._core.signing import Credentials
+from objsdk._core.signing import Credentials, CurrentCredentials
 from objsdk._transport import forks, private_api
 from objsdk._transport.base import Body, FilePut, Interruptible, flat_body
 from objsdk._transport.dialect import ChecksumDialect
@@ -67,7 +67,7 @@ class HTTPTransport(PipelinedTransport):
     def __init__(
         self,
         endpoint: Endpoint,
-        credentials: Credentials | None,
+        credentials: Credentials | CurrentCredentials | None,
         *,
         region: str,
         timeout: tuple[float, float],
@@ -78,7 +78,6 @@ class HTTPTransport(PipelinedTransport):
         proxies: Proxies | None = None,
     ) -> None:
         self.endpoint = endpoint
-        self.credentials = credentials
         self.region = region
         self.timeout = timeout
         self.retry = retry
@@ -103,6 +102,11 @@ class HTTPTransport(PipelinedTransport):
         streamed, self._streamed = self._streamed, None
         if streamed is not None:
             streamed.abandon()
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The credentials the next request is signed with (None: unsigned)."""
+        return self.pipeline.signer.credentials
 
     @property
     def verify(self) -> bool | str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from objsdk import errors
 from objsdk._core.addressing import Endpoint
-from objsdk._core.signing import Credentials
+from objsdk._core.signing import Credentials, CurrentCredentials
 from objsdk._transport.base import Body, FilePut, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.pipeline import (
@@ -121,7 +121,7 @@ class MockTransport(PipelinedTransport):
         handler: Callable[[Request], MockResponse],
         *,
         endpoint: str = "http://s3.test",
-        credentials: Credentials | None = _TEST_CREDENTIALS,
+        credentials: Credentials | CurrentCredentials | None = _TEST_CREDENTIALS,
         region: str = "us-east-1",
         direct_file_bodies: bool = False,
         retry: Retry | None = None,
@@ -135,7 +135,6 @@ class MockTransport(PipelinedTransport):
         #: Whether callers may send parts straight from a file (see Transport).
         self.direct_file_bodies = direct_file_bodies
         self.endpoint = Endpoint.parse(endpoint, addressing_style=addressing_style)
-        self.credentials = credentials
         self.region = region
         self.pipeline = Pipeline(
             self.endpoint,
@@ -146,6 +145,11 @@ class MockTransport(PipelinedTransport):
         )
         self.requests: list[Request] = []
         self._lock = threading.Lock()
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The credentials the next request is signed with (None: unsigned)."""
+        return self.pipeline.signer.credentials
 
     def _attempt(self, sending: Sending, signed: SignedRequest, body: Body) -> MockResponse:
         request = Request(

@@ -12,16 +12,20 @@ raised ``from`` the original. Everything else happens here, the same for all of 
    (:mod:`objsdk._core.sse`: SSE-C's key on each part, each ranged GET, the HEAD before
    them, without any of those paths having to remember it);
 2. the :class:`~objsdk._core.signing.Signer` signs the headers (a fresh date each
-   attempt: a retry after a long backoff is not refused as stale);
+   attempt: a retry after a long backoff is not refused as stale) with the credentials
+   in use now (refreshed first when they are due, :mod:`.credentials`);
 3. the transport sends it (:data:`Attempt`);
 4. a failure goes to the one classifier (:func:`~objsdk._transport.retry.next_policy`):
    retried under the policy, after a file body is rewound, or raised. A 400 refusing a
-    checksum header is sent once more without it (and remembered, see the dialect).
-    An answer saying the bucket is in another region (a 301/307, or a 400 naming the
-    region expected) is sent once more, signed for that region and, on AWS, to its
-    endpoint, which the bucket's requests use from then on
-    (:mod:`objsdk._transport.routes`). A throttling answer is also told to the thread's
-    listener (:func:`~objsdk._transport.retry.hearing_throttles`).
+   checksum header is sent once more without it (and remembered, see the dialect).
+   An answer saying the bucket is in another region (a 301/307, or a 400 naming the
+   region expected) is sent once more, signed for that region and, on AWS, to its
+   endpoint, which the bucket's requests use from then on
+   (:mod:`objsdk._transport.routes`). An answer saying the credentials expired
+   (``ExpiredToken``, 400 or 403; a HEAD's bodiless 400) refreshes credentials that
+   come from a source and sends the request once more with the new ones. A throttling
+   answer is also told to the thread's listener
+   (:func:`~objsdk._transport.retry.hearing_throttles`).
 """
 
 from __future__ import annotations
@@ -48,11 +52,12 @@ from objsdk._core.clock_skew import skew_note
 from objsdk._core.region_redirect import bucket_region
 from objsdk._core.s3xml import error_from_response, error_in_body
 from objsdk._core.secret_headers import SecretHeaders
-from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, Signer
+from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, CurrentCredentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
 from objsdk._transport import private_api
 from objsdk._transport.answer_head import past_bound
 from objsdk._transport.base import Body, FilePut, Response
+from objsdk._transport.credentials import CredentialProvider
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import (
     is_throttle,
@@ -117,7 +122,7 @@ class Pipeline:
     def __init__(
         self,
         endpoint: Endpoint,
-        credentials: Credentials | None,
+        credentials: Credentials | CurrentCredentials | None,
         region: str,
         retry: Retry,
         dialect: ChecksumDialect | None = None,
@@ -208,11 +213,20 @@ class Pipeline:
         # without them was made.
         refused: str | None = None
         redirected = False  # the region is settled once per request, as botocore does
+        # Whether the one retry after refreshing expired credentials was made.
+        renewed = False
         while True:
             request = self.sign(method, url, wanted, payload, route.region)
             try:
                 result = attempt(request, body)
             except errors.S3Error as e:
+                # First: a HEAD's bodiless 400 may be expired credentials as well as a
+                # refused checksum header or another region; new credentials tell.
+                if not renewed and _says_expired(e, method) and self._renew(request, e):
+                    renewed = True
+                    if rewind is not None:
+                        rewind()
+                    continue
                 moved = None if redirected else self.routes.moved(e, bucket, route, locate)
                 redirected = redirected or redirect_of(e) is not None
                 if moved is not None:
@@ -239,9 +253,9 @@ class Pipeline:
                     throttle_heard()
                 nxt = next_policy(policy, kind, status=e.status, code=e.code)
                 if nxt is None:
-                    if isinstance(e, errors.AccessDenied) and self.signer.credentials is None:
-                        raise _unsigned(e) from e
                     _say_clock_skew(e, self.signer.clock())
+                    if isinstance(e, errors.AccessDenied):
+                        self._say_signed_with(e)
                     raise
                 failed: errors.ObjsdkError = e
                 retry_after = _retry_after(e)
@@ -272,6 +286,36 @@ class Pipeline:
                 )
             if rewind is not None:
                 rewind()
+
+    def _renew(self, request: SignedRequest, refused: errors.S3Error) -> bool:
+        """After an answer saying the credentials expired: whether to send the request
+        again, with credentials refreshed from their source (raises the fetch's error,
+        chained to ``refused``, if that fails). Credentials that do not come from a
+        source cannot be refreshed."""
+        provider = self.signer.provider
+        if not isinstance(provider, CredentialProvider):
+            return False
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        credential = headers.get("authorization", "").partition("Credential=")[2]
+        try:
+            return provider.expired(
+                credential.partition("/")[0], headers.get("x-amz-security-token")
+            )
+        except errors.ObjsdkError as e:
+            raise e from refused
+
+    def _say_signed_with(self, e: errors.AccessDenied) -> None:
+        """Complete ``e``'s message with what the request was signed with: nothing (an
+        anonymous client), or credentials from a source (named)."""
+        provider = self.signer.provider
+        if provider is None:
+            said = "the request was unsigned: this client is anonymous (anonymous=True)"
+        elif isinstance(provider, CredentialProvider):
+            said = f"the request was signed with credentials from {provider.label}"
+        else:
+            return
+        e.message = f"{e.message.rstrip('.')}; {said}" if e.message else said
+        e.args = (e._text(),)
 
     @staticmethod
     def _note(
@@ -607,16 +651,13 @@ def _chain(first: BaseException | None) -> Iterator[BaseException]:
         stack.extend(inner)
 
 
-def _unsigned(e: errors.AccessDenied) -> errors.AccessDenied:
-    """``e``, saying the request went unsigned: a client made without credentials
-    (``Client(endpoint)``) sends anonymous requests, where boto3 would have found keys."""
-    return type(e)(
-        e.status,
-        e.code,
-        f"{e.message.rstrip('.')}; the request was unsigned: this client has no credentials "
-        "(Client.from_env() reads AWS_ACCESS_KEY_ID and the AWS config files)",
-        request_id=e.request_id,
-        bucket=e.bucket,
-        key=e.key,
-        operation=e.operation,
-    )
+#: The codes of answers saying the request's credentials expired.
+EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired"})
+
+
+def _says_expired(e: errors.S3Error, method: str) -> bool:
+    """Whether ``e`` may mean the credentials expired: its code says so (S3 answers
+    400 or 403), or it is a HEAD's 400, which has no body to say anything."""
+    if e.code in EXPIRED_CODES:
+        return True
+    return method == "HEAD" and e.status == 400 and e.code == "HTTP400"

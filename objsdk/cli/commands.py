@@ -56,6 +56,7 @@ class Context:
             endpoint=self.args.endpoint_url,
             region=self.args.region,
             profile=self.args.profile,
+            resolve_credentials=not self.args.no_sign_request,
         )
 
     def client_config(self) -> ClientConfig:
@@ -74,6 +75,7 @@ class Context:
             max_pool_connections=max(16, jobs * parallel),
             verify=self._verify(),
             sse=self._sse(),
+            anonymous=self.args.no_sign_request,
         )
 
     def _sse(self) -> SSES3 | SSEKMS | None:

@@ -28,7 +28,7 @@ EXIT_FAILED = 1  # one or more transfers failed
 EXIT_SKIPPED = 2  # one or more files were skipped; the rest was transferred
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
 EXIT_BAD_ARGS = 252  # bad command line: unknown option, bad s3:// URL, missing local file
-EXIT_BAD_CONFIG = 253  # no endpoint, half a key pair, unknown profile, unreadable config
+EXIT_BAD_CONFIG = 253  # no endpoint or credentials, unknown profile, unreadable config
 EXIT_SERVICE = 254  # the server answered with an error (no such bucket/key, access denied)
 EXIT_OTHER = 255  # the endpoint could not be reached, or anything unexpected
 
@@ -47,7 +47,7 @@ def exit_code_for(exc: BaseException) -> int:
         return exc.code
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    if isinstance(exc, errors.ConfigError):
+    if isinstance(exc, errors.ConfigError | errors.CredentialsError):
         return EXIT_BAD_CONFIG
     if isinstance(exc, errors.InvalidArgument):
         return EXIT_BAD_ARGS

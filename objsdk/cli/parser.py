@@ -136,6 +136,7 @@ GLOBAL_DEFAULTS = {
     "only_show_errors": False,
     "ca_bundle": None,
     "no_verify_ssl": False,
+    "no_sign_request": False,
 }
 
 
@@ -163,6 +164,12 @@ def _global_options() -> _Parser:
         action="store_true",
         default=s,
         help="do not check the endpoint's TLS certificate (a warning says so)",
+    )
+    group.add_argument(
+        "--no-sign-request",
+        action="store_true",
+        default=s,
+        help="send unsigned requests (public buckets); no credentials are looked for",
     )
     group.add_argument("--json", action="store_true", default=s, help="JSON output")
     group.add_argument("--output", action=_OutputFormat, default=s, help=s)

@@ -10,7 +10,6 @@ describes what objsdk does anyway. docs/fsspec.md has the table, option by optio
 from __future__ import annotations
 
 import base64
-import dataclasses
 import difflib
 import os
 from collections.abc import Mapping
@@ -272,9 +271,10 @@ def client_config(
     settings: Settings, *, profile: str | None, pickle_credentials: bool
 ) -> ClientConfig:
     """The client's configuration: the storage options (``client_kwargs``, objsdk.Client's
-    own arguments, last and winning), then the usual chain (environment, AWS files). A
-    key without its secret (a filesystem unpickled without it, the default) takes this
-    process's secret for that key; ``anon`` sends unsigned requests."""
+    own arguments, last and winning), then the usual chain (environment, AWS files, and
+    every credential source of ``profile``). A key without its secret (a filesystem
+    unpickled without it, the default) takes this process's secret for that key;
+    ``anon`` sends unsigned requests (``Client(anonymous=True)``)."""
     key, secret, token = settings.key, settings.secret, settings.token
     if settings.anon:
         key = secret = token = None
@@ -295,8 +295,9 @@ def client_config(
         **settings.client_kwargs,
     }
     if settings.anon:  # unsigned requests, for public buckets, whatever client_kwargs say
-        options.update(access_key=None, secret_key=None, session_token=None)
-    config = resolve_client_config(
+        options.update(access_key=None, secret_key=None, session_token=None, credentials=None)
+        options["anonymous"] = True
+    return resolve_client_config(
         os.environ,
         endpoint=settings.endpoint_url,
         profile=profile,
@@ -304,9 +305,6 @@ def client_config(
         sse=settings.sse,
         **options,
     )
-    if settings.anon:  # not even the environment's keys
-        config = dataclasses.replace(config, access_key=None, secret_key=None, session_token=None)
-    return config
 
 
 def _secret_for(endpoint_url: str | None, key: str) -> tuple[str, str | None]:

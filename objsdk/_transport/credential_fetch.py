@@ -1,0 +1,554 @@
+"""Fetching credentials from each source the chain can choose (the I/O the pure core
+leaves to its caller: :mod:`objsdk._core.credential_sources` says what to send and
+reads the answers).
+
+:func:`fetcher` gives, for a source, the function a
+:class:`~objsdk._transport.credentials.CredentialProvider` calls to fetch its
+credentials:
+
+* static keys (environment, profile): the keys themselves;
+* ``credential_process``: the program is run (without a shell); a failure gives its
+  exit status and the end of its standard error, never its standard output;
+* web identity: the token file is read again each time, then STS
+  ``AssumeRoleWithWebIdentity`` (unsigned);
+* assume role: the source profile's credentials (refreshed by a provider of their
+  own), then STS ``AssumeRole`` signed with them (SigV4, service ``sts``);
+* SSO: the token ``aws sso login`` cached, renewed through SSO OIDC ``CreateToken``
+  when it is due and can be (the cache file is written back, mode 0600), then the
+  portal's ``GetRoleCredentials``;
+* the container endpoint: ``GET`` with a 2 s timeout, 3 attempts;
+* the EC2 instance metadata service: IMDSv2 (a token, then the role, then its
+  credentials) with ``AWS_METADATA_SERVICE_TIMEOUT`` and ``_NUM_ATTEMPTS``; IMDSv1 when
+  the token request is refused or times out, unless ``AWS_EC2_METADATA_V1_DISABLED``.
+
+Every HTTP exchange goes through :func:`exchange`, the one place the transport's
+connection settings (TLS verification, and for the remote services proxies) apply to
+credential fetches; the container endpoint and the metadata service are local and are
+always reached directly. Errors name the source (``describe()``) and never hold a
+secret, a session token or an authorization token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import urllib3.exceptions
+
+from objsdk import errors
+from objsdk._core.client_config import ClientConfig
+from objsdk._core.container_credentials import ContainerEndpoint
+from objsdk._core.credential_process import CredentialProcess
+from objsdk._core.credential_sources import (
+    AssumeRole,
+    CredentialSource,
+    EnvironmentKeys,
+    ProfileKeys,
+    WebIdentity,
+    environment_keys,
+)
+from objsdk._core.instance_metadata import InstanceMetadata, TokenOutcome, extend_stale_expiry
+from objsdk._core.profiles import load_shared_files, profile_name, read_text_if_exists
+from objsdk._core.signing import Credentials, CurrentCredentials, sign_request
+from objsdk._core.sso import SSO, SsoToken, parse_sso_token
+from objsdk._core.sts import (
+    StsRequest,
+    configured_endpoint,
+    parse_sts_credentials,
+    parse_sts_error,
+    sts_endpoint,
+)
+from objsdk._transport.credentials import CredentialProvider
+from objsdk._transport.translate import USER_AGENT, translate_errors
+from objsdk._transport.wire import Answer, Wire
+
+__all__ = ["FetchSettings", "exchange", "fetcher", "signing_credentials"]
+
+log = logging.getLogger("objsdk")
+
+#: STS and the SSO services: (connect, read) seconds, and attempts per call.
+REMOTE_TIMEOUT = (10.0, 30.0)
+REMOTE_ATTEMPTS = 3
+#: The container endpoint: seconds per attempt, attempts (botocore's).
+CONTAINER_TIMEOUT = 2.0
+CONTAINER_ATTEMPTS = 3
+# A pause between attempts of a local endpoint that failed.
+_LOCAL_PAUSE = 0.2
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """What fetching needs beyond the source: the profile in effect (its ``services``
+    section may configure the STS and SSO endpoints), the region of STS calls, the TLS
+    verification of remote calls, and the environment read at each fetch."""
+
+    profile: str = "default"
+    region: str | None = None
+    verify: bool | str = True
+    environ: Callable[[], Mapping[str, str]] = field(default=lambda: os.environ, repr=False)
+
+
+def exchange(
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    *,
+    operation: str,
+    timeout: tuple[float, float],
+    local: bool,
+    verify: bool | str = True,
+) -> Answer:
+    """One HTTP exchange of a credential fetch, its whole answer returned (any status);
+    a failure is a :class:`~objsdk.errors.TransportError` naming ``operation``.
+    ``local``: the container endpoint or the metadata service, reached directly
+    whatever the environment's proxies say. Never retried here."""
+    wire = Wire(verify=verify, timeout=timeout, maxsize=1)
+    try:
+        with translate_errors(operation, None, None):
+            return wire.exchange(
+                method,
+                url,
+                {"User-Agent": USER_AGENT, **headers},
+                None if body is None else memoryview(body),
+            )
+    finally:
+        wire.close()
+
+
+def signing_credentials(
+    config: ClientConfig, verify: bool | str = True
+) -> Credentials | CurrentCredentials | None:
+    """What the requests of a client with ``config`` are signed with: its keys, a
+    :class:`CredentialProvider` of its ``credentials`` function or of its source, or
+    None (``anonymous``). A config that names none of them must have been through
+    :func:`~objsdk._core.client_config.with_credentials` first."""
+    if config.anonymous:
+        return None
+    if config.keys is not None:
+        return config.keys
+    given = config.credentials
+    if isinstance(given, Credentials):
+        return given
+    if given is not None:
+        name = getattr(given, "__qualname__", None) or type(given).__name__
+        return CredentialProvider(given, f"credentials={name}")
+    source = config.credential_source
+    if source is None:
+        raise errors.ConfigError(
+            "the client's configuration names no credentials (resolve the chain with "
+            "with_credentials first, or give anonymous=True)"
+        )
+    settings = FetchSettings(
+        profile=profile_name(os.environ, config.profile), region=config.region, verify=verify
+    )
+    return CredentialProvider(fetcher(source, settings), source.describe())
+
+
+def fetcher(source: CredentialSource, settings: FetchSettings) -> Callable[[], Credentials]:
+    """The function that fetches ``source``'s credentials now (see the module
+    docstring); each call is one fetch."""
+    if isinstance(source, EnvironmentKeys):
+        # Reading the environment again is their refresh (AWS_CREDENTIAL_EXPIRATION).
+        return lambda: _environment_again(source, settings)
+    if isinstance(source, ProfileKeys):
+        keys = source.credentials
+        return lambda: keys
+    if isinstance(source, CredentialProcess):
+        return lambda: run_credential_process(source)
+    if isinstance(source, WebIdentity):
+        return lambda: _web_identity(source, settings)
+    if isinstance(source, AssumeRole):
+        base = CredentialProvider(fetcher(source.source, settings), source.source.describe())
+        return lambda: _assume_role(source, base, settings)
+    if isinstance(source, SSO):
+        return lambda: _sso(source, settings)
+    if isinstance(source, ContainerEndpoint):
+        return lambda: _container(source)
+    if isinstance(source, InstanceMetadata):
+        return _InstanceMetadataFetch(source)
+    raise errors.InvalidArgument(f"not a credential source: {type(source).__name__}")
+
+
+def _environment_again(source: EnvironmentKeys, settings: FetchSettings) -> Credentials:
+    found = environment_keys(settings.environ())
+    return source.credentials if found is None else found.credentials
+
+
+# -- credential_process -----------------------------------------------------------------
+
+
+def run_credential_process(source: CredentialProcess) -> Credentials:
+    """Run the profile's program and read what it printed."""
+    args = source.args()
+    program = args if isinstance(args, str) else args[0]
+    try:
+        done = subprocess.run(args, capture_output=True, check=False)
+    except OSError as e:
+        raise errors.ConfigError(
+            f"{source.describe()} could not be started ({program!r}: "
+            f"{e.strerror or type(e).__name__})"
+        ) from None
+    if done.returncode != 0:
+        raise source.failure(done.returncode, done.stderr)
+    return source.parse_output(done.stdout)
+
+
+# -- STS --------------------------------------------------------------------------------
+
+
+def _sts(
+    request: StsRequest,
+    what: str,
+    settings: FetchSettings,
+    signing: Callable[[], Credentials] | None = None,
+) -> Credentials:
+    """Send an STS call (signed with ``signing()``'s credentials when the request is
+    signed), a few times if STS is busy or unreachable; its credentials."""
+    operation = f"STS {request.action}"
+    failure = ""
+    for attempt in range(1, REMOTE_ATTEMPTS + 1):
+        headers = dict(request.headers)
+        if request.signed:
+            assert signing is not None
+            headers.update(
+                sign_request(
+                    "POST",
+                    request.url,
+                    headers,
+                    credentials=signing(),
+                    region=request.region,
+                    now=datetime.now(timezone.utc),
+                    payload_hash=hashlib.sha256(request.body).hexdigest(),
+                    service=request.service,
+                )
+            )
+        try:
+            answer = exchange(
+                "POST",
+                request.url,
+                headers,
+                request.body,
+                operation=operation,
+                timeout=REMOTE_TIMEOUT,
+                local=False,
+                verify=settings.verify,
+            )
+        except errors.TransportError as e:
+            failure = f"{request.url} did not answer ({e})"
+            _pause(attempt)
+            continue
+        if answer.status == 200:
+            try:
+                return parse_sts_credentials(answer.content, request.action)
+            except errors.XMLParseError as e:
+                raise errors.CredentialsError(f"{what}: {e}") from None
+        error = parse_sts_error(answer.content)
+        said = f"{error.code}: {error.message}" if error else "no STS error in the answer"
+        failure = f"{request.url} answered HTTP {answer.status} ({said})"
+        if answer.status < 500 and not (error and error.retryable):
+            break
+        _pause(attempt)
+    raise errors.CredentialsError(f"{what}: {operation} failed: {failure}")
+
+
+def _pause(attempt: int) -> None:
+    if attempt < REMOTE_ATTEMPTS:
+        time.sleep(min(2.0, 0.25 * 2**attempt) * random.uniform(0.5, 1.0))
+
+
+def _web_identity(source: WebIdentity, settings: FetchSettings) -> Credentials:
+    try:
+        with open(source.token_file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise errors.ConfigError(
+            f"{source.describe()}: cannot read the token file {source.token_file} "
+            f"({e.strerror or type(e).__name__})"
+        ) from None
+    environ = settings.environ()
+    endpoint = sts_endpoint(environ, load_shared_files(environ), settings.profile, settings.region)
+    now = datetime.now(timezone.utc)
+    return _sts(source.request(text, endpoint, settings.region, now), source.describe(), settings)
+
+
+def _assume_role(
+    source: AssumeRole, base: CredentialProvider, settings: FetchSettings
+) -> Credentials:
+    environ = settings.environ()
+    endpoint = sts_endpoint(environ, load_shared_files(environ), settings.profile, settings.region)
+    request = source.request(endpoint, settings.region, datetime.now(timezone.utc))
+    return _sts(request, source.describe(), settings, base.current)
+
+
+# -- SSO --------------------------------------------------------------------------------
+
+
+def _sso(source: SSO, settings: FetchSettings) -> Credentials:
+    environ = settings.environ()
+    files = load_shared_files(environ)
+    path = os.path.expanduser(source.cache_path)
+    now = datetime.now(timezone.utc)
+    text = read_text_if_exists(path)
+    if text is not None:
+        token = parse_sso_token(text, path)
+        if token.renewal_due(now):
+            oidc = configured_endpoint(environ, files, settings.profile, "sso-oidc")
+            text = _renew_sso_token(source, token, path, oidc, settings) or text
+    token = source.token(text, datetime.now(timezone.utc))
+    portal = configured_endpoint(environ, files, settings.profile, "sso")
+    url, headers = source.role_credentials_request(token, portal)
+    operation = "SSO GetRoleCredentials"
+    answer = _remote_get(url, headers, operation, source.describe(), settings)
+    if answer.status in (401, 403):
+        raise source.unauthorized()
+    if answer.status != 200:
+        raise errors.CredentialsError(
+            f"{source.describe()}: {operation} failed: the portal answered HTTP {answer.status}"
+        )
+    return source.parse_role_credentials(answer.content)
+
+
+def _remote_get(
+    url: str, headers: Mapping[str, str], operation: str, what: str, settings: FetchSettings
+) -> Answer:
+    for attempt in range(1, REMOTE_ATTEMPTS + 1):
+        try:
+            answer = exchange(
+                "GET",
+                url,
+                headers,
+                None,
+                operation=operation,
+                timeout=REMOTE_TIMEOUT,
+                local=False,
+                verify=settings.verify,
+            )
+        except errors.TransportError as e:
+            if attempt == REMOTE_ATTEMPTS:
+                raise errors.CredentialsError(f"{what}: {e}") from e
+        else:
+            if answer.status < 500 or attempt == REMOTE_ATTEMPTS:
+                return answer
+        _pause(attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _renew_sso_token(
+    source: SSO, token: SsoToken, path: str, endpoint: str | None, settings: FetchSettings
+) -> str | None:
+    """The cache text of ``token`` renewed through SSO OIDC ``CreateToken`` and saved
+    to ``path`` (where the aws CLI finds it too); None if it cannot be renewed (the
+    current token is used while it lasts: logging in again is the user's)."""
+    now = datetime.now(timezone.utc)
+    if not token.renewable(now):
+        return None
+    url, body = source.renewal_request(token, now, endpoint)
+    try:
+        answer = exchange(
+            "POST",
+            url,
+            {"Content-Type": "application/json"},
+            body,
+            operation="SSO OIDC CreateToken",
+            timeout=REMOTE_TIMEOUT,
+            local=False,
+            verify=settings.verify,
+        )
+        if answer.status != 200:
+            raise errors.CredentialsError(f"SSO OIDC CreateToken answered HTTP {answer.status}")
+        renewed = source.renewed(token, answer.content, datetime.now(timezone.utc))
+    except errors.ObjsdkError as e:
+        log.warning("%s: the SSO login could not be renewed: %s", source.describe(), e)
+        return None
+    text = renewed.cache_text()
+    _write_private(path, text)
+    log.info("%s: the SSO login was renewed and saved to %s", source.describe(), path)
+    return text
+
+
+def _write_private(path: str, text: str) -> None:
+    """Replace ``path`` with ``text``, readable by its owner only (mode 0600), never
+    half-written."""
+    directory = os.path.dirname(path) or "."
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".objsdk-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+# -- the container endpoint -------------------------------------------------------------
+
+
+def _container(source: ContainerEndpoint) -> Credentials:
+    failure = ""
+    for attempt in range(1, CONTAINER_ATTEMPTS + 1):
+        token_text = None
+        if source.auth_token_file is not None:
+            try:
+                with open(source.auth_token_file, encoding="utf-8") as f:
+                    token_text = f.read()
+            except OSError as e:
+                raise errors.ConfigError(
+                    f"{source.describe()}: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE "
+                    f"{source.auth_token_file} ({e.strerror or type(e).__name__})"
+                ) from None
+        try:
+            answer = exchange(
+                "GET",
+                source.url,
+                source.headers(token_text),
+                None,
+                operation="container credentials",
+                timeout=(CONTAINER_TIMEOUT, CONTAINER_TIMEOUT),
+                local=True,
+            )
+        except errors.TransportError as e:
+            failure = f"{source.url} did not answer ({e})"
+        else:
+            if answer.status == 200:
+                return source.parse_answer(answer.content)
+            failure = f"{source.url} answered HTTP {answer.status}"
+            if answer.status < 500:
+                break  # refused: another attempt gets the same answer
+        if attempt < CONTAINER_ATTEMPTS:
+            time.sleep(_LOCAL_PAUSE)
+    raise errors.CredentialsError(f"{source.describe()}: {failure}")
+
+
+# -- the EC2 instance metadata service --------------------------------------------------
+
+# The remedy when the token request times out: on EC2, a container's requests take one
+# more network hop, and the token's answer is sent with the instance's hop limit (1 by
+# default), so it never arrives ("Instance metadata access considerations", EC2 guide).
+_HOP_LIMIT = (
+    "the IMDSv2 token request timed out: inside a container (Docker, EKS, ECS on EC2) "
+    "the answer needs 2 network hops and the instance's hop limit is 1; raise it "
+    "(aws ec2 modify-instance-metadata-options --instance-id ID "
+    "--http-put-response-hop-limit 2), or give this container another credential source"
+)
+
+
+class _InstanceMetadataFetch:
+    """One instance's metadata service; remembers the last credentials it handed out
+    (for the service's stale credentials, see ``extend_stale_expiry``)."""
+
+    def __init__(self, source: InstanceMetadata) -> None:
+        self.source = source
+        self.last: Credentials | None = None
+
+    def __call__(self) -> Credentials:
+        source = self.source
+        token, timed_out = self._token()
+        if token is None and source.v1_disabled:
+            reason = _HOP_LIMIT if timed_out else "the service gave no IMDSv2 token"
+            raise errors.CredentialsError(
+                f"{source.describe()}: {reason}, and IMDSv1 is disabled "
+                "(AWS_EC2_METADATA_V1_DISABLED / ec2_metadata_v1_disabled)"
+            )
+        url, headers = source.role_request(token)
+        role = source.parse_role(self._get(url, headers, "its IAM role", timed_out).content)
+        url, headers = source.credentials_request(role, token)
+        answer = self._get(url, headers, f"the credentials of role {role}", timed_out)
+        credentials = source.parse_answer(answer.content)
+        last, self.last = self.last, credentials
+        if last is not None and last.access_key == credentials.access_key:
+            # The service handed out the same credentials again: it could not renew
+            # them. AWS keeps accepting them for a while; ask again in some minutes.
+            jitter = timedelta(seconds=random.randint(120, 600))
+            expiry = extend_stale_expiry(credentials.expiry, datetime.now(timezone.utc), jitter)
+            if expiry != credentials.expiry:
+                log.warning(
+                    "%s handed out credentials that expire soon again; keeping them "
+                    "and asking again at %s",
+                    source.describe(),
+                    f"{expiry:%H:%M:%SZ}" if expiry else "?",
+                )
+                credentials = Credentials(
+                    credentials.access_key,
+                    credentials.secret_key,
+                    credentials.session_token,
+                    expiry,
+                )
+        return credentials
+
+    def _token(self) -> tuple[str | None, bool]:
+        """The IMDSv2 session token (None: ask without one), and whether the token
+        request timed out."""
+        source = self.source
+        url, headers = source.token_request()
+        for _ in range(source.attempts):
+            try:
+                answer = self._exchange("PUT", url, headers)
+            except errors.Timeout as e:
+                # botocore's answer to a token request that timed out: try IMDSv1.
+                log.debug("%s: %s", source.describe(), e)
+                return None, isinstance(e.__cause__, urllib3.exceptions.ReadTimeoutError)
+            except errors.TransportError as e:
+                log.debug("%s: %s", source.describe(), e)
+                return None, False
+            outcome = source.token_outcome(answer.status)
+            if outcome is TokenOutcome.TOKEN:
+                return answer.content.decode("ascii", "replace").strip(), False
+            if outcome is TokenOutcome.WITHOUT_TOKEN:
+                return None, False
+        return None, False
+
+    def _get(self, url: str, headers: Mapping[str, str], what: str, timed_out: bool) -> Answer:
+        source = self.source
+        failure = ""
+        for attempt in range(1, source.attempts + 1):
+            try:
+                answer = self._exchange("GET", url, headers)
+            except errors.TransportError as e:
+                failure = f"did not answer ({e})"
+            else:
+                if answer.status == 200:
+                    return answer
+                failure = f"answered HTTP {answer.status}"
+                if answer.status == 404:
+                    raise errors.CredentialsError(
+                        f"{source.describe()} has no {what} (HTTP 404): is an IAM role "
+                        "attached to the instance?"
+                    )
+                if answer.status == 401 and timed_out:
+                    raise errors.CredentialsError(f"{source.describe()}: {_HOP_LIMIT}")
+            if attempt < source.attempts:
+                time.sleep(_LOCAL_PAUSE)
+        before = (
+            f"profile `{source.fallback_for}` gives none"
+            if source.fallback_for
+            else "the environment and the AWS shared files give none"
+        )
+        raise errors.CredentialsError(
+            f"no credentials: {before}, and {source.describe()} {failure} when asked for "
+            f"{what} (not on EC2? see docs/credentials.md for the sources; "
+            "AWS_EC2_METADATA_DISABLED=true skips this one)"
+        )
+
+    def _exchange(self, method: str, url: str, headers: Mapping[str, str]) -> Answer:
+        timeout = self.source.timeout
+        return exchange(
+            method,
+            url,
+            headers,
+            b"" if method == "PUT" else None,
+            operation="instance metadata",
+            timeout=(timeout, timeout),
+            local=True,
+        )
