@@ -40,9 +40,13 @@ from .rules import (
 )
 from .sigv4 import ALGORITHM, resign
 
-__all__ = ["FaultProxy"]
+__all__ = ["FaultProxy", "Refusal"]
 
 _JOIN_TIMEOUT = 5.0
+
+#: ``refuse(method, path, query, headers)``: ``(status, code, message)`` to answer the
+#: request with instead of forwarding it, or None.
+Refusal = Callable[[str, str, Mapping[str, str], Headers], "tuple[int, str, str] | None"]
 
 
 class _Dropped(Exception):
@@ -76,6 +80,7 @@ class FaultProxy(StartStop):
         host: str = "127.0.0.1",
         access_key: str | None = None,
         secret_key: str | None = None,
+        refuse: Refusal | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or parts.hostname is None or parts.port is None:
@@ -87,6 +92,10 @@ class FaultProxy(StartStop):
         )
         self.host = host
         self.port: int | None = None
+        #: Asked first about every request: an answer ``(status, code, message)`` is
+        #: sent instead of forwarding it (an ``ExpiredToken`` for credentials past the
+        #: expiry a test declared, say).
+        self.refuse = refuse
         self._lock = threading.Lock()
         # Signalled when an exchange ends, for requests() to wait for the log to settle.
         self._settled = threading.Condition(self._lock)
@@ -368,6 +377,24 @@ class FaultProxy(StartStop):
             # We answer the expectation ourselves and forward without it.
             client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
             headers = without(headers, "Expect")
+
+        refused = None if self.refuse is None else self.refuse(method, path, query, headers)
+        if refused is not None:
+            relay_body(client, headers, discard, until_close=False)
+            status, code, message = refused
+            client.sendall(
+                error_response(
+                    status,
+                    code,
+                    path,
+                    retry_after=None,
+                    close=client_close,
+                    message=message,
+                    bodiless=method == "HEAD",
+                )
+            )
+            log(status, None)
+            return not client_close
 
         rule = first(*ANSWERED_HERE)
         if rule is not None:
