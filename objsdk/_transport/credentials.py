@@ -54,7 +54,7 @@ FAILURE_HOLD = 1.0
 #: Credentials refused as expired less than this long after they arrived are not
 #: fetched again for that: the source just handed them out, and asking again at once
 #: would hand out the same (a clock or a source to fix, not a refresh to repeat).
-MIN_FORCED_INTERVAL = 2.0
+MIN_FORCED_INTERVAL = 1.0
 
 
 @dataclass(frozen=True)

@@ -660,4 +660,4 @@ def _says_expired(e: errors.S3Error, method: str) -> bool:
     400 or 403), or it is a HEAD's 400, which has no body to say anything."""
     if e.code in EXPIRED_CODES:
         return True
-    return method == "HEAD" and e.status == 400 and e.code == "HTTP400"
+    return method == "HEAD" and e.status == 400 and e.code == "BadRequest"

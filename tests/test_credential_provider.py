@@ -1,0 +1,284 @@
+"""The provider of a client's credentials: when it fetches new ones, what its threads do
+meanwhile, and what a failure does, with a clock the tests move. The windows are the
+refresh policy's (tests/test_credential_refresh.py); here credentials live 60 s, so the
+advisory window opens 30 s before their expiry and the mandatory one 20 s before."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import pytest
+
+import objsdk
+from objsdk import Client, Credentials
+from objsdk._transport.credentials import FAILURE_HOLD, CredentialProvider
+from objsdk._transport.mock import MockResponse, MockTransport, Request
+from objsdk.errors import ConfigError, CredentialsError
+
+T0 = 1_800_000_000.0
+LIFETIME = 60.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Source:
+    """Hands out numbered credentials living ``lifetime`` s from the clock's now;
+    ``fail`` makes the next fetches raise; ``gate`` blocks each fetch until set."""
+
+    def __init__(self, clock: Clock, lifetime: float = LIFETIME) -> None:
+        self.clock = clock
+        self.lifetime = lifetime
+        self.count = 0
+        self.fail: Exception | None = None
+        self.gate: threading.Event | None = None
+        self.expiry_offset: float | None = None
+
+    def __call__(self) -> Credentials:
+        if self.gate is not None:
+            assert self.gate.wait(10)
+        if self.fail is not None:
+            raise self.fail
+        self.count += 1
+        offset = self.lifetime if self.expiry_offset is None else self.expiry_offset
+        expiry = datetime.fromtimestamp(self.clock.now + offset, timezone.utc)
+        return Credentials(f"AK{self.count}", f"secret-{self.count}", f"token-{self.count}", expiry)
+
+
+def provider(clock: Clock, source: Source) -> CredentialProvider:
+    return CredentialProvider(source, "the test source", clock=clock)
+
+
+def test_credentials_are_fetched_once_and_kept_until_the_advisory_window() -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    assert p.current().access_key == "AK1"
+    clock.now += 29.9  # 30.1 s left: not yet in the advisory window (30 s)
+    assert p.current().access_key == "AK1"
+    assert source.count == 1
+    clock.now += 0.2
+    assert p.current().access_key == "AK2"
+    assert source.count == 2
+
+
+def test_an_advisory_refresh_that_fails_keeps_the_credentials_logs_once_and_waits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 35  # advisory: 25 s left
+    source.fail = CredentialsError("STS did not answer")
+    with caplog.at_level(logging.WARNING, logger="objsdk"):
+        assert p.current().access_key == "AK1"
+        for _ in range(100):
+            assert p.current().access_key == "AK1"
+    assert p.fetches == 2  # one failed attempt, not one per request
+    assert len(caplog.records) == 1
+    assert "the test source" in caplog.text
+    assert "kept" in caplog.text
+    clock.now += 2  # the retry waits a third of the time to the mandatory window
+    source.fail = None
+    assert p.current().access_key == "AK2"
+
+
+def test_in_the_mandatory_window_a_failed_refresh_is_raised_and_held_for_a_second() -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 45  # 15 s left: mandatory
+    source.fail = CredentialsError("STS refused")
+    with pytest.raises(CredentialsError, match="STS refused"):
+        p.current()
+    with pytest.raises(CredentialsError, match="STS refused"):
+        p.current()
+    assert p.fetches == 2  # the second caller got the held error, no fetch
+    clock.now += FAILURE_HOLD
+    source.fail = None
+    assert p.current().access_key == "AK2"
+
+
+def test_expired_credentials_are_never_used_when_no_new_ones_can_be_had() -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 61
+    source.fail = CredentialsError("down")
+    with pytest.raises(CredentialsError):
+        p.current()
+
+
+def test_many_threads_in_the_mandatory_window_share_one_refresh() -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 50
+    source.gate = threading.Event()
+    got: list[str] = []
+
+    def use() -> None:
+        got.append(p.current().access_key)
+
+    threads = [threading.Thread(target=use) for _ in range(16)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)  # all of them waiting for the one fetch
+    source.gate.set()
+    for t in threads:
+        t.join(10)
+    assert got == ["AK2"] * 16
+    assert source.count == 2
+
+
+def test_in_the_advisory_window_other_threads_never_wait_for_the_refresh() -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 35
+    source.gate = threading.Event()
+    refresher = threading.Thread(target=p.current)
+    refresher.start()
+    time.sleep(0.1)  # it holds the refresh, blocked in the fetch
+    started = time.monotonic()
+    assert [p.current().access_key for _ in range(50)] == ["AK1"] * 50
+    assert time.monotonic() - started < 1
+    source.gate.set()
+    refresher.join(10)
+    assert p.current().access_key == "AK2"
+
+
+def test_credentials_expired_on_arrival_are_fetched_once_more_then_clock_skew_is_said() -> None:
+    clock = Clock()
+    source = Source(clock)
+    source.expiry_offset = -5  # every set arrives 5 s expired
+    p = provider(clock, source)
+    with pytest.raises(ConfigError, match="clock looks fast") as e:
+        p.current()
+    assert "the test source" in str(e.value)
+    assert source.count == 2
+    source.expiry_offset = None
+    clock.now += FAILURE_HOLD
+    assert p.current().access_key == "AK3"
+
+
+def test_one_set_expired_on_arrival_is_cured_by_the_second_fetch() -> None:
+    clock = Clock()
+    source = Source(clock)
+    source.expiry_offset = -1
+    p = provider(clock, source)
+    original = source.__call__
+
+    def then_fresh() -> Credentials:
+        got = original()
+        source.expiry_offset = None
+        return got
+
+    p._fetch = then_fresh
+    assert p.current().access_key == "AK2"
+
+
+def test_expired_refreshes_once_for_the_refused_credentials_and_never_storms() -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 5
+    assert p.expired("AK1", "token-1") is True  # refused: fetched again
+    assert p.current().access_key == "AK2"
+    assert p.expired("AK1", "token-1") is True  # an older set: no fetch, just retry
+    assert p.expired("AK2", "token-2") is False  # just fetched and refused: no use
+    assert source.count == 2
+
+
+def test_a_credentials_function_signs_with_what_it_returns_now() -> None:
+    calls: list[Credentials] = []
+
+    def mine() -> Credentials:
+        calls.append(Credentials(f"MINE{len(calls)}", "s3cr3t-of-mine"))
+        return calls[-1]
+
+    transport_seen: list[Request] = []
+
+    def handler(request: Request) -> MockResponse:
+        transport_seen.append(request)
+        return MockResponse(200, {}, b"x")
+
+    with Client("http://s3.test", credentials=mine) as client:
+        assert client.credentials is not None
+        assert client.credentials.access_key == "MINE0"
+        assert len(calls) == 1  # fetched once; no expiry, never again
+    # The mock transport signs with what it is given, here the same function.
+    p = CredentialProvider(mine, "mine")
+    MockTransport(handler, credentials=p).request("GET", operation="t", bucket="bucket", key="k")
+    assert "Credential=MINE1/" in transport_seen[0].headers["Authorization"]
+
+
+def test_anonymous_with_keys_or_credentials_is_refused_by_name() -> None:
+    with pytest.raises(objsdk.InvalidArgument, match=r"anonymous=True .* access_key"):
+        Client("http://s3.test", "AK", "SK", anonymous=True)
+    with pytest.raises(objsdk.InvalidArgument, match=r"anonymous=True .* credentials"):
+        Client("http://s3.test", credentials=Credentials("AK", "SK"), anonymous=True)
+    with pytest.raises(objsdk.InvalidArgument, match="credentials must be"):
+        Client("http://s3.test", credentials="AK:SK")  # type: ignore[arg-type]
+
+
+def _expired_token(expired_times: int) -> Callable[[Request], MockResponse]:
+    """Answers ExpiredToken to the first ``expired_times`` requests."""
+    count = [0]
+
+    def handler(request: Request) -> MockResponse:
+        count[0] += 1
+        if count[0] <= expired_times:
+            body = b"<Error><Code>ExpiredToken</Code><Message>expired</Message></Error>"
+            return MockResponse(400, {}, body if request.method != "HEAD" else b"")
+        return MockResponse(200, {"Content-Length": "1"}, b"x")
+
+    return handler
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_request_refused_as_expired_is_sent_once_more_with_new_credentials(method: str) -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 5
+    transport = MockTransport(_expired_token(1), credentials=p)
+    transport.request(method, operation="t", bucket="bucket", key="k")
+    keys = [r.headers["Authorization"].split("Credential=")[1][:3] for r in transport.requests]
+    assert keys == ["AK1", "AK2"]
+
+
+def test_a_request_refused_as_expired_twice_is_raised_naming_the_source() -> None:
+    clock = Clock()
+    source = Source(clock)
+    p = provider(clock, source)
+    p.current()
+    clock.now += 5
+    transport = MockTransport(_expired_token(2), credentials=p)
+    with pytest.raises(objsdk.AccessDenied, match="signed with credentials from the test source"):
+        transport.request("GET", operation="t", bucket="bucket", key="k")
+    assert len(transport.requests) == 2
+    assert source.count == 2
+
+
+def test_fixed_credentials_refused_as_expired_are_not_retried() -> None:
+    transport = MockTransport(_expired_token(1), credentials=Credentials("AK", "SK"))
+    with pytest.raises(objsdk.AccessDenied):
+        transport.request("GET", operation="t", bucket="bucket", key="k")
+    assert len(transport.requests) == 1
