@@ -36,6 +36,7 @@ import botocore.utils
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from objsdk import Client
 from objsdk._core.container_credentials import ContainerEndpoint
 from objsdk._core.credential_process import CredentialProcess
 from objsdk._core.credential_sources import (
@@ -838,3 +839,42 @@ def test_the_global_endpoint_url_is_not_used_for_sts_unlike_botocore(machine):
     assert client.meta.endpoint_url == "http://minio:9000"
     ours = sts_endpoint(os.environ, machine.files(), "default", "eu-west-1")
     assert ours == "https://sts.eu-west-1.amazonaws.com"
+
+
+# --- the client: Client.from_env (the CLI and fsspec resolve the same way) ------------------
+
+CLIENT_CASES = {
+    "both token variables": (
+        {"AWS_ACCESS_KEY_ID": "ENVKEY", "AWS_SECRET_ACCESS_KEY": SECRET,
+         "AWS_SECURITY_TOKEN": "older", "AWS_SESSION_TOKEN": TOKEN},
+        "", "",
+    ),
+    "AWS_DEFAULT_PROFILE and AWS_PROFILE": (
+        {"AWS_DEFAULT_PROFILE": "first", "AWS_PROFILE": "second"},
+        "",
+        f"[first]\naws_access_key_id = FIRSTKEY\naws_secret_access_key = {SECRET}\n"
+        f"[second]\naws_access_key_id = SECONDKEY\naws_secret_access_key = {SECRET}\n",
+    ),
+    "[default] and [profile default]": (
+        {},
+        f"[default]\naws_access_key_id = PLAINKEY\naws_secret_access_key = {SECRET}\n"
+        f"[profile default]\naws_access_key_id = PROFILEKEY\naws_secret_access_key = {SECRET}\n",
+        "",
+    ),
+    "a profile's credential_process": ({"AWS_PROFILE": "proc"}, "PROCESS", ""),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CLIENT_CASES))
+def test_a_client_from_the_environment_signs_with_the_keys_botocore_resolves(
+    machine: Machine, case: str
+) -> None:
+    env, config, credentials = CLIENT_CASES[case]
+    if config == "PROCESS":
+        config = f"[profile proc]\ncredential_process = {static_process(machine)}\n"
+    machine.config(config)
+    machine.credentials(credentials)
+    machine.env(AWS_EC2_METADATA_DISABLED="true", **env)
+    theirs = frozen(machine.botocore())
+    with Client.from_env(endpoint="http://s3.test") as client:
+        assert client.credentials == theirs

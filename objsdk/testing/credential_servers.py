@@ -163,7 +163,8 @@ class InstanceMetadataServer(CredentialServer):
     """The EC2 instance metadata service of an instance with role ``role``: IMDSv2
     (``PUT /latest/api/token``, then ``GET`` with the token), and IMDSv1 (``GET``
     without a token) unless ``v2_only``. ``hop_limit_exceeded``: the token request
-    is never answered, as in a container on an instance whose hop limit is 1."""
+    is never answered, as in a container on an instance whose hop limit is 1. The
+    first ``failures`` requests for the role's credentials are answered 500."""
 
     name = "InstanceMetadataServer"
 
@@ -174,12 +175,14 @@ class InstanceMetadataServer(CredentialServer):
         role: str = "objsdk-test-role",
         v2_only: bool = True,
         hop_limit_exceeded: bool = False,
+        failures: int = 0,
         host: str = "127.0.0.1",
     ) -> None:
         super().__init__(keys, host=host)
         self.role = role
         self.v2_only = v2_only
         self.hop_limit_exceeded = hop_limit_exceeded
+        self.failures = failures
         self._tokens: set[str] = set()
 
     def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> _Reply | None:
@@ -201,6 +204,11 @@ class InstanceMetadataServer(CredentialServer):
         if url == listing:
             return _Reply(200, self.role.encode(), "text/plain")
         if url == listing + self.role:
+            with self._lock:
+                failing = self.failures > 0
+                self.failures -= failing
+            if failing:
+                return _Reply(500)
             credentials = self.keys.issue()
             document = json.loads(self.credentials_json(credentials))
             document.update(Code="Success", Type="AWS-HMAC", LastUpdated=_stamp(credentials.expiry))
