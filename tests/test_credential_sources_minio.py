@@ -86,7 +86,7 @@ def test_each_source_serves_the_command_line(
 ) -> None:
     machine = machines(kind)
     done = subprocess.run(
-        [*COMMAND, "cp", f"s3://{stored}/k", "-"],
+        [*COMMAND, "--debug", "cp", f"s3://{stored}/k", "-"],
         env=machine.env,
         capture_output=True,
         timeout=60,
@@ -94,6 +94,7 @@ def test_each_source_serves_the_command_line(
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == DATA
+    assert b"credentials from" in done.stderr  # --debug logs where they came from
     for secret in all_secrets(machine, keys):
         assert secret.encode() not in done.stderr
 
