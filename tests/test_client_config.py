@@ -211,6 +211,7 @@ def test_the_environment_configures_the_client_of_every_entry_point_alike(
         retries=2,
         verify=str(bundle),
         response_checksum_validation="when_required",
+        credentials_from="the environment (AWS_ACCESS_KEY_ID)",
     )
     assert Client.from_env().config == expected
     assert _cli_config() == expected

@@ -10,11 +10,13 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
 import objsdk
 from objsdk import Client, Credentials
+from objsdk._transport.credential_fetch import signing_credentials
 from objsdk._transport.credentials import FAILURE_HOLD, CredentialProvider
 from objsdk._transport.mock import MockResponse, MockTransport, Request
 from objsdk.errors import ConfigError, CredentialsError
@@ -282,3 +284,27 @@ def test_fixed_credentials_refused_as_expired_are_not_retried() -> None:
     with pytest.raises(objsdk.AccessDenied):
         transport.request("GET", operation="t", bucket="bucket", key="k")
     assert len(transport.requests) == 1
+
+
+def test_access_denied_names_where_the_chain_found_static_keys(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text(
+        "[dev]\naws_access_key_id = DEVKEY\naws_secret_access_key = dev-secret\n"
+    )
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / ".aws" / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / ".aws" / "config"))
+    config = Client.from_env(endpoint="http://s3.test", profile="dev").config
+    denied = b"<Error><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>"
+    transport = MockTransport(
+        lambda request: MockResponse(403, {}, denied),
+        credentials=signing_credentials(config),
+    )
+    with pytest.raises(objsdk.AccessDenied) as e:
+        transport.request("GET", operation="get_object", bucket="bucket", key="k")
+    assert "signed with credentials from profile `dev` (aws_access_key_id in" in str(e.value)
+    assert "dev-secret" not in str(e.value)

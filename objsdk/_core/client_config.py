@@ -124,6 +124,9 @@ class ClientConfig:
     anonymous: bool = False
     profile: str | None = None
     credential_source: CredentialSource | None = None
+    #: Where ``access_key`` and ``secret_key`` came from when the chain found them (its
+    #: source's description, named in errors); None when they were given.
+    credentials_from: str | None = None
 
     def __post_init__(self) -> None:
         # A frozen value normalises its own fields once, here, as dataclasses allow.
@@ -216,7 +219,10 @@ class ClientConfig:
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
             if f.name not in ("access_key", "secret_key", "session_token", "credential_source")
-            and (f.name not in ("credentials", "anonymous", "profile") or getattr(self, f.name))
+            and (
+                f.name not in ("credentials", "anonymous", "profile", "credentials_from")
+                or getattr(self, f.name)
+            )
         }
         if self.credential_source is not None:
             shown["credential_source"] = self.credential_source.describe()
@@ -327,6 +333,7 @@ def with_credentials(
             access_key=keys.access_key,
             secret_key=keys.secret_key,
             session_token=keys.session_token,
+            credentials_from=source.describe(),
         )
     return dataclasses.replace(config, credential_source=source)
 
@@ -411,6 +418,7 @@ def resolve_client_config(
         anonymous=anonymous,
         profile=profile,
         credential_source=found.credential_source,
+        credentials_from=found.credentials_from,
     )
 
 

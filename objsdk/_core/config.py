@@ -134,6 +134,8 @@ class ResolvedConfig:
     use_dualstack_endpoint: bool | None = None
     addressing_style: str | None = None
     credential_source: CredentialSource | None = None
+    #: Where static keys the chain found came from (its source's description).
+    credentials_from: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -273,6 +275,7 @@ def resolve_config(
     secret: str | None = None
     token: str | None = None
     source: CredentialSource | None = None
+    credentials_from: str | None = None
     if access_key is not None:
         key, secret, token = access_key, secret_key, session_token
         sources["credentials"] = "explicit"
@@ -288,6 +291,7 @@ def resolve_config(
                 if source.in_credentials_file
                 else "config file"
             )
+            credentials_from = source.describe()
             source = None
         elif source is not None:
             sources["credentials"] = source.describe()
@@ -355,6 +359,7 @@ def resolve_config(
         use_dualstack_endpoint=_boolean(words.get("use_dualstack_endpoint")),
         addressing_style=words.get("addressing_style"),
         credential_source=source,
+        credentials_from=credentials_from,
     )
 
 

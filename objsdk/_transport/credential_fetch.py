@@ -134,8 +134,12 @@ def signing_credentials(
     :func:`~objsdk._core.client_config.with_credentials` first."""
     if config.anonymous:
         return None
-    if config.keys is not None:
-        return config.keys
+    keys = config.keys
+    if keys is not None:
+        if config.credentials_from is None:
+            return keys
+        # Found by the chain: named in errors (they never expire, never refreshed).
+        return CredentialProvider(lambda: keys, config.credentials_from)
     given = config.credentials
     if isinstance(given, Credentials):
         return given
