@@ -9,8 +9,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -308,3 +309,16 @@ def test_access_denied_names_where_the_chain_found_static_keys(
         transport.request("GET", operation="get_object", bucket="bucket", key="k")
     assert "signed with credentials from profile `dev` (aws_access_key_id in" in str(e.value)
     assert "dev-secret" not in str(e.value)
+
+
+def test_a_presigned_url_lives_no_longer_than_the_temporary_credentials_signing_it() -> None:
+    soon = datetime.now(timezone.utc) + timedelta(minutes=40)
+    with Client("http://s3.test", credentials=Credentials("ASIA", "s3cr3t", "tok", soon)) as c:
+        url = c.presign("GET", "bucket", "k", expires=7200)
+        short = c.presign("GET", "bucket", "k", expires=60)
+    expires = int(parse_qs(urlsplit(url).query)["X-Amz-Expires"][0])
+    assert 40 * 60 - 5 <= expires <= 40 * 60
+    assert parse_qs(urlsplit(short).query)["X-Amz-Expires"] == ["60"]
+    with Client("http://s3.test", "AK", "SK") as static:
+        url = static.presign("GET", "bucket", "k", expires=7 * 24 * 3600)
+    assert parse_qs(urlsplit(url).query)["X-Amz-Expires"] == [str(7 * 24 * 3600)]

@@ -41,13 +41,16 @@ class PresignAPI:
         Signed for the bucket's region: the one its requests were redirected to, else
         the one the service names the first time a bucket is presigned (one HeadBucket
         per bucket, remembered; the client's region if none is named).
-        The URL carries a signature: treat it as a secret, do not log it.
+        The URL carries a signature: treat it as a secret, do not log it. Signed with
+        temporary credentials, it stops working when they expire: ``expires`` is capped
+        at the time they have left (its ``X-Amz-Expires`` says so).
         """
         check_bucket(bucket)
         check_key(key)
         where = f"(bucket {bucket!r}, key {key!r})"
-        if self.credentials is None:
-            raise errors.InvalidArgument("presign needs credentials")
+        credentials = self.credentials
+        if credentials is None:
+            raise errors.InvalidArgument("presign needs credentials (this client is anonymous)")
         verb = method.upper() if isinstance(method, str) else method
         if verb not in PRESIGN_METHODS:
             raise errors.InvalidArgument(
@@ -64,14 +67,23 @@ class PresignAPI:
             )
         if not 1 <= seconds <= MAX_PRESIGN_SECONDS:
             raise errors.InvalidArgument(f"expires must be 1 s to 7 days, got {seconds} s {where}")
+        now = datetime.now(timezone.utc)
+        if credentials.expiry is not None:
+            left = int((credentials.expiry - now).total_seconds())
+            if left < 1:
+                raise errors.InvalidArgument(
+                    f"the credentials expired at {credentials.expiry:%Y-%m-%dT%H:%M:%SZ}: "
+                    f"no URL signed with them would work {where}"
+                )
+            seconds = min(seconds, left)
         # The bucket's route: where its requests were redirected, else asked of the
         # service once (a URL signed for the wrong region would be refused when used).
         route = self._transport.locate(bucket)
         return presign_url(
             verb,
             route.endpoint.build_url(bucket, key),
-            credentials=self.credentials,
+            credentials=credentials,
             region=route.region,
-            now=datetime.now(timezone.utc),
+            now=now,
             expires=seconds,
         )
