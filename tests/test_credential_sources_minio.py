@@ -17,9 +17,10 @@ import pytest
 from cli_helpers import COMMAND
 from credential_helpers import SOURCES, MachineFactory, all_secrets, machine_factory
 
-from objsdk import Client
+from objsdk import AccessDenied, Client
 from objsdk.filesystem import ObjsdkFileSystem
 from objsdk.testing import LocalMinio
+from objsdk.testing.faultproxy import Action, FaultProxy
 from objsdk.testing.temporary_credentials import TemporaryCredentials
 
 pytestmark = pytest.mark.minio_only
@@ -53,14 +54,20 @@ def test_each_source_reads_downloads_and_uploads_through_the_library(
     kind: str,
     machines: MachineFactory,
     keys: TemporaryCredentials,
+    local_minio: LocalMinio,
     stored: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    machine = machines(kind)
+    # Through a proxy that refuses one key, for an AccessDenied naming the source.
+    proxy = FaultProxy(local_minio.endpoint).start()
+    proxy.add_rule(Action.ERROR, status=403, code="AccessDenied", path=r"/denied$", times=None)
+    machine = machines(kind, endpoint=proxy.endpoint)
     machine.apply(monkeypatch)
     caplog.set_level(logging.DEBUG, logger="objsdk")
+    with Client(proxy.endpoint) as plain:  # no keys: the chain's credentials too
+        assert plain.get_object(stored, "k") == DATA
     with Client.from_env() as client:
         with client.open(stored, "k") as f:
             assert f.read() == DATA
@@ -73,8 +80,14 @@ def test_each_source_reads_downloads_and_uploads_through_the_library(
         if kind == "assume_role":  # the role's, not the source profile's keys
             assert used.access_key != machine.minio.access_key
         assert used.access_key in {c.access_key for c in keys.issued}
-        shown = [repr(client), str(client.config), repr(used), caplog.text]
+        with pytest.raises(AccessDenied) as denied:
+            client.get_object(stored, "denied")
+        source = client.config.credential_source
+        assert source is not None
+        assert f"signed with credentials from {source.describe()}" in str(denied.value)
+        shown = [repr(client), str(client.config), repr(used), caplog.text, str(denied.value)]
         pickled = pickle.dumps(client)
+    proxy.stop()
     for secret in all_secrets(machine, keys):
         assert all(secret not in text for text in shown)
         assert secret.encode() not in pickled
