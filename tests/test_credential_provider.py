@@ -322,3 +322,22 @@ def test_a_presigned_url_lives_no_longer_than_the_temporary_credentials_signing_
     with Client("http://s3.test", "AK", "SK") as static:
         url = static.presign("GET", "bucket", "k", expires=7 * 24 * 3600)
     assert parse_qs(urlsplit(url).query)["X-Amz-Expires"] == [str(7 * 24 * 3600)]
+
+
+def test_keys_in_the_environment_that_expired_say_so_and_new_ones_are_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    past = "2020-01-01T00:00:00Z"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "OLDKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "old-secret")
+    monkeypatch.setenv("AWS_CREDENTIAL_EXPIRATION", past)
+    with Client.from_env(endpoint="http://s3.test") as client:
+        with pytest.raises(ConfigError, match="expired at 2020-01-01T00:00:00Z") as e:
+            _ = client.credentials
+        assert "old-secret" not in str(e.value)
+        time.sleep(FAILURE_HOLD)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "NEWKEY")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "new-secret")
+        monkeypatch.setenv("AWS_CREDENTIAL_EXPIRATION", "2099-01-01T00:00:00Z")
+        assert client.credentials is not None
+        assert client.credentials.access_key == "NEWKEY"

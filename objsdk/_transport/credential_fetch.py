@@ -184,8 +184,18 @@ def fetcher(source: CredentialSource, settings: FetchSettings) -> Callable[[], C
 
 
 def _environment_again(source: EnvironmentKeys, settings: FetchSettings) -> Credentials:
+    """The environment's keys as they are now; :class:`ConfigError` once they have
+    expired (``AWS_CREDENTIAL_EXPIRATION``) and nobody set new ones."""
     found = environment_keys(settings.environ())
-    return source.credentials if found is None else found.credentials
+    credentials = source.credentials if found is None else found.credentials
+    if credentials.expired(datetime.now(timezone.utc)):
+        assert credentials.expiry is not None
+        raise errors.ConfigError(
+            f"the credentials in {source.describe()} expired at "
+            f"{credentials.expiry:%Y-%m-%dT%H:%M:%SZ} (AWS_CREDENTIAL_EXPIRATION): set new "
+            "ones in this process's environment, or use a source that refreshes them"
+        )
+    return credentials
 
 
 # -- credential_process -----------------------------------------------------------------
