@@ -158,13 +158,20 @@ class Client(
         )
         self._build(config, transport)
 
-    def _build(self, config: ClientConfig, transport: Transport | None) -> None:
+    def _build(
+        self,
+        config: ClientConfig,
+        transport: Transport | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         """Everything a client holds, from its configuration (and a transport to use
         instead of the HTTP stack it describes, which signs with its own credentials).
-        A configuration that names no credentials takes the chain's, found here."""
+        A configuration that names no credentials takes the chain's, found here in
+        ``environ`` (default ``os.environ``), which credential fetches read too."""
+        env = os.environ if environ is None else environ
         if transport is None:
             # An environment without HOME (a test's) still finds this user's ~/.aws.
-            config = with_credentials(config, os.environ, home=_home_of(os.environ))
+            config = with_credentials(config, env, home=_home_of(env))
         self._config = config
         endpoint, region = config.endpoint, config.region
         # ClientConfig fills both in.
@@ -177,7 +184,7 @@ class Client(
             _check_ca_bundle(verify)
         self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
-            signing_credentials(config, verify),
+            signing_credentials(config, verify, env),
             region=region,
             timeout=config.timeout,
             max_pool_connections=config.max_pool_connections,
@@ -256,7 +263,8 @@ class Client(
         ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
         :func:`objsdk._core.client_config.resolve_client_config`."""
         env = os.environ if environ is None else environ
-        return cls.from_config(
+        client = cls.__new__(cls)
+        client._build(
             resolve_client_config(
                 env,
                 endpoint=endpoint,
@@ -278,8 +286,11 @@ class Client(
                 anonymous=anonymous,
                 # An environ without HOME (a test's dict) still finds this user's ~/.aws.
                 home=_home_of(env),
-            )
+            ),
+            None,
+            env,
         )
+        return client
 
     def __repr__(self) -> str:
         return f"Client(endpoint={self.endpoint.url!r}, region={self.region!r})"

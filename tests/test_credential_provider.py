@@ -341,3 +341,22 @@ def test_keys_in_the_environment_that_expired_say_so_and_new_ones_are_taken(
         monkeypatch.setenv("AWS_CREDENTIAL_EXPIRATION", "2099-01-01T00:00:00Z")
         assert client.credentials is not None
         assert client.credentials.access_key == "NEWKEY"
+
+
+def test_from_env_resolves_the_credentials_in_the_environment_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "PROCESSKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "process-secret")
+    given = {
+        "HOME": str(tmp_path),
+        "AWS_ENDPOINT_URL": "http://s3.test",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    with pytest.raises(ConfigError, match="no credentials"):
+        Client.from_env(given)  # never this process's keys
+    with Client.from_env(
+        {**given, "AWS_ACCESS_KEY_ID": "GIVEN", "AWS_SECRET_ACCESS_KEY": "s"}
+    ) as c:
+        assert c.credentials is not None
+        assert c.credentials.access_key == "GIVEN"

@@ -393,6 +393,10 @@ def resolve_client_config(
             "use_dualstack_endpoint": use_dualstack_endpoint,
         },
     )
+    chain = credentials is None and not anonymous
+    if chain and found.access_key is None and found.credential_source is None:
+        # Never left for the client to resolve again, in another environment.
+        raise no_credentials_error(profile)
     if isinstance(retries, EllipsisType):
         from_settings = found.retries()
         retries = DEFAULT_RETRIES if from_settings is None else from_settings

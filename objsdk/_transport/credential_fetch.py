@@ -126,12 +126,16 @@ def exchange(
 
 
 def signing_credentials(
-    config: ClientConfig, verify: bool | str = True
+    config: ClientConfig,
+    verify: bool | str = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Credentials | CurrentCredentials | None:
     """What the requests of a client with ``config`` are signed with: its keys, a
     :class:`CredentialProvider` of its ``credentials`` function or of its source, or
     None (``anonymous``). A config that names none of them must have been through
-    :func:`~objsdk._core.client_config.with_credentials` first."""
+    :func:`~objsdk._core.client_config.with_credentials` first. Fetches read
+    ``environ`` (default ``os.environ``) when they run (STS and SSO endpoints, the
+    environment's keys)."""
     if config.anonymous:
         return None
     keys = config.keys
@@ -152,8 +156,12 @@ def signing_credentials(
             "the client's configuration names no credentials (resolve the chain with "
             "with_credentials first, or give anonymous=True)"
         )
+    env = os.environ if environ is None else environ
     settings = FetchSettings(
-        profile=profile_name(os.environ, config.profile), region=config.region, verify=verify
+        profile=profile_name(env, config.profile),
+        region=config.region,
+        verify=verify,
+        environ=lambda: env,
     )
     return CredentialProvider(fetcher(source, settings), source.describe())
 
