@@ -195,7 +195,7 @@ class Client(
             ),
             # Read where the client is built, as verify=None is (and as botocore reads
             # them when it makes a client): a pickled client takes its worker's.
-            proxies=Proxies.from_environ(os.environ),
+            proxies=Proxies.from_environ(env),
         )
         self._transport = encrypting(self._transport, config.sse)
         # Whether this client's last adaptive upload saw a connection cut mid-part.

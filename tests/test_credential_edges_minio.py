@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import COMMAND
 from credential_helpers import MachineFactory, bare_env, machine_factory, write_sso_cache
+from forwarding_proxy import ForwardingProxy
 
 import objsdk
 from objsdk import Client
@@ -358,3 +359,27 @@ def test_a_profile_that_does_not_exist_is_refused_by_the_cli_and_fsspec(
     _environ(monkeypatch, tmp_path, "http://127.0.0.1:9")
     with pytest.raises(objsdk.ConfigError, match="nosuch"):
         ObjsdkFileSystem(profile="nosuch", skip_instance_cache=True)
+
+
+# -- proxies -----------------------------------------------------------------------------------
+
+
+def test_credential_fetches_take_the_proxy_but_never_to_the_container_or_metadata_endpoint(
+    machines: MachineFactory, stored: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ForwardingProxy() as forwarding:
+        servers = {}
+        for kind in ("web_identity", "sso", "container", "imds"):
+            machine = machines(kind)
+            machine.env["HTTP_PROXY"] = forwarding.url
+            machine.apply(monkeypatch)
+            with Client.from_env() as client:
+                assert client.get_object(stored, "k") == b"data"
+            assert machine.server is not None
+            servers[kind] = machine.server.endpoint
+        relayed = [r.target for r in forwarding.seen]
+    for kind in ("web_identity", "sso"):  # STS and the SSO portal, as boto3 reaches them
+        assert any(t.startswith(servers[kind]) for t in relayed), kind
+    for kind in ("container", "imds"):  # local: always directly
+        assert not any(t.startswith(servers[kind]) for t in relayed), kind
+    assert any(f"/{stored}/k" in t for t in relayed)  # the S3 requests too

@@ -22,10 +22,11 @@ credentials:
   the token request is refused or times out, unless ``AWS_EC2_METADATA_V1_DISABLED``.
 
 Every HTTP exchange goes through :func:`exchange`, the one place the transport's
-connection settings (TLS verification, and for the remote services proxies) apply to
-credential fetches; the container endpoint and the metadata service are local and are
-always reached directly. Errors name the source (``describe()``) and never hold a
-secret, a session token or an authorization token.
+connection settings apply to credential fetches: TLS verification, and the client's
+proxies (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``) for STS and SSO; the container
+endpoint and the metadata service are local and are always reached directly. Errors
+name the source (``describe()``) and never hold a secret, a session token or an
+authorization token.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from objsdk._core.credential_sources import (
 )
 from objsdk._core.instance_metadata import InstanceMetadata, TokenOutcome, extend_stale_expiry
 from objsdk._core.profiles import load_shared_files, profile_name, read_text_if_exists
+from objsdk._core.proxies import Proxies
 from objsdk._core.signing import Credentials, CurrentCredentials, sign_request
 from objsdk._core.sso import SSO, SsoToken, parse_sso_token
 from objsdk._core.sts import (
@@ -67,9 +69,10 @@ from objsdk._core.sts import (
     parse_sts_error,
     sts_endpoint,
 )
+from objsdk._transport.answer import Answer
 from objsdk._transport.credentials import CredentialProvider
 from objsdk._transport.translate import USER_AGENT, translate_errors
-from objsdk._transport.wire import Answer, Wire
+from objsdk._transport.wire import Wire
 
 __all__ = ["FetchSettings", "exchange", "fetcher", "signing_credentials"]
 
@@ -89,11 +92,13 @@ _LOCAL_PAUSE = 0.2
 class FetchSettings:
     """What fetching needs beyond the source: the profile in effect (its ``services``
     section may configure the STS and SSO endpoints), the region of STS calls, the TLS
-    verification of remote calls, and the environment read at each fetch."""
+    verification and the proxies of remote calls (STS, SSO), and the environment read at
+    each fetch."""
 
     profile: str = "default"
     region: str | None = None
     verify: bool | str = True
+    proxies: Proxies | None = None
     environ: Callable[[], Mapping[str, str]] = field(default=lambda: os.environ, repr=False)
 
 
@@ -107,12 +112,15 @@ def exchange(
     timeout: tuple[float, float],
     local: bool,
     verify: bool | str = True,
+    proxies: Proxies | None = None,
 ) -> Answer:
     """One HTTP exchange of a credential fetch, its whole answer returned (any status);
     a failure is a :class:`~objsdk.errors.TransportError` naming ``operation``.
-    ``local``: the container endpoint or the metadata service, reached directly
-    whatever the environment's proxies say. Never retried here."""
-    wire = Wire(verify=verify, timeout=timeout, maxsize=1)
+    ``proxies``: those of the client (``HTTPS_PROXY``...), as its S3 requests take
+    them; ``local``: the container endpoint or the metadata service, reached directly
+    whatever the proxies say (on loopback too, where ``NO_PROXY`` may not say so).
+    Never retried here."""
+    wire = Wire(verify=verify, timeout=timeout, maxsize=1, proxies=None if local else proxies)
     try:
         with translate_errors(operation, None, None):
             return wire.exchange(
@@ -161,6 +169,8 @@ def signing_credentials(
         profile=profile_name(env, config.profile),
         region=config.region,
         verify=verify,
+        # Read where the client is built, as its S3 requests' proxies are.
+        proxies=Proxies.from_environ(env),
         environ=lambda: env,
     )
     return CredentialProvider(fetcher(source, settings), source.describe())
@@ -264,6 +274,7 @@ def _sts(
                 timeout=REMOTE_TIMEOUT,
                 local=False,
                 verify=settings.verify,
+                proxies=settings.proxies,
             )
         except errors.TransportError as e:
             failure = f"{request.url} did not answer ({e})"
@@ -354,6 +365,7 @@ def _remote_get(
                 timeout=REMOTE_TIMEOUT,
                 local=False,
                 verify=settings.verify,
+                proxies=settings.proxies,
             )
         except errors.TransportError as e:
             if attempt == REMOTE_ATTEMPTS:
@@ -385,6 +397,7 @@ def _renew_sso_token(
             timeout=REMOTE_TIMEOUT,
             local=False,
             verify=settings.verify,
+            proxies=settings.proxies,
         )
         if answer.status != 200:
             raise errors.CredentialsError(f"SSO OIDC CreateToken answered HTTP {answer.status}")
