@@ -15,6 +15,7 @@ from objsdk._core.client_config import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
     ClientConfig,
+    check_ca_bundle,
     resolve_client_config,
     tls_verify,
     with_credentials,
@@ -107,6 +108,10 @@ class Client(
     ``HTTPS_PROXY`` or ``HTTP_PROXY`` names unless ``NO_PROXY`` excepts the host, as
     boto3's do; the variables are read when the client is built (docs/getting-started.md,
     "Proxies"). Thread-safe: share one client across threads.
+
+    Requests are signed with the keys, else ``credentials`` (a Credentials or a function
+    returning one), else the credential chain's (docs/credentials.md), refreshed before
+    they expire; unsigned only with ``anonymous=True``.
     """
 
     def __init__(
@@ -158,20 +163,11 @@ class Client(
         )
         self._build(config, transport)
 
-    def _build(
-        self,
-        config: ClientConfig,
-        transport: Transport | None,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        """Everything a client holds, from its configuration (and a transport to use
-        instead of the HTTP stack it describes, which signs with its own credentials).
-        A configuration that names no credentials takes the chain's, found here in
-        ``environ`` (default ``os.environ``), which credential fetches read too."""
-        env = os.environ if environ is None else environ
-        if transport is None:
-            # An environment without HOME (a test's) still finds this user's ~/.aws.
-            config = with_credentials(config, env, home=_home_of(env))
+    def _build(self, config: ClientConfig, transport: Transport | None) -> None:
+        """Everything a client holds, from its configuration (the chain's credentials if
+        it names none) and a transport to use instead of the HTTP stack it describes."""
+        if transport is None:  # a transport given signs with its own credentials
+            config = with_credentials(config, os.environ)
         self._config = config
         endpoint, region = config.endpoint, config.region
         # ClientConfig fills both in.
@@ -181,10 +177,10 @@ class Client(
         self.region = region
         verify = tls_verify(config.verify, os.environ)
         if transport is None and self.endpoint.scheme == "https":
-            _check_ca_bundle(verify)
+            check_ca_bundle(verify)
         self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
-            signing_credentials(config, verify, env),
+            signing_credentials(config, verify),
             region=region,
             timeout=config.timeout,
             max_pool_connections=config.max_pool_connections,
@@ -195,7 +191,7 @@ class Client(
             ),
             # Read where the client is built, as verify=None is (and as botocore reads
             # them when it makes a client): a pickled client takes its worker's.
-            proxies=Proxies.from_environ(env),
+            proxies=Proxies.from_environ(os.environ),
         )
         self._transport = encrypting(self._transport, config.sse)
         # Whether this client's last adaptive upload saw a connection cut mid-part.
@@ -210,8 +206,7 @@ class Client(
 
     @property
     def credentials(self) -> Credentials | None:
-        """The credentials requests are signed with now (after a refresh, the new ones;
-        fetched first if none were yet); None for an anonymous client."""
+        """The credentials requests are signed with now (None: anonymous)."""
         return self._transport.credentials
 
     @property
@@ -255,16 +250,12 @@ class Client(
         ``AWS_USE_FIPS_ENDPOINT``, ``AWS_USE_DUALSTACK_ENDPOINT``...), then the shared
         files (``~/.aws/credentials``, ``~/.aws/config``: the profile's
         ``max_attempts``, ``request_checksum_calculation``, ``s3 = addressing_style``...
-        too). The credentials are the whole chain's (docs/credentials.md): the
-        environment's keys, then the profile's role, web identity, SSO, keys or
-        ``credential_process``, then the container endpoint and the EC2 instance
-        metadata service. A ``profile`` named here is used even when
-        ``AWS_ACCESS_KEY_ID`` is set. No endpoint anywhere: AWS S3's in the region.
-        ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
+        too), and the credential chain (docs/credentials.md). A ``profile`` named here
+        is used even when ``AWS_ACCESS_KEY_ID`` is set. No endpoint anywhere: AWS S3's in
+        the region. ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
         :func:`objsdk._core.client_config.resolve_client_config`."""
         env = os.environ if environ is None else environ
-        client = cls.__new__(cls)
-        client._build(
+        return cls.from_config(
             resolve_client_config(
                 env,
                 endpoint=endpoint,
@@ -285,12 +276,9 @@ class Client(
                 credentials=credentials,
                 anonymous=anonymous,
                 # An environ without HOME (a test's dict) still finds this user's ~/.aws.
-                home=_home_of(env),
-            ),
-            None,
-            env,
+                home=env.get("HOME") or os.path.expanduser("~"),
+            )
         )
-        return client
 
     def __repr__(self) -> str:
         return f"Client(endpoint={self.endpoint.url!r}, region={self.region!r})"
@@ -640,18 +628,3 @@ def _release(error: BaseException) -> None:
     frames of its traceback hold views of it, and while one lives a ``BytesIO`` whose
     ``getbuffer()`` was sent cannot be closed (``BufferError`` would replace the error)."""
     drop_frame_locals(error)
-
-
-def _home_of(environ: Mapping[str, str]) -> str:
-    """The home directory ``~/.aws`` is in: ``HOME``, else this user's."""
-    return environ.get("HOME") or os.path.expanduser("~")
-
-
-def _check_ca_bundle(verify: bool | str) -> None:
-    """A CA bundle named for an https endpoint must be there: the handshake would fail
-    on every request as a broken connection, retried, without naming the file."""
-    if isinstance(verify, str) and not os.path.exists(verify):
-        raise errors.ConfigError(
-            f"the CA bundle {verify!r} does not exist (given as verify=, AWS_CA_BUNDLE, "
-            "REQUESTS_CA_BUNDLE or a profile's ca_bundle)"
-        )

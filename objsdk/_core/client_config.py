@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_RETRIES",
     "DEFAULT_TIMEOUT",
     "ClientConfig",
+    "check_ca_bundle",
     "no_credentials_error",
     "resolve_client_config",
     "tls_verify",
@@ -81,6 +82,16 @@ def tls_verify(verify: bool | str | None, environ: Mapping[str, str]) -> bool | 
     if verify is not None:
         return verify
     return environ.get("AWS_CA_BUNDLE") or environ.get("REQUESTS_CA_BUNDLE") or True
+
+
+def check_ca_bundle(verify: bool | str) -> None:
+    """A CA bundle named for an https endpoint must be there: the handshake would fail
+    on every request as a broken connection, retried, without naming the file."""
+    if isinstance(verify, str) and not os.path.exists(verify):
+        raise ConfigError(
+            f"the CA bundle {verify!r} does not exist (given as verify=, AWS_CA_BUNDLE, "
+            "REQUESTS_CA_BUNDLE or a profile's ca_bundle)"
+        )
 
 
 @dataclass(frozen=True)
@@ -319,9 +330,11 @@ def with_credentials(
     for its ``profile`` (:func:`~objsdk._core.credential_sources.resolve_credential_source`):
     keys that never expire as ``access_key``/``secret_key``, any other source as
     ``credential_source``. :class:`ConfigError` if it finds nothing, or for a profile
-    that cannot give credentials."""
+    that cannot give credentials. ``home`` defaults to ``HOME``, else this user's (an
+    environment without ``HOME``, a test's, still finds the user's ``~/.aws``)."""
     if config.signing() != "chain":
         return config
+    home = home if home is not None else environ.get("HOME") or os.path.expanduser("~")
     files = load_shared_files(environ, home=home, read_file=read_file)
     source = resolve_credential_source(environ, files, config.profile)
     if source is None:

@@ -134,16 +134,14 @@ def exchange(
 
 
 def signing_credentials(
-    config: ClientConfig,
-    verify: bool | str = True,
-    environ: Mapping[str, str] | None = None,
+    config: ClientConfig, verify: bool | str = True
 ) -> Credentials | CurrentCredentials | None:
     """What the requests of a client with ``config`` are signed with: its keys, a
     :class:`CredentialProvider` of its ``credentials`` function or of its source, or
     None (``anonymous``). A config that names none of them must have been through
-    :func:`~objsdk._core.client_config.with_credentials` first. Fetches read
-    ``environ`` (default ``os.environ``) when they run (STS and SSO endpoints, the
-    environment's keys)."""
+    :func:`~objsdk._core.client_config.with_credentials` first. Fetches read the
+    process's environment when they run (STS and SSO endpoints, the environment's
+    keys)."""
     if config.anonymous:
         return None
     keys = config.keys
@@ -164,14 +162,12 @@ def signing_credentials(
             "the client's configuration names no credentials (resolve the chain with "
             "with_credentials first, or give anonymous=True)"
         )
-    env = os.environ if environ is None else environ
     settings = FetchSettings(
-        profile=profile_name(env, config.profile),
+        profile=profile_name(os.environ, config.profile),
         region=config.region,
         verify=verify,
         # Read where the client is built, as its S3 requests' proxies are.
-        proxies=Proxies.from_environ(env),
-        environ=lambda: env,
+        proxies=Proxies.from_environ(os.environ),
     )
     return CredentialProvider(fetcher(source, settings), source.describe())
 

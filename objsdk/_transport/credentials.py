@@ -30,10 +30,11 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from objsdk import errors
 from objsdk._core.refresh import (
     DEFAULT_POLICY,
     Arrival,
@@ -41,10 +42,10 @@ from objsdk._core.refresh import (
     clock_skew_error,
     on_arrival,
 )
-from objsdk._core.signing import Credentials
+from objsdk._core.signing import Credentials, Signer
 from objsdk._transport import forks
 
-__all__ = ["CredentialProvider"]
+__all__ = ["EXPIRED_CODES", "CredentialProvider", "renew", "say_signed_with", "says_expired"]
 
 log = logging.getLogger("objsdk")
 
@@ -228,3 +229,47 @@ class CredentialProvider:
 def _left(credentials: Credentials, now: float) -> timedelta:
     assert credentials.expiry is not None
     return timedelta(seconds=round(credentials.expiry.timestamp() - now))
+
+
+# -- what the request pipeline asks (objsdk._transport.pipeline) -------------------------
+
+#: The codes of answers saying the request's credentials expired.
+EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired"})
+
+
+def says_expired(e: errors.S3Error, method: str) -> bool:
+    """Whether ``e`` may mean the credentials expired: its code says so (S3 answers
+    400 or 403), or it is a HEAD's 400, which has no body to say anything."""
+    if e.code in EXPIRED_CODES:
+        return True
+    return method == "HEAD" and e.status == 400 and e.code == "BadRequest"
+
+
+def renew(signer: Signer, headers: Mapping[str, str], refused: errors.S3Error) -> bool:
+    """After ``refused``, an answer saying the credentials of a request sent with
+    ``headers`` expired: whether to send it again, with credentials refreshed from
+    their source (:meth:`CredentialProvider.expired`; the fetch's error, chained to
+    ``refused``, if that fails). Credentials not from a source cannot be refreshed."""
+    provider = signer.provider
+    if not isinstance(provider, CredentialProvider):
+        return False
+    lower = {name.lower(): value for name, value in headers.items()}
+    credential = lower.get("authorization", "").partition("Credential=")[2]
+    try:
+        return provider.expired(credential.partition("/")[0], lower.get("x-amz-security-token"))
+    except errors.ObjsdkError as e:
+        raise e from refused
+
+
+def say_signed_with(signer: Signer, e: errors.AccessDenied) -> None:
+    """Complete ``e``'s message with what its request was signed with: nothing (an
+    anonymous client), or credentials from a source (named)."""
+    provider = signer.provider
+    if provider is None:
+        said = "the request was unsigned: this client is anonymous (anonymous=True)"
+    elif isinstance(provider, CredentialProvider):
+        said = f"the request was signed with credentials from {provider.label}"
+    else:
+        return
+    e.message = f"{e.message.rstrip('.')}; {said}" if e.message else said
+    e.args = (e._text(),)

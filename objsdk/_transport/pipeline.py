@@ -57,7 +57,7 @@ from objsdk._core.sse import SSE, request_kind, sse_headers
 from objsdk._transport import private_api
 from objsdk._transport.answer_head import past_bound
 from objsdk._transport.base import Body, FilePut, Response
-from objsdk._transport.credentials import CredentialProvider
+from objsdk._transport.credentials import renew, say_signed_with, says_expired
 from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.retry import (
     is_throttle,
@@ -222,7 +222,8 @@ class Pipeline:
             except errors.S3Error as e:
                 # First: a HEAD's bodiless 400 may be expired credentials as well as a
                 # refused checksum header or another region; new credentials tell.
-                if not renewed and _says_expired(e, method) and self._renew(request, e):
+                expired = not renewed and says_expired(e, method)
+                if expired and renew(self.signer, request.headers, e):
                     renewed = True
                     if rewind is not None:
                         rewind()
@@ -255,7 +256,7 @@ class Pipeline:
                 if nxt is None:
                     _say_clock_skew(e, self.signer.clock())
                     if isinstance(e, errors.AccessDenied):
-                        self._say_signed_with(e)
+                        say_signed_with(self.signer, e)
                     raise
                 failed: errors.ObjsdkError = e
                 retry_after = _retry_after(e)
@@ -286,36 +287,6 @@ class Pipeline:
                 )
             if rewind is not None:
                 rewind()
-
-    def _renew(self, request: SignedRequest, refused: errors.S3Error) -> bool:
-        """After an answer saying the credentials expired: whether to send the request
-        again, with credentials refreshed from their source (raises the fetch's error,
-        chained to ``refused``, if that fails). Credentials that do not come from a
-        source cannot be refreshed."""
-        provider = self.signer.provider
-        if not isinstance(provider, CredentialProvider):
-            return False
-        headers = {name.lower(): value for name, value in request.headers.items()}
-        credential = headers.get("authorization", "").partition("Credential=")[2]
-        try:
-            return provider.expired(
-                credential.partition("/")[0], headers.get("x-amz-security-token")
-            )
-        except errors.ObjsdkError as e:
-            raise e from refused
-
-    def _say_signed_with(self, e: errors.AccessDenied) -> None:
-        """Complete ``e``'s message with what the request was signed with: nothing (an
-        anonymous client), or credentials from a source (named)."""
-        provider = self.signer.provider
-        if provider is None:
-            said = "the request was unsigned: this client is anonymous (anonymous=True)"
-        elif isinstance(provider, CredentialProvider):
-            said = f"the request was signed with credentials from {provider.label}"
-        else:
-            return
-        e.message = f"{e.message.rstrip('.')}; {said}" if e.message else said
-        e.args = (e._text(),)
 
     @staticmethod
     def _note(
@@ -649,15 +620,3 @@ def _chain(first: BaseException | None) -> Iterator[BaseException]:
         inner += [a for a in e.args if isinstance(a, BaseException)]
         inner += failure_chain.links(e, running)
         stack.extend(inner)
-
-
-#: The codes of answers saying the request's credentials expired.
-EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired"})
-
-
-def _says_expired(e: errors.S3Error, method: str) -> bool:
-    """Whether ``e`` may mean the credentials expired: its code says so (S3 answers
-    400 or 403), or it is a HEAD's 400, which has no body to say anything."""
-    if e.code in EXPIRED_CODES:
-        return True
-    return method == "HEAD" and e.status == 400 and e.code == "BadRequest"
