@@ -11,7 +11,8 @@ Cases use only the public API, so both installs run the very same code path name
 ``read(1 MiB)`` and ``readinto(1 MiB)`` on one stream (``readahead=0``), ``read`` with
 each install's defaults, ``tar r|*`` extraction, ``download`` to a file (4 parts in
 flight), ``get_into`` a bytearray, ``upload`` (single PUT by sendfile and 4-way
-multipart) and ``open_write``.
+multipart) and ``open_write``; and the client CPU per small request: 400 sequential
+4 KiB ``get_object``, ``head_object`` and ``put_object`` calls on a warm client.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import json, os, sys, tarfile, tempfile, time
 from objsdk import Client
 
 case, bucket, size, scratch = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+SMALL = ("GET 4 KiB", "HEAD", "PUT 4 KiB")
+SMALL_COUNT = 400
 env = os.environ
 client = Client(env["AWS_ENDPOINT_URL"], env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
 MiB = 1 << 20
@@ -70,6 +73,19 @@ def run():
         client.upload(bucket, "up1", os.path.join(scratch, "src.bin"), multipart_threshold=size + 1)
     elif case == "upload multipart(4)":
         client.upload(bucket, "up2", os.path.join(scratch, "src.bin"), parallel=4)
+    elif case in SMALL:
+        call = {
+            "GET 4 KiB": lambda i: client.get_object(bucket, f"small/{i}"),
+            "HEAD": lambda i: client.head_object(bucket, f"small/{i}"),
+            "PUT 4 KiB": lambda i: client.put_object(bucket, f"small/{i}", body),
+        }[case]
+        body = os.urandom(4096)
+        for i in range(20):  # warm: connections made, modules loaded
+            call(i)
+        global cpu0, t0
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for i in range(SMALL_COUNT):
+            call(i)
     elif case == "open_write":
         block = os.urandom(MiB)
         with client.open_write(bucket, "up3") as w:
@@ -94,7 +110,12 @@ CASES = [
     "upload single PUT",
     "upload multipart(4)",
     "open_write",
+    "GET 4 KiB",
+    "HEAD",
+    "PUT 4 KiB",
 ]
+SMALL = ("GET 4 KiB", "HEAD", "PUT 4 KiB")
+SMALL_COUNT = 400  # as in CHILD
 
 
 def make_tar(size: int) -> bytes:
@@ -126,6 +147,8 @@ def main() -> int:
         srv.scratch_bucket(BUCKET)
         client.upload(BUCKET, "data", os.urandom(size))
         client.upload(BUCKET, "data.tar", make_tar(size))
+        for i in range(SMALL_COUNT):
+            client.put_object(BUCKET, f"small/{i}", os.urandom(4096))
         Path(scratch, "src.bin").write_bytes(os.urandom(size))
         env = {**os.environ, **srv.env()}
         for run in range(args.runs + 1):  # the first round warms up and is not counted
@@ -150,7 +173,7 @@ def main() -> int:
     print("| case | old MiB/s | new MiB/s | new/old | old CPU-s/GiB | new CPU-s/GiB |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     worst = float("inf")
-    for case in args.cases:
+    for case in [c for c in args.cases if c not in SMALL]:
         row = {}
         for who in ("old", "new"):
             runs = results[(case, who)]
@@ -164,6 +187,17 @@ def main() -> int:
             f"| {row['old'][1]:.2f} | {row['new'][1]:.2f} |"
         )
     print(f"\nlowest new/old ratio: {worst:.2f}x")
+    small = [c for c in args.cases if c in SMALL]
+    if small:
+        print(f"\nclient CPU per request, median of {args.runs} runs of {SMALL_COUNT}\n")
+        print("| request | old us | new us | new/old |")
+        print("| --- | ---: | ---: | ---: |")
+        for case in small:
+            old, new = (
+                statistics.median(r["cpu"] for r in results[(case, who)]) / SMALL_COUNT * 1e6
+                for who in ("old", "new")
+            )
+            print(f"| {case} | {old:.0f} | {new:.0f} | {new / old:.2f}x |")
     return 0
 
 
