@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from s3_helpers import boto3_client
+from user_env import without_aws
 
 from objsdk import Client
 
@@ -41,7 +42,7 @@ Run = Callable[..., Result]
 
 
 def clean_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = without_aws()
     env["HOME"] = str(home)  # no ~/.aws of the machine's user
     return env
 

@@ -22,6 +22,20 @@ from objsdk.testing import S3Features
 
 
 @pytest.fixture(scope="session", autouse=True)
+def no_instance_metadata() -> Iterator[None]:
+    """The suite sends nothing beyond this machine: a client that finds no keys never asks
+    the EC2 instance metadata service (169.254.169.254) in any test or subprocess. The
+    tests of that source point it at their loopback emulator instead."""
+    saved = os.environ.get("AWS_EC2_METADATA_DISABLED")
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    yield
+    if saved is None:
+        os.environ.pop("AWS_EC2_METADATA_DISABLED", None)
+    else:
+        os.environ["AWS_EC2_METADATA_DISABLED"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
 def credentials_in_environment(s3_server: Any) -> Iterator[None]:
     """The session service's keys in the environment, as a deployment would set them: a
     Client pickled into a worker process (without its secret, the default) finds them

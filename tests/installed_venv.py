@@ -135,13 +135,15 @@ class Installed:
     def env(self, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """A user's environment: no ``PYTHONPATH`` (nothing of the checkout), no
         ``AWS_*`` and no ``OBJSDK_*`` of the test run, ``HOME`` at ``home``, the venv's
-        scripts first on ``PATH``, then ``extra``."""
+        scripts first on ``PATH``, then ``extra``. Not an EC2 instance: the credential
+        chain never asks the instance metadata service (nothing leaves this machine)."""
         env = {
             k: v
             for k, v in os.environ.items()
             if k != "PYTHONPATH" and not k.startswith(("AWS_", "OBJSDK_"))
         }
         env["HOME"] = str(home)
+        env["AWS_EC2_METADATA_DISABLED"] = "true"
         env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env.update(extra or {})
         return env

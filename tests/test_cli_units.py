@@ -147,7 +147,7 @@ def test_bench_gets_the_resolved_settings_as_a_value_and_the_environment_is_unto
         "[profile dev]\nendpoint_url = http://127.0.0.1:1\nregion = eu-west-3\n"
     )
     for name in list(os.environ):
-        if name.startswith("AWS_"):
+        if name.startswith("AWS_") and name != "AWS_EC2_METADATA_DISABLED":
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path))
     given: list[ClientConfig | None] = []
@@ -171,7 +171,7 @@ def test_bench_without_an_endpoint_leaves_the_suite_to_start_its_own_server(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     for name in list(os.environ):
-        if name.startswith("AWS_"):
+        if name.startswith("AWS_") and name != "AWS_EC2_METADATA_DISABLED":
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path))
     given: list[object] = []

@@ -125,7 +125,7 @@ def test_seventy_five_seconds_of_gets_seeks_and_multipart_uploads_across_expirie
             root.put_object(bucket, f"small/{i}", f"object {i}".encode())
     with ContainerCredentialsServer(keys, token=token) as server:
         for name in list(os.environ):
-            if name.startswith("AWS_"):
+            if name.startswith("AWS_") and name != "AWS_EC2_METADATA_DISABLED":
                 monkeypatch.delenv(name)
         monkeypatch.setenv("HOME", str(tmp_path))
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from user_env import without_aws
 
 from objsdk import Client
 
@@ -226,7 +227,7 @@ def snippet_env(
     home.mkdir()
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = without_aws()
     # The built MinIO stays where it is when HOME moves (snippets may start LocalMinio).
     xdg = os.environ.get("XDG_CACHE_HOME")
     cache = os.environ.get("OBJSDK_CACHE_DIR") or str(

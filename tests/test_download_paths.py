@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from cli_helpers import COMMAND, env
 from local_fs_helpers import read_only_dir
+from user_env import without_aws
 
 import objsdk
 from objsdk import Client, InvalidArgument
@@ -76,7 +77,7 @@ def test_cp_r_of_keys_named_like_temp_files_and_records_writes_each_object_to_it
     home = tmp_path / "home"
     home.mkdir()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        **without_aws(),
         "HOME": str(home),
         "AWS_ENDPOINT_URL": local_minio.endpoint,
         "AWS_ACCESS_KEY_ID": local_minio.access_key,

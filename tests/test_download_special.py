@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from s3_helpers import drain
+from user_env import without_aws
 
 import objsdk
 from objsdk import Client
@@ -104,7 +105,7 @@ def test_cp_to_dev_null_and_to_a_fifo(
     data = os.urandom(3 * MiB)
     client.put_object(bucket, "k", data)
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        **without_aws(),
         "HOME": str(tmp_path),
         "AWS_ENDPOINT_URL": local_minio.endpoint,
         "AWS_ACCESS_KEY_ID": local_minio.access_key,

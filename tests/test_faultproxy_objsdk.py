@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from user_env import without_aws
 
 import objsdk
 from objsdk import Client
@@ -243,7 +244,7 @@ def test_rejected_checksum_headers_cli_cp_works(
     src.write_bytes(os.urandom(200_000))
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = without_aws()
     env.update(b2_like, HOME=str(home))
     for args in (
         [str(src), f"s3://{bucket}/k"],

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from user_env import without_aws
 
 from objsdk import Client
 from objsdk.testing import LocalMinio
@@ -26,7 +27,7 @@ BUCKET = "bench-requests"  # perf/bench_requests.py's
 def perf_env(endpoint: LocalMinio | None) -> dict[str, str]:
     """The environment of a perf script: ``endpoint`` as your own server, else none (the
     script starts its own MinIO)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = without_aws()
     if endpoint is not None:
         env.update(
             AWS_ENDPOINT_URL=endpoint.endpoint,

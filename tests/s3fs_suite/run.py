@@ -250,7 +250,11 @@ def main() -> None:
         (work / "skips.json").write_text(json.dumps(SKIPS))
         (work / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith("AWS_") or k == "AWS_EC2_METADATA_DISABLED"
+            },
             **minio.env(),
             "PYTHONPATH": str(work),
         }
