@@ -190,3 +190,27 @@ def test_uploads_abort_older_than_spares_an_upload_begun_since(
 def test_uploads_ls_json_of_an_empty_bucket_prints_nothing(run: Run, bucket: str) -> None:
     res = run("--json", "uploads", "ls", f"s3://{bucket}")
     assert (res.code, res.out) == (0, ""), res.err
+
+
+# -- a key that begins other keys ---------------------------------------------------------------
+
+#: Keys of other writers' uploads that ``s3://bucket/k`` names as a prefix, and ``k`` itself.
+OTHER_KEYS = ("k", "k2", "k.tmp", "k/part")
+
+
+def other_writers(s3_server: Any, bucket: str) -> set[tuple[str, str]]:
+    """Start another client's uploads of OTHER_KEYS: their (key, upload id)."""
+    s3 = boto3_client(s3_server)
+    return {(k, s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"]) for k in OTHER_KEYS}
+
+
+def test_uploads_ls_of_a_key_lists_every_upload_whose_key_begins_with_it_by_its_key(
+    run: Run, s3_server: Any, bucket: str
+) -> None:
+    """``s3://b/k`` is a prefix, on every service: the uploads of ``k2``, ``k.tmp`` and
+    ``k/part`` are listed with those of ``k``, each line ending with its own key."""
+    theirs = other_writers(s3_server, bucket)
+    res = run("uploads", "ls", f"s3://{bucket}/k")
+    assert res.code == 0, res.err
+    listed = {(line.split()[-1], line.split()[-2]) for line in res.out.splitlines()}
+    assert listed == theirs

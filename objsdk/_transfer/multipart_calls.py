@@ -457,8 +457,9 @@ def list_multipart_uploads(
 
 def uploads_under(transport: Transport, bucket: str, prefix: str = "") -> Iterator[MultipartUpload]:
     """The uploads in progress whose key starts with ``prefix``. MinIO matches
-    ListMultipartUploads' ``prefix`` against whole keys only: a prefix it lists nothing
-    under is listed again as the whole bucket, filtered here."""
+    ListMultipartUploads' ``prefix`` against whole keys only: a prefix it lists no
+    other key under (none, or only uploads of the key ``prefix`` itself) is listed
+    again as the whole bucket, filtered here."""
     for page, _headers in _pages_under(transport, bucket, prefix):
         yield from page
 
@@ -466,13 +467,15 @@ def uploads_under(transport: Transport, bucket: str, prefix: str = "") -> Iterat
 def _pages_under(
     transport: Transport, bucket: str, prefix: str
 ) -> Iterator[tuple[list[MultipartUpload], Mapping[str, str]]]:
-    found = False
+    seen: set[tuple[str, str]] = set()
     for page, headers in _upload_pages(transport, bucket, prefix):
-        found = found or bool(page)
+        seen.update((up.key, up.upload_id) for up in page)
         yield page, headers
-    if prefix and not found:
+    if prefix and all(key == prefix for key, _ in seen):
+        # (S3 itself listed every key under the prefix: then there is none but it.)
         for page, headers in _upload_pages(transport, bucket, ""):
-            yield [up for up in page if up.key.startswith(prefix)], headers
+            more = [up for up in page if up.key.startswith(prefix)]
+            yield [up for up in more if (up.key, up.upload_id) not in seen], headers
 
 
 def uploads_older_than(
