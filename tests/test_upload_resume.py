@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from s3_helpers import boto3_client
 
 import objsdk
 from objsdk import Client
@@ -425,6 +426,74 @@ def test_abort_multipart_uploads_under_a_prefix_aborts_them_and_forgets_their_re
     assert record_files(records) == []
     with pytest.raises(objsdk.InvalidArgument):
         client.abort_multipart_uploads(bucket, older_than=timedelta(seconds=-1))
+
+
+def other_writers(s3_server: Any, bucket: str) -> set[tuple[str, str]]:
+    """Another client's uploads of ``k`` and of keys that begin with ``k``: their (key,
+    upload id)."""
+    s3 = boto3_client(s3_server)
+    keys = ("k", "k2", "k.tmp", "k/part")
+    return {(k, s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"]) for k in keys}
+
+
+def in_progress(client: Client, bucket: str) -> set[tuple[str, str]]:
+    return {(up.key, up.upload_id) for up in client.list_multipart_uploads(bucket)}
+
+
+def test_abort_multipart_uploads_of_an_upload_id_aborts_that_upload_and_no_other(
+    s3_server: Any, client: Client, bucket: str, tmp_path: Path, records: Path
+) -> None:
+    """Another writer's uploads of the same key, and of keys that begin with it, go on."""
+    path, _ = source_file(tmp_path)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        client.upload(bucket, "k", path, progress=stop_after(3 * PART, KeyboardInterrupt()),
+                      **OPTIONS)  # fmt: skip
+    kept = caught.value.kept_upload  # type: ignore[attr-defined]
+    theirs = other_writers(s3_server, bucket)
+    would = client.abort_multipart_uploads(kept.bucket, kept.key, upload_id=kept.upload_id,
+                                           dry_run=True)  # fmt: skip
+    assert [(up.key, up.upload_id) for up in would] == [("k", kept.upload_id)]
+    assert in_progress(client, bucket) == theirs | {("k", kept.upload_id)}
+    gone = client.abort_multipart_uploads(kept.bucket, kept.key, upload_id=kept.upload_id)
+    assert [(up.key, up.upload_id) for up in gone] == [("k", kept.upload_id)]
+    assert in_progress(client, bucket) == theirs
+    assert record_files(records) == []
+    # Gone, or of another key: nothing to abort.
+    assert client.abort_multipart_uploads(bucket, "k", upload_id=kept.upload_id) == []
+    (k2,) = [upload_id for key, upload_id in theirs if key == "k2"]
+    assert client.abort_multipart_uploads(bucket, "k", upload_id=k2) == []
+    assert in_progress(client, bucket) == theirs
+
+
+def test_exact_lists_and_aborts_the_uploads_of_one_key_only(
+    s3_server: Any, client: Client, bucket: str, tmp_path: Path, records: Path
+) -> None:
+    path, _ = source_file(tmp_path)
+    mine = interrupted(client, bucket, path)
+    theirs = other_writers(s3_server, bucket)
+    of_k = {("k", mine)} | {(key, u) for key, u in theirs if key == "k"}
+    assert {(up.key, up.upload_id) for up in client.list_multipart_uploads(bucket, "k")} == (
+        theirs | of_k
+    )
+    listed = client.list_multipart_uploads(bucket, "k", exact=True)
+    assert {(up.key, up.upload_id) for up in listed} == of_k
+    gone = client.abort_multipart_uploads(bucket, "k", exact=True, older_than=None)
+    assert {(up.key, up.upload_id) for up in gone} == of_k
+    assert in_progress(client, bucket) == theirs - of_k
+    assert record_files(records) == []
+
+
+def test_abort_multipart_uploads_needs_older_than_unless_an_upload_id_names_one(
+    client: Client, bucket: str
+) -> None:
+    with pytest.raises(objsdk.InvalidArgument, match="older_than"):
+        client.abort_multipart_uploads(bucket, "k")  # type: ignore[call-overload]
+    with pytest.raises(objsdk.InvalidArgument, match="key"):
+        client.abort_multipart_uploads(bucket, "", upload_id="2~x")
+    with pytest.raises(objsdk.InvalidArgument, match="upload_id"):
+        client.abort_multipart_uploads(bucket, "k", upload_id="")
+    with pytest.raises(objsdk.InvalidArgument, match="key"):
+        list(client.list_multipart_uploads(bucket, "", exact=True))
 
 
 @pytest.mark.needs_feature("dates_uploads")

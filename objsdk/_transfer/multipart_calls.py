@@ -455,13 +455,26 @@ def list_multipart_uploads(
         yield from page
 
 
-def uploads_under(transport: Transport, bucket: str, prefix: str = "") -> Iterator[MultipartUpload]:
-    """The uploads in progress whose key starts with ``prefix``. MinIO matches
-    ListMultipartUploads' ``prefix`` against whole keys only: a prefix it lists no
-    other key under (none, or only uploads of the key ``prefix`` itself) is listed
-    again as the whole bucket, filtered here."""
-    for page, _headers in _pages_under(transport, bucket, prefix):
+def uploads_under(
+    transport: Transport, bucket: str, prefix: str = "", *, exact: bool = False
+) -> Iterator[MultipartUpload]:
+    """The uploads in progress whose key starts with ``prefix`` (``exact``: whose key
+    is ``prefix``). MinIO matches ListMultipartUploads' ``prefix`` against whole keys
+    only: a prefix it lists no other key under (none, or only uploads of the key
+    ``prefix`` itself) is listed again as the whole bucket, filtered here."""
+    for page, _headers in _pages(transport, bucket, prefix, exact):
         yield from page
+
+
+def _pages(
+    transport: Transport, bucket: str, prefix: str, exact: bool
+) -> Iterator[tuple[list[MultipartUpload], Mapping[str, str]]]:
+    if not exact:
+        yield from _pages_under(transport, bucket, prefix)
+        return
+    # Every service lists the uploads of the key among those its prefix names.
+    for page, headers in _upload_pages(transport, bucket, prefix):
+        yield [up for up in page if up.key == prefix], headers
 
 
 def _pages_under(
@@ -479,15 +492,15 @@ def _pages_under(
 
 
 def uploads_older_than(
-    transport: Transport, bucket: str, prefix: str, age: timedelta | None
+    transport: Transport, bucket: str, prefix: str, age: timedelta | None, *, exact: bool = False
 ) -> list[MultipartUpload]:
-    """The uploads under ``prefix`` initiated more than ``age`` ago (None: all of them),
-    as the server's clock tells: its first answer's ``Date`` (else this machine's
-    clock), so a local clock that is off ages no upload wrongly. An upload listed
-    without its ``Initiated`` time is never old enough."""
+    """The uploads under ``prefix`` (``exact``: of the key ``prefix``) initiated more
+    than ``age`` ago (None: all of them), as the server's clock tells: its first
+    answer's ``Date`` (else this machine's clock), so a local clock that is off ages no
+    upload wrongly. An upload listed without its ``Initiated`` time is never old enough."""
     found: list[MultipartUpload] = []
     cutoff: datetime | None = None
-    for n, (page, headers) in enumerate(_pages_under(transport, bucket, prefix)):
+    for n, (page, headers) in enumerate(_pages(transport, bucket, prefix, exact)):
         if n == 0 and age is not None:
             now = parse_http_date(headers.get("Date")) or datetime.now(timezone.utc)
             cutoff = now - age

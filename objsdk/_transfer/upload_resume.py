@@ -449,14 +449,26 @@ class UploadKeeper:
 
 
 def abort_uploads(
-    transport: Transport, bucket: str, prefix: str, *, older_than: timedelta | None, dry_run: bool
+    transport: Transport,
+    bucket: str,
+    prefix: str,
+    *,
+    older_than: timedelta | None,
+    dry_run: bool,
+    exact: bool = False,
+    upload_id: str | None = None,
 ) -> list[MultipartUpload]:
-    """Abort the multipart uploads under ``prefix`` initiated more than ``older_than``
-    ago (None: all), and forget the records this machine keeps of them; return them
-    (``dry_run``: only return them)."""
+    """Abort the multipart uploads under ``prefix`` (``exact``: of the key ``prefix``;
+    ``upload_id``: only that one of it) initiated more than ``older_than`` ago (None:
+    all), and forget the records this machine keeps of them; return them (``dry_run``:
+    only return them)."""
     if older_than is not None and older_than < timedelta(0):
         raise errors.InvalidArgument(f"older_than must not be negative, got {older_than}")
-    uploads = uploads_older_than(transport, bucket, prefix, older_than)
+    uploads = uploads_older_than(
+        transport, bucket, prefix, older_than, exact=exact or upload_id is not None
+    )
+    if upload_id is not None:
+        uploads = [up for up in uploads if up.upload_id == upload_id]
     if dry_run or not uploads:
         return uploads
     for up in uploads:
