@@ -204,6 +204,10 @@ def other_writers(s3_server: Any, bucket: str) -> set[tuple[str, str]]:
     return {(k, s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"]) for k in OTHER_KEYS}
 
 
+def in_progress(client: Client, bucket: str) -> set[tuple[str, str]]:
+    return {(up.key, up.upload_id) for up in client.list_multipart_uploads(bucket)}
+
+
 def test_uploads_ls_of_a_key_lists_every_upload_whose_key_begins_with_it_by_its_key(
     run: Run, s3_server: Any, bucket: str
 ) -> None:
@@ -214,3 +218,52 @@ def test_uploads_ls_of_a_key_lists_every_upload_whose_key_begins_with_it_by_its_
     assert res.code == 0, res.err
     listed = {(line.split()[-1], line.split()[-2]) for line in res.out.splitlines()}
     assert listed == theirs
+
+
+def test_uploads_ls_exact_key_lists_the_uploads_of_that_key_only(
+    run: Run, s3_server: Any, bucket: str
+) -> None:
+    theirs = other_writers(s3_server, bucket)
+    res = run("uploads", "ls", f"s3://{bucket}/k", "--exact-key")
+    assert res.code == 0, res.err
+    (line,) = res.out.splitlines()
+    ((_, one),) = [(k, u) for k, u in theirs if k == "k"]
+    assert line.endswith(f" {one} k")
+
+
+def test_uploads_abort_exact_key_all_aborts_the_uploads_of_that_key_only(
+    run: Run, client: Client, s3_server: Any, bucket: str
+) -> None:
+    theirs = other_writers(s3_server, bucket)
+    second = boto3_client(s3_server).create_multipart_upload(Bucket=bucket, Key="k")
+    of_k = {(k, u) for k, u in theirs if k == "k"} | {("k", second["UploadId"])}
+    res = run("--json", "uploads", "abort", f"s3://{bucket}/k", "--exact-key", "--all")
+    assert res.code == 0, res.err
+    assert {(e["key"], e["upload_id"]) for e in res.json_lines()} == of_k
+    assert in_progress(client, bucket) == theirs - of_k
+    assert run("uploads", "ls", f"s3://{bucket}/", "--exact-key").code == 252
+
+
+def test_uploads_abort_upload_id_names_one_upload_of_one_key(
+    run: Run, client: Client, s3_server: Any, bucket: str
+) -> None:
+    """As ``aws s3api abort-multipart-upload --key K --upload-id ID``: that upload and
+    nothing else, not another upload of the key nor one of a key that begins with it; an
+    upload id the key has no upload in progress of is an error naming both."""
+    theirs = other_writers(s3_server, bucket)
+    ((_, one),) = [(k, u) for k, u in theirs if k == "k"]
+    prefix = run("uploads", "abort", f"s3://{bucket}/", "--upload-id", one)
+    assert prefix.code == 252
+    assert "key" in prefix.err
+    both = run("uploads", "abort", f"s3://{bucket}/k", "--upload-id", one, "--all")
+    assert both.code == 252
+    wrong_key = run("uploads", "abort", f"s3://{bucket}/k2", "--upload-id", one)
+    assert wrong_key.code == 254
+    assert f"s3://{bucket}/k2" in wrong_key.err
+    assert one in wrong_key.err
+    dry = run("uploads", "abort", f"s3://{bucket}/k", "--upload-id", one, "--dry-run")
+    assert dry.out.splitlines() == [f"(dryrun) abort: s3://{bucket}/k (upload id {one})"]
+    assert in_progress(client, bucket) == theirs
+    res = run("uploads", "abort", f"s3://{bucket}/k", "--upload-id", one)
+    assert res.code == 0, res.err
+    assert in_progress(client, bucket) == theirs - {("k", one)}

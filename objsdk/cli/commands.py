@@ -398,14 +398,20 @@ def cmd_sync(ctx: Context, args: argparse.Namespace) -> int:
 
 def cmd_uploads(ctx: Context, args: argparse.Namespace) -> int:
     """``uploads ls`` and ``uploads abort``: the multipart uploads in progress under a
-    prefix, each with the file a run on this machine resumes it from, if any."""
+    prefix (``--exact-key``: of one key; ``--upload-id``: one upload of one key), each
+    with the file a run on this machine resumes it from, if any."""
     from .._transfer.upload_resume import recorded_uploads
 
     where = parse_remote(args.path)
+    upload_id: str | None = getattr(args, "upload_id", None)
+    exact = args.exact_key or upload_id is not None
+    if exact and not where.key:
+        option = "--exact-key" if upload_id is None else "--upload-id"
+        raise CliError(f"{option} needs s3://bucket/key, got {args.path}", EXIT_BAD_ARGS)
     client, out = ctx.client(), ctx.out
     resumes = recorded_uploads(client.endpoint.url, where.bucket)
     if args.uploads_command == "ls":
-        for up in client.list_multipart_uploads(where.bucket, where.key):
+        for up in client.list_multipart_uploads(where.bucket, where.key, exact=exact):
             path = resumes.get(up.upload_id)
             after = f"  (resumes from {path})" if path else ""
             out.line(f"{format_time(up.initiated)} {up.upload_id} {up.key}{after}")
@@ -419,12 +425,27 @@ def cmd_uploads(ctx: Context, args: argparse.Namespace) -> int:
                 }
             )
         return EXIT_OK
-    gone = client.abort_multipart_uploads(
-        where.bucket,
-        where.key,
-        older_than=None if args.all else args.older_than,
-        dry_run=args.dry_run,
-    )
+    if upload_id is not None:
+        gone = client.abort_multipart_uploads(
+            where.bucket, where.key, upload_id=upload_id, dry_run=args.dry_run
+        )
+        if not gone:
+            # As AbortMultipartUpload answers an upload id it does not have.
+            raise errors.s3_error(
+                404,
+                "NoSuchUpload",
+                f"no multipart upload {upload_id} of {where} is in progress",
+                bucket=where.bucket,
+                key=where.key,
+            )
+    else:
+        gone = client.abort_multipart_uploads(
+            where.bucket,
+            where.key,
+            older_than=None if args.all else args.older_than,
+            dry_run=args.dry_run,
+            exact=exact,
+        )
     mark = "(dryrun) " if args.dry_run else ""
     for up in gone:
         out.note(f"{mark}abort: s3://{where.bucket}/{up.key} (upload id {up.upload_id})")

@@ -204,6 +204,14 @@ def _transfer_options(p: argparse.ArgumentParser, *, threshold: bool = True) -> 
     _object_fields(p)
 
 
+def _exact_key(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--exact-key",
+        action="store_true",
+        help="the path is one whole key, not a prefix: only that key's uploads",
+    )
+
+
 def _dry_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dry-run",
@@ -456,19 +464,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the uploads under s3://bucket[/prefix]",
         description="List the multipart uploads in progress under s3://bucket[/prefix]: "
         "when each began, its upload id, its key, and the file a run on this machine "
-        "resumes it from.",
+        "resumes it from. The path is a prefix: s3://b/k lists the uploads of k2 and k/part "
+        "too (--exact-key: of k only).",
         parents=[common],
     )
     q.add_argument("path", help="s3://bucket[/prefix]")
+    _exact_key(q)
     q = actions.add_parser(
         "abort",
-        help="abort the uploads under s3://bucket[/prefix] (--older-than or --all)",
+        help="abort the uploads under s3://bucket[/prefix] (--older-than or --all), or "
+        "one upload of s3://bucket/key (--upload-id)",
         description="Abort the multipart uploads in progress under s3://bucket[/prefix] "
         "that began more than --older-than ago (the server's clock), or --all of them, "
-        "another writer's live upload included: their stored parts are freed.",
+        "another writer's live upload included: their stored parts are freed. The path "
+        "is a prefix: s3://b/k names the uploads of k2 and k/part too (--exact-key: of k "
+        "only). --upload-id ID aborts that one upload of the key s3://bucket/key and "
+        "nothing else, as aws s3api abort-multipart-upload --key --upload-id does.",
         parents=[common],
     )
-    q.add_argument("path", help="s3://bucket[/prefix]")
+    q.add_argument("path", help="s3://bucket[/prefix], or s3://bucket/key")
     which = q.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--older-than",
@@ -477,6 +491,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="only uploads that began more than this long ago: 7d, 12h, 1d12h, 30m",
     )
     which.add_argument("--all", action="store_true", help="every upload under the prefix")
+    which.add_argument(
+        "--upload-id",
+        metavar="ID",
+        help="only this upload of the key s3://bucket/key (whatever its age)",
+    )
+    _exact_key(q)
     _dry_run(q)
 
     p = add("cat", "write an object (or a byte range of it) to standard output")
