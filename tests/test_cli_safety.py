@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import stat
 import subprocess
@@ -70,9 +71,12 @@ def test_sigterm_during_file_upload_keeps_it_exits_143_and_says_how_to_resume_it
     assert "interrupted (SIGTERM)" in text
     assert f"of {tmp_path / 'big.bin'} to s3://{bucket}/big is kept" in text
     assert "running the same command again resumes it" in text
-    assert f"`objsdk uploads abort s3://{bucket}/big --all` discards it" in text
     assert "Traceback" not in text
     assert multipart_uploads(local_minio, bucket) == ["big"]
+    # The command it names to discard it aborts that one upload, not all under big.
+    (kept,) = client.list_multipart_uploads(bucket)
+    named = f"objsdk uploads abort s3://{bucket}/big --upload-id {shlex.quote(kept.upload_id)}"
+    assert f"`{named}` discards it" in text
     # The same command again, through the same endpoint, sends the rest.
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, env=proxied, timeout=60)
     assert again.returncode == 0, again.stderr

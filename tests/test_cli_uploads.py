@@ -10,6 +10,7 @@ from __future__ import annotations
 import mimetypes
 import os
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ import pytest
 from cli_helpers import Run, env, multipart_uploads, run
 from s3_helpers import boto3_client
 
+import objsdk
 from objsdk import Client
+from objsdk.testing.faultproxy import Action, FaultProxy
 
 __all__ = ["env", "run"]  # fixtures, used by name
 
@@ -192,16 +195,26 @@ def test_uploads_ls_json_of_an_empty_bucket_prints_nothing(run: Run, bucket: str
     assert (res.code, res.out) == (0, ""), res.err
 
 
-# -- a key that begins other keys ---------------------------------------------------------------
+# -- a key that begins other keys, one upload of one key --------------------------------------
 
-#: Keys of other writers' uploads that ``s3://bucket/k`` names as a prefix, and ``k`` itself.
-OTHER_KEYS = ("k", "k2", "k.tmp", "k/part")
+#: What other writers' keys add to a key ``k``: ``k`` itself, and keys that ``s3://bucket/k``
+#: names as a prefix.
+OTHER_KEYS = ("", "2", ".tmp", "/part")
 
 
-def other_writers(s3_server: Any, bucket: str) -> set[tuple[str, str]]:
-    """Start another client's uploads of OTHER_KEYS: their (key, upload id)."""
+def discarding_command(message: str) -> list[str]:
+    """The arguments of the one command ``message`` says discards the upload it names,
+    as a shell splits them."""
+    (command,) = re.findall(r"`objsdk (uploads abort [^`]*)` discards it", message)
+    return shlex.split(command)
+
+
+def other_writers(s3_server: Any, bucket: str, key: str = "k") -> set[tuple[str, str]]:
+    """Start another client's uploads of ``key`` and of keys that begin with it
+    (OTHER_KEYS): their (key, upload id)."""
     s3 = boto3_client(s3_server)
-    return {(k, s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"]) for k in OTHER_KEYS}
+    keys = [key + more for more in OTHER_KEYS]
+    return {(k, s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"]) for k in keys}
 
 
 def in_progress(client: Client, bucket: str) -> set[tuple[str, str]]:
@@ -267,3 +280,55 @@ def test_uploads_abort_upload_id_names_one_upload_of_one_key(
     res = run("uploads", "abort", f"s3://{bucket}/k", "--upload-id", one)
     assert res.code == 0, res.err
     assert in_progress(client, bucket) == theirs - {("k", one)}
+
+
+@pytest.mark.parametrize("key", ["k", "a dir/it's $HOME;*"], ids=["plain", "shell-special"])
+def test_the_command_a_kept_uploads_error_names_discards_that_upload_and_no_other(
+    run: Run, env: dict[str, str], same_home: None, client: Client, s3_server: Any,
+    bucket: str, tmp_path: Path, key: str,
+) -> None:  # fmt: skip
+    """The command is taken from the error's message as a shell would split it, and run:
+    another writer's uploads of keys that begin with the kept upload's key, and of that
+    key itself, are left in progress."""
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(SIZE))
+
+    def stop(done: int, total: Any) -> None:
+        if done >= 3 * PART:
+            raise objsdk.Cancelled("stopped")
+
+    with pytest.raises(objsdk.Cancelled) as caught:
+        client.upload(bucket, key, path, part_size=PART, multipart_threshold=PART,
+                      parallel=2, progress=stop)  # fmt: skip
+    mine = caught.value.kept_upload.upload_id  # type: ignore[attr-defined]
+    theirs = other_writers(s3_server, bucket, key)
+    res = run(*discarding_command(str(caught.value)))
+    assert res.code == 0, res.err
+    assert res.out.splitlines() == [f"abort: s3://{bucket}/{key} (upload id {mine})"]
+    assert in_progress(client, bucket) == theirs
+    assert records(env) == []
+
+
+def test_a_cp_that_stops_and_keeps_its_upload_names_the_command_that_discards_only_it(
+    run: Run, env: dict[str, str], client: Client, s3_server: Any, bucket: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """As the error's message says it on the command line: the command is taken from it
+    and run with the same settings."""
+    (tmp_path / "f.bin").write_bytes(os.urandom(SIZE))
+    with FaultProxy(s3_server.endpoint) as proxy:
+        settings = {"AWS_ENDPOINT_URL": proxy.endpoint, "AWS_MAX_ATTEMPTS": "1"}
+        # Part 5 is refused with 500 InternalError, past the one attempt allowed.
+        proxy.add_rule(Action.ERROR, method="PUT", query={"partNumber": "5"}, times=None)
+        stopped = run("cp", "f.bin", f"s3://{bucket}/k", *PARTS, "--parallel", "1",
+                      extra_env=settings)  # fmt: skip
+        assert stopped.code == 254, stopped.err
+        ((_, mine),) = in_progress(client, bucket)
+        assert "running the same command again resumes it" in stopped.err
+        proxy.clear_rules()
+        theirs = other_writers(s3_server, bucket)
+        res = run(*discarding_command(stopped.err), extra_env=settings)
+    assert res.code == 0, res.err
+    assert res.out.splitlines() == [f"abort: s3://{bucket}/k (upload id {mine})"]
+    assert in_progress(client, bucket) == theirs
+    assert records(env) == []

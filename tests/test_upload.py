@@ -829,6 +829,7 @@ def test_an_abort_still_throttled_at_its_deadline_names_the_upload_left_on_the_e
     (message,) = named
     assert "U1" in message
     assert "TooManyRequests" in message
+    assert f"`objsdk uploads abort s3://{BUCKET}/{KEY} --upload-id U1`" in message
     if hasattr(info.value, "add_note"):  # Python 3.11 and later
         assert any("U1" in note for note in info.value.__notes__)
 

@@ -1,20 +1,23 @@
 """The record of a resumable upload, and what a later run may reuse of it (no network):
 its format and how a torn or hostile one is read, which stored parts can be checked and
-how, how the parts kept and the parts sent again make one upload, and which stops keep
-an upload to be resumed."""
+how, how the parts kept and the parts sent again make one upload, which stops keep an
+upload to be resumed, and the command that discards one."""
 
 from __future__ import annotations
 
 import os
+import shlex
 
 import pytest
 
 from objsdk import errors
 from objsdk._core.parts import Part, covers
 from objsdk._core.upload_record import (
+    KeptUpload,
     ListedPart,
     StoredPart,
     UploadRecord,
+    abort_command,
     check_for,
     fields_digest,
     keeps_upload,
@@ -276,3 +279,22 @@ def test_a_stop_a_later_run_can_get_past_keeps_the_upload(error: BaseException):
 )
 def test_a_final_stop_aborts_the_upload(error: BaseException):
     assert not keeps_upload(error)
+
+
+# -- the command that discards a kept upload ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "upload_id"),
+    [("k", "2~abc"), ("a dir/it's $HOME;*`x`", "a b'c"), ("-k\twith tab", "ZDUx+/=")],
+)
+def test_the_abort_command_a_kept_upload_names_splits_back_into_its_key_and_upload_id(
+    key: str, upload_id: str
+) -> None:
+    """A POSIX shell gives the command exactly this key and upload id, whatever they
+    hold: ``--upload-id`` names the one upload, not a prefix."""
+    command = abort_command("b", key, upload_id)
+    words = ["objsdk", "uploads", "abort", f"s3://b/{key}", "--upload-id", upload_id]
+    assert shlex.split(command) == words
+    advice = KeptUpload("b", key, upload_id, "/data/f.bin").advice()
+    assert advice.endswith(f"; `{command}` discards it")

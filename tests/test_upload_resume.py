@@ -11,6 +11,7 @@ tests/test_upload_killed.py.
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -130,7 +131,10 @@ def test_a_network_failure_past_the_retries_keeps_the_upload_and_says_how_to_res
             message = str(caught.value)
             assert kept.upload_id in message
             assert "running the same upload again resumes it" in message
-            assert f"objsdk uploads abort s3://{bucket}/k" in message
+            # That upload, and no other upload of k nor of a key that begins with k.
+            upload_id = shlex.quote(kept.upload_id)
+            named = f"objsdk uploads abort s3://{bucket}/k --upload-id {upload_id}"
+            assert f"`{named}` discards it" in message
             assert uploads(client, bucket) == [kept.upload_id]
             proxy.clear_rules()
             assert rule.hits >= 3

@@ -36,6 +36,7 @@ import hashlib
 import hmac
 import json
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -51,6 +52,7 @@ __all__ = [
     "ListedPart",
     "StoredPart",
     "UploadRecord",
+    "abort_command",
     "check_for",
     "fields_digest",
     "keeps_upload",
@@ -355,10 +357,20 @@ class KeptUpload:
 
     def advice(self, rerun: str = "the same upload") -> str:
         """What the user can do about it, in one sentence; ``rerun``: what to run again
-        (the same upload, the same command)."""
-        where = f"s3://{self.bucket}/{self.key}"
+        (the same upload, the same command). The command it names to discard the upload
+        aborts this one upload and nothing else (:func:`abort_command`)."""
         return (
-            f"the multipart upload of {self.path} to {where} is kept with the parts "
-            f"stored so far (upload id {self.upload_id}): running {rerun} again "
-            f"resumes it; `objsdk uploads abort {where} --all` discards it"
+            f"the multipart upload of {self.path} to s3://{self.bucket}/{self.key} is "
+            f"kept with the parts stored so far (upload id {self.upload_id}): running "
+            f"{rerun} again resumes it; "
+            f"`{abort_command(self.bucket, self.key, self.upload_id)}` discards it"
         )
+
+
+def abort_command(bucket: str, key: str, upload_id: str) -> str:
+    """The command line that aborts the multipart upload ``upload_id`` of ``bucket/key``
+    and no other: not another writer's upload of the same key, nor any upload of a key
+    that begins with it (``uploads abort s3://b/k --all`` would take ``k2`` and ``k/part``
+    too). Quoted for a POSIX shell, so that it can be pasted as it is."""
+    where = shlex.quote(f"s3://{bucket}/{key}")
+    return f"objsdk uploads abort {where} --upload-id {shlex.quote(upload_id)}"

@@ -43,7 +43,7 @@ from objsdk._core.s3xml import (
     parse_upload_id,
 )
 from objsdk._core.signing import payload_sha256
-from objsdk._core.upload_record import ListedPart
+from objsdk._core.upload_record import ListedPart, abort_command
 from objsdk._transport.base import Body, Transport
 from objsdk._transport.pipeline import network_failure
 from objsdk._transport.retry import RetryKind, retried
@@ -437,7 +437,7 @@ def abort_failed_upload(
         text = (
             f"the multipart upload {upload_id} of bucket {bucket!r}, key {key!r} could not be "
             f"aborted ({e}): its parts stay, billed, until it is aborted by hand "
-            "(AbortMultipartUpload with that upload id) or a lifecycle rule removes it"
+            f"(`{abort_command(bucket, key, upload_id)}`) or a lifecycle rule removes it"
         )
         log.warning("%s", text)
         if failure is None:
