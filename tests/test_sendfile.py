@@ -277,7 +277,7 @@ def test_upload_part_query_is_on_the_request_line_and_in_the_signature(serve, da
 def test_anonymous_client_sends_no_authorization(datafile):
     server = Server(ok)
     try:
-        with objsdk.Client(server.url) as client:
+        with objsdk.Client(server.url, anonymous=True) as client:
             put(client, datafile)
     finally:
         server.close()
