@@ -6,11 +6,11 @@ from collections.abc import Mapping
 
 from objsdk import errors
 from objsdk._core.addressing import check_count
+from objsdk._core.continuation import BadResponse, ranged_body
 from objsdk._core.ranges import format_range, parse_content_range
-from objsdk._io.range_reader import ranged_content
 from objsdk._io.verify import check_body
 from objsdk._s3.head import head_object
-from objsdk._transport.base import Transport
+from objsdk._transport.base import Response, Transport
 
 __all__ = ["get_object"]
 
@@ -99,3 +99,15 @@ def _check_length(
             key=key,
             offset=got,
         )
+
+
+def ranged_content(
+    resp: Response, offset: int, length: int | None, *, operation: str, bucket: str, key: str
+) -> bytes:
+    """The bytes a whole (unstreamed) answer to a ranged GET holds for ``offset`` and
+    ``length``: a 206 must say in Content-Range that it holds exactly those, a 200 (Range
+    ignored, RFC 9110 §14.2) is sliced; :class:`~objsdk.ProtocolError` otherwise."""
+    try:
+        return ranged_body(resp.status, resp.headers, resp.content, offset=offset, length=length)
+    except BadResponse as e:
+        raise errors.ProtocolError(str(e), operation=operation, bucket=bucket, key=key) from None

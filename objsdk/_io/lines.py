@@ -18,7 +18,7 @@ from objsdk._core.addressing import check_count
 from objsdk._core.sizes import DEFAULT_CHUNK_SIZE
 
 if TYPE_CHECKING:
-    from objsdk._io.range_reader import ReadStats
+    from objsdk._io.read_stats import ReadStats
 
 __all__ = ["Lines"]
 

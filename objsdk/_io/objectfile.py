@@ -29,12 +29,9 @@ from objsdk._core.sizes import (
 from objsdk._io.buffers import PartBuffer
 from objsdk._io.callbacks import weakly
 from objsdk._io.lines import Lines
-from objsdk._io.range_reader import (
-    DEFAULT_MAX_RESUME,
-    RangeReader,
-    ReadStats,
-)
+from objsdk._io.range_reader import DEFAULT_MAX_RESUME, RangeReader
 from objsdk._io.read_source import ReadSource
+from objsdk._io.read_stats import ReadStats
 from objsdk._io.verify import PassVerifier, info_checksum
 from objsdk._transport.base import Transport
 from objsdk.models import ObjectInfo

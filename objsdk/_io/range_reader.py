@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
 from objsdk import errors
@@ -26,12 +26,12 @@ from objsdk._core.continuation import (
     Malformed,
     SizeUnknown,
     check_response,
-    ranged_body,
     same_etag,
 )
 from objsdk._core.pin import VersionPin
 from objsdk._core.ranges import format_range
 from objsdk._io.body import BodyStream, Broken, Observer
+from objsdk._io.read_stats import ReadStats
 from objsdk._s3.head import head_object
 from objsdk._transport import forks
 from objsdk._transport.base import Response, Transport
@@ -44,8 +44,6 @@ __all__ = [
     "SKIP_THRESHOLD",
     "RangeIgnored",
     "RangeReader",
-    "ReadStats",
-    "ranged_content",
 ]
 
 log = logging.getLogger("objsdk")
@@ -72,25 +70,6 @@ WHOLE_ANSWER = 1 << 20
 
 
 T = TypeVar("T")
-
-
-@dataclass
-class ReadStats:
-    """What one reader did: bytes handed to the caller, GET/HEAD requests sent, resumes
-    after a broken stream, bytes received but skipped (discarded), read-ahead bytes
-    fetched but never delivered (wasted), the parts read ahead at the end (0 for
-    one stream: with ``readahead=None``, what the adaptive level settled on), the
-    checksum algorithm the last full pass was verified with, and why the last pass
-    from byte 0 was not verified (no checksum stored, a composite one, a skip...)."""
-
-    bytes_delivered: int = 0
-    requests: int = 0
-    resumes: int = 0
-    bytes_discarded: int = 0
-    bytes_wasted: int = 0
-    readahead: int = 0  # parts in flight at the end (0: one stream); what auto chose
-    verified: str | None = None
-    unverified_reason: str | None = None
 
 
 class RangeIgnored(errors.ProtocolError):
@@ -610,18 +589,6 @@ class RangeReader:
             key=self.key,
             offset=offset,
         )
-
-
-def ranged_content(
-    resp: Response, offset: int, length: int | None, *, operation: str, bucket: str, key: str
-) -> bytes:
-    """The bytes a whole (unstreamed) answer to a ranged GET holds for ``offset`` and
-    ``length``: a 206 must say in Content-Range that it holds exactly those, a 200 (Range
-    ignored, RFC 9110 §14.2) is sliced; :class:`~objsdk.ProtocolError` otherwise."""
-    try:
-        return ranged_body(resp.status, resp.headers, resp.content, offset=offset, length=length)
-    except BadResponse as e:
-        raise errors.ProtocolError(str(e), operation=operation, bucket=bucket, key=key) from None
 
 
 def _describe(cause: BaseException) -> str:

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from objsdk._core.adaptive import Preset
 from objsdk._core.sizes import ADAPTIVE_CAP, RECEIVE_SLICE
 from objsdk._io.body import Observer
-from objsdk._io.range_reader import SKIP_THRESHOLD, RangeIgnored, RangeReader, ReadStats
+from objsdk._io.range_reader import SKIP_THRESHOLD, RangeIgnored, RangeReader
+from objsdk._io.read_stats import ReadStats
 from objsdk._io.readahead import PartResult, PartStream, Prefetcher
 from objsdk._io.shared_level import InFlight, SharedLevel
 from objsdk._transport import forks

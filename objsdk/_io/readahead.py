@@ -30,7 +30,8 @@ from objsdk import errors
 from objsdk._core.sizes import RECEIVE_SLICE
 from objsdk._io.buffers import PartBuffer, part_buffer
 from objsdk._io.pool import PartPool, Task, WatchFactory
-from objsdk._io.range_reader import RangeReader, ReadStats
+from objsdk._io.range_reader import RangeReader
+from objsdk._io.read_stats import ReadStats
 from objsdk._io.shared_level import InFlight, SharedLevel
 
 __all__ = ["Fetch", "PartStream", "Prefetcher", "part_fetcher"]
