@@ -15,7 +15,8 @@ from objsdk import errors
 from objsdk._core.addressing import Endpoint
 from objsdk._core.clock_skew import MAX_SKEW, clock_skew, skew_note
 from objsdk._core.signing import Credentials
-from objsdk._transport.pipeline import Pipeline, SignedRequest, refusal
+from objsdk._transport.pipeline import Pipeline, SignedRequest
+from objsdk._transport.refusal import refusal
 from objsdk._transport.retry import default_retry
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)

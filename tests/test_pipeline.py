@@ -20,7 +20,8 @@ from objsdk._core.addressing import Endpoint
 from objsdk._core.signing import Credentials
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.mock import MockResponse, MockTransport
-from objsdk._transport.pipeline import Pipeline, SignedRequest, keep_retry_after, network_failure
+from objsdk._transport.pipeline import Pipeline, SignedRequest, network_failure
+from objsdk._transport.refusal import keep_retry_after
 from objsdk._transport.retry import (
     RetryKind,
     default_retry,

@@ -26,15 +26,9 @@ from objsdk._core.signing import Credentials, CurrentCredentials
 from objsdk._transport import forks, private_api
 from objsdk._transport.base import Body, FilePut, Interruptible, flat_body
 from objsdk._transport.dialect import ChecksumDialect
-from objsdk._transport.pipeline import (
-    MAX_ERROR_BODY,
-    Pipeline,
-    PipelinedTransport,
-    Sending,
-    SignedRequest,
-    refusal,
-)
+from objsdk._transport.pipeline import Pipeline, PipelinedTransport, Sending, SignedRequest
 from objsdk._transport.proxy import refused
+from objsdk._transport.refusal import MAX_ERROR_BODY, refusal
 from objsdk._transport.translate import translate, translate_errors
 from objsdk._transport.wire import Answer, Wire
 

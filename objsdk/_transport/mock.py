@@ -27,13 +27,8 @@ from objsdk._core.addressing import Endpoint
 from objsdk._core.signing import Credentials, CurrentCredentials
 from objsdk._transport.base import Body, FilePut, Interruptible
 from objsdk._transport.dialect import ChecksumDialect
-from objsdk._transport.pipeline import (
-    Pipeline,
-    PipelinedTransport,
-    Sending,
-    SignedRequest,
-    refusal,
-)
+from objsdk._transport.pipeline import Pipeline, PipelinedTransport, Sending, SignedRequest
+from objsdk._transport.refusal import refusal
 from objsdk._transport.retry import Policy as Retry
 from objsdk._transport.retry import default_retry
 

@@ -48,9 +48,7 @@ from urllib3.util.retry import Retry
 from objsdk import errors
 from objsdk._core import failure_chain
 from objsdk._core.addressing import Endpoint, Route
-from objsdk._core.clock_skew import skew_note
 from objsdk._core.region_redirect import bucket_region
-from objsdk._core.s3xml import error_from_response, error_in_body
 from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import UNSIGNED_PAYLOAD, Credentials, CurrentCredentials, Signer
 from objsdk._core.sse import SSE, request_kind, sse_headers
@@ -59,6 +57,7 @@ from objsdk._transport.answer_head import past_bound
 from objsdk._transport.base import Body, FilePut, Response
 from objsdk._transport.credentials import renew, say_signed_with, says_expired
 from objsdk._transport.dialect import ChecksumDialect
+from objsdk._transport.refusal import raise_body_error, retry_after_of, say_clock_skew
 from objsdk._transport.retry import (
     is_throttle,
     next_policy,
@@ -66,11 +65,10 @@ from objsdk._transport.retry import (
     retry_kind,
     throttle_heard,
 )
-from objsdk._transport.routes import ANY_STATUS, BucketRoutes, keep_redirect, redirect_of
+from objsdk._transport.routes import ANY_STATUS, BucketRoutes, redirect_of
 from objsdk._transport.translate import USER_AGENT, is_requests_error
 
 __all__ = [
-    "MAX_ERROR_BODY",
     "Attempt",
     "Pipeline",
     "PipelinedTransport",
@@ -78,10 +76,7 @@ __all__ = [
     "SignedRequest",
     "cannot_connect",
     "encrypting",
-    "keep_retry_after",
     "network_failure",
-    "raise_body_error",
-    "refusal",
     "refused_past_bound",
     "rewinder",
     "utc_now",
@@ -254,12 +249,12 @@ class Pipeline:
                     throttle_heard()
                 nxt = next_policy(policy, kind, status=e.status, code=e.code)
                 if nxt is None:
-                    _say_clock_skew(e, self.signer.clock())
+                    say_clock_skew(e, self.signer.clock())
                     if isinstance(e, errors.AccessDenied):
                         say_signed_with(self.signer, e)
                     raise
                 failed: errors.ObjsdkError = e
-                retry_after = _retry_after(e)
+                retry_after = retry_after_of(e)
             except errors.TransportError as e:
                 failure = network_failure(e)
                 nxt = None if failure is None else next_policy(policy, kind, failure=failure)
@@ -460,69 +455,6 @@ def rewinder(body: object) -> Callable[[], None] | None:
     return lambda: seek(start)
 
 
-def raise_body_error(answer: Response, operation: str, bucket: str | None, key: str | None) -> None:
-    """Raise the error a 200 answer reports in its body (CompleteMultipartUpload and
-    CopyObject may fail after the server sent 200, S3 API reference)."""
-    failure = error_in_body(
-        answer.status, answer.content, operation=operation, bucket=bucket, key=key
-    )
-    if failure is not None:
-        raise failure
-
-
-# An S3Error answer's Retry-After (RFC 9110 §10.2.3), kept by the transport that made it.
-_RETRY_AFTER = "_objsdk_retry_after"
-
-
-def keep_retry_after(error: errors.S3Error, headers: Mapping[str, str]) -> errors.S3Error:
-    """``error``, remembering its answer's ``Retry-After`` for the retry loop."""
-    value = headers.get("Retry-After")
-    if value:
-        setattr(error, _RETRY_AFTER, value)
-    return error
-
-
-# Error bodies are small XML documents; never buffer more than this of one.
-MAX_ERROR_BODY = 64 * 1024
-
-
-def refusal(
-    status: int,
-    headers: Mapping[str, str],
-    body: bytes,
-    operation: str,
-    bucket: str | None,
-    key: str | None,
-) -> errors.S3Error:
-    """The error an answer of ``status`` is, remembering its ``Retry-After``, whether it
-    says the bucket is in another region and, for a 403, its ``Date`` (the retry loop
-    tells a clock too far off from it)."""
-    error = keep_retry_after(
-        error_from_response(status, headers, body, operation=operation, bucket=bucket, key=key),
-        headers,
-    )
-    if status == 403:
-        setattr(error, _DATE, headers.get("Date"))
-    return keep_redirect(error, status, headers, body)
-
-
-# A 403 answer's Date (RFC 9110 §6.6.1), kept by the transport that got it.
-_DATE = "_objsdk_date"
-
-
-def _say_clock_skew(error: errors.S3Error, now: datetime) -> None:
-    """Complete a 403's message (and ``clock_skew``) when its answer's ``Date`` is more
-    than S3's 15 minutes from ``now``: a HEAD's refusal has no text of its own, and a
-    GET's ``RequestTimeTooSkewed`` does not say by how much, nor which way."""
-    date = getattr(error, _DATE, None)
-    noted = skew_note(date if isinstance(date, str) else None, now)
-    if noted is None:
-        return
-    error.clock_skew, note = noted
-    error.message = f"{error.message.rstrip('.')}; {note}" if error.message else note
-    error.args = (error._text(),)
-
-
 def _log_refusal(operation: str, code: str, bucket: str | None, key: str | None) -> None:
     """Say once that the client sends no more checksum headers (the dialect learned it)."""
     log.warning(
@@ -533,11 +465,6 @@ def _log_refusal(operation: str, code: str, bucket: str | None, key: str | None)
         bucket,
         key,
     )
-
-
-def _retry_after(error: errors.S3Error) -> str | None:
-    value = getattr(error, _RETRY_AFTER, None)
-    return value if isinstance(value, str) else None
 
 
 def network_failure(error: errors.TransportError) -> Exception | None:

@@ -31,7 +31,8 @@ from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import UNSIGNED_PAYLOAD, host_header
 from objsdk._transport import private_api
 from objsdk._transport.base import FilePut
-from objsdk._transport.pipeline import MAX_ERROR_BODY, SignedRequest, refusal
+from objsdk._transport.pipeline import SignedRequest
+from objsdk._transport.refusal import MAX_ERROR_BODY, refusal
 from objsdk._transport.translate import translate_errors
 from objsdk.errors import SourceChangedError
 

@@ -27,8 +27,9 @@ from objsdk._core.proxies import Proxies, Proxy
 from objsdk._core.secret_headers import SecretHeaders
 from objsdk._transport import forks, private_api
 from objsdk._transport.base import Body, flat_body
-from objsdk._transport.pipeline import MAX_ERROR_BODY, SignedRequest, refusal
+from objsdk._transport.pipeline import SignedRequest
 from objsdk._transport.proxy import failure_of, refused
+from objsdk._transport.refusal import MAX_ERROR_BODY, refusal
 from objsdk._transport.translate import _BROKEN, translate, translate_errors
 
 __all__ = ["Streamed", "StreamedResponse"]

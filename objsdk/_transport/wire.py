@@ -54,8 +54,8 @@ from objsdk._core.secret_headers import SecretHeaders
 from objsdk._core.signing import host_header
 from objsdk._transport import forks, private_api
 from objsdk._transport.answer import Answer, Fields, Reader
-from objsdk._transport.pipeline import MAX_ERROR_BODY
 from objsdk._transport.proxy import through, unreachable
+from objsdk._transport.refusal import MAX_ERROR_BODY
 from objsdk._transport.tls import context_for, handshake
 
 __all__ = ["Answer", "Fields", "Wire"]
