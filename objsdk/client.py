@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
-from datetime import timedelta
+from collections.abc import Callable, Mapping
 from types import EllipsisType
-from typing import IO, TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from objsdk import errors
-from objsdk._core.addressing import Endpoint, check_bucket, check_key
+from objsdk._core.addressing import Endpoint
 from objsdk._core.client_config import (
     DEFAULT_MAX_POOL_CONNECTIONS,
     DEFAULT_RETRIES,
@@ -31,15 +30,14 @@ from objsdk._core.sizes import (
     DEFAULT_WRITER_PARALLEL,
 )
 from objsdk._core.sse import SSE
-from objsdk._io.get import get_object
 from objsdk._io.objectfile import ObjectFile
+from objsdk._io.objects_api import ObjectsAPI, release_buffer
 from objsdk._io.range_reader import DEFAULT_MAX_RESUME
 from objsdk._s3.buckets import BucketsAPI
 from objsdk._s3.copies import CopiesAPI, check_copy_names
 from objsdk._s3.deletes import DeletesAPI
 from objsdk._s3.head import HeadAPI
 from objsdk._s3.listing import ListingAPI
-from objsdk._s3.objects import put_object
 from objsdk._s3.presign import PresignAPI
 from objsdk._s3.tagging import TaggingAPI
 from objsdk._s3.versions import VersionsAPI
@@ -47,14 +45,12 @@ from objsdk._transfer.copy import MAX_SINGLE_COPY
 from objsdk._transfer.copy import copy as _copy
 from objsdk._transfer.download import download as _download
 from objsdk._transfer.download import get_into as _get_into
-from objsdk._transfer.download_engine import drop_frame_locals
 from objsdk._transfer.download_result import DownloadResult
-from objsdk._transfer.multipart_calls import uploads_under
+from objsdk._transfer.incomplete_uploads import IncompleteUploadsAPI
 from objsdk._transfer.progress import Progress
 from objsdk._transfer.upload import UploadSource
 from objsdk._transfer.upload import upload as _upload
 from objsdk._transfer.upload_plan import CutMemory
-from objsdk._transfer.upload_resume import abort_uploads
 from objsdk._transfer.writer import ObjectWriter
 from objsdk._transport.base import Transport
 from objsdk._transport.credential_fetch import signing_credentials
@@ -62,10 +58,9 @@ from objsdk._transport.dialect import ChecksumDialect
 from objsdk._transport.http import HTTPTransport
 from objsdk._transport.pipeline import encrypting
 from objsdk._transport.retry import Policy, make_retry
-from objsdk.models import MultipartUpload, ObjectInfo, UploadInfo
+from objsdk.models import ObjectInfo, UploadInfo
 
 if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer
     from _typeshed import WriteableBuffer as WritableBuffer
     from typing_extensions import Unpack
 
@@ -73,6 +68,8 @@ __all__ = ["Client"]
 
 
 class Client(
+    ObjectsAPI,
+    IncompleteUploadsAPI,
     BucketsAPI,
     HeadAPI,
     DeletesAPI,
@@ -299,76 +296,6 @@ class Client(
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- objects ---------------------------------------------------------------------
-
-    def put_object(
-        self,
-        bucket: str,
-        key: str,
-        data: ReadableBuffer | IO[bytes],
-        *,
-        content_type: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-        **headers: Unpack[ObjectHeaders],
-    ) -> ObjectInfo:
-        """Store ``data`` under ``key`` in one PUT, with the standard headers given (as
-        :meth:`upload`: ``cache_control``, ``content_encoding``, ``storage_class``...).
-
-        Bytes-like data (bytes, bytearray, memoryview, array.array, a C-contiguous numpy
-        array: its bytes in memory order) is sent from its own buffer, without a copy,
-        with its SHA-256 signed and a CRC32C the server stores. A binary file object is
-        sent from its current position to its end (it must be seekable, so a retry can
-        rewind it): read once for its CRC32C, which the server checks the bytes that
-        arrive against, then streamed, never read whole (up to 64 KiB: read and sent as
-        bytes).
-        """
-        check_bucket(bucket)
-        check_key(key)
-        extra = standard_headers(bucket, key, **headers)
-        try:
-            return put_object(
-                self._transport,
-                bucket,
-                key,
-                data,
-                content_type=content_type,
-                metadata=metadata,
-                extra_headers=extra,
-            )
-        except BaseException as e:
-            _release(e)
-            del data  # this frame goes with the traceback: it must not hold the view either
-            raise
-
-    def get_object(
-        self,
-        bucket: str,
-        key: str,
-        *,
-        offset: int = 0,
-        length: int | None = None,
-        version_id: str | None = None,
-        verify: bool = True,
-    ) -> bytes:
-        """The object's bytes from ``offset``, ``length`` of them (to the end if None), of
-        ``version_id`` if given, else of the current version.
-
-        Reads the whole answer into memory; use :meth:`open` to stream large objects.
-        The whole object is checked against its full-object checksum unless
-        ``verify=False`` (:class:`~objsdk.IntegrityError` on mismatch).
-        """
-        check_bucket(bucket)
-        check_key(key)
-        return get_object(
-            self._transport,
-            bucket,
-            key,
-            offset=offset,
-            length=length,
-            version_id=version_id,
-            verify=verify,
-        )
-
     def open(
         self,
         bucket: str,
@@ -527,88 +454,9 @@ class Client(
                 resume=resume,
             )
         except BaseException as e:
-            _release(e)
+            release_buffer(e)
             del source  # as in put_object
             raise
-
-    def list_multipart_uploads(
-        self, bucket: str, prefix: str = "", *, exact: bool = False
-    ) -> Iterator[MultipartUpload]:
-        """The multipart uploads under ``prefix`` started and neither completed nor
-        aborted (ListMultipartUploads), lazily: their parts are stored, and billed, until
-        they are. An upload of a file that stopped and is kept to resume is one of them.
-        ``prefix`` is a prefix: ``"k"`` also lists the uploads of ``k2`` and ``k/part``;
-        ``exact=True`` takes it as one whole key, and lists that key's uploads only."""
-        check_bucket(bucket)
-        if exact:
-            check_key(prefix)
-        return uploads_under(self._transport, bucket, prefix, exact=exact)
-
-    @overload
-    def abort_multipart_uploads(
-        self,
-        bucket: str,
-        prefix: str = "",
-        *,
-        older_than: timedelta | None,
-        dry_run: bool = False,
-        exact: bool = False,
-    ) -> list[MultipartUpload]: ...
-
-    @overload
-    def abort_multipart_uploads(
-        self,
-        bucket: str,
-        prefix: str,
-        *,
-        upload_id: str,
-        older_than: timedelta | None = None,
-        dry_run: bool = False,
-    ) -> list[MultipartUpload]: ...
-
-    def abort_multipart_uploads(
-        self,
-        bucket: str,
-        prefix: str = "",
-        *,
-        older_than: timedelta | EllipsisType | None = ...,
-        dry_run: bool = False,
-        exact: bool = False,
-        upload_id: str | None = None,
-    ) -> list[MultipartUpload]:
-        """Abort the multipart uploads under ``prefix`` initiated more than
-        ``older_than`` ago, as the server's clock tells (``None``: every one, another
-        writer's live upload too: say so explicitly), and forget this machine's records
-        of them; return those aborted (``dry_run``: those that would be).
-
-        ``prefix`` is a prefix, as in :meth:`list_multipart_uploads` (``"k"`` also
-        names the uploads of ``k2`` and ``k/part``); ``exact=True`` takes it as one whole
-        key. ``upload_id`` names one upload of the key ``prefix``, as
-        AbortMultipartUpload does, and only it is aborted (at any age, unless
-        ``older_than`` is given): that is how to discard one kept upload,
-        ``abort_multipart_uploads(kept.bucket, kept.key, upload_id=kept.upload_id)``.
-        An upload not in progress is not returned: ``[]``."""
-        check_bucket(bucket)
-        if exact or upload_id is not None:
-            check_key(prefix)
-        if upload_id is not None and (not isinstance(upload_id, str) or not upload_id):
-            raise errors.InvalidArgument(f"upload_id must be a non-empty str, got {upload_id!r}")
-        if isinstance(older_than, EllipsisType):
-            if upload_id is None:
-                raise errors.InvalidArgument(
-                    "abort_multipart_uploads needs older_than (None: every upload under "
-                    "the prefix, another writer's live one too) unless upload_id names one"
-                )
-            older_than = None
-        return abort_uploads(
-            self._transport,
-            bucket,
-            prefix,
-            older_than=older_than,
-            dry_run=dry_run,
-            exact=exact,
-            upload_id=upload_id,
-        )
 
     def copy(
         self,
@@ -681,10 +529,3 @@ class Client(
             progress=progress,
             extra_headers=standard_headers(bucket, key, **headers),
         )
-
-
-def _release(error: BaseException) -> None:
-    """Let go of the caller's buffer before ``error`` reaches the caller: the finished
-    frames of its traceback hold views of it, and while one lives a ``BytesIO`` whose
-    ``getbuffer()`` was sent cannot be closed (``BufferError`` would replace the error)."""
-    drop_frame_locals(error)
