@@ -308,6 +308,73 @@ def test_a_rename_that_fails_is_reported_and_its_temporary_file_removed(tmp_path
     assert (tmp_path / "taken" / "inside").read_bytes() == b"keep"
 
 
+def test_a_file_the_disk_fails_to_flush_is_reported_by_name_and_the_others_take_theirs(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fsync failing with EIO (a failing disk) for one file of a batch: that file is
+    # reported as the object's LocalWriteError naming its destination, gets no final
+    # name and leaves no temporary file; the files the disk did flush take their names.
+    import errno
+
+    from objsdk._transfer import smallfile
+
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("t1"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    batch = smallfile.Batch()
+    batch._syncfs = None  # one fsync per file, as where there is no syncfs
+    for i in range(3):
+        (tmp_path / f"t{i}").write_bytes(b"x")
+        batch.add(
+            smallfile.Pending(
+                str(tmp_path / f"t{i}"), str(tmp_path / f"f{i}"), 1, None, "b", f"k{i}"
+            )
+        )
+    batch.flush()
+    [(what, e)] = batch.failures
+    assert what == f"download: s3://b/k1 to {tmp_path / 'f1'}"
+    assert isinstance(e, errors.LocalWriteError)
+    assert (e.errno, e.filename, e.bucket, e.key) == (errno.EIO, str(tmp_path / "f1"), "b", "k1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f0", "f2"]
+
+
+def test_names_whose_folder_the_disk_fails_to_flush_are_reported_and_a_move_keeps_its_source(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The folder's fsync failing (EIO): the new names may not survive a power cut, so
+    # each file is reported, and ``after`` (a move's removal of its source) does not run.
+    import errno
+
+    from objsdk._transfer import smallfile
+
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    removed: list[int] = []
+    batch = smallfile.Batch()
+    batch._syncfs = None
+    (tmp_path / "t").write_bytes(b"x")
+    batch.add(
+        smallfile.Pending(str(tmp_path / "t"), str(tmp_path / "f"), 1, removed.append, "b", "k")
+    )
+    batch.flush()
+    [(what, e)] = batch.failures
+    assert what == f"download: s3://b/k to {tmp_path / 'f'}"
+    assert isinstance(e, errors.LocalWriteError)
+    assert (e.errno, e.filename) == (errno.EIO, str(tmp_path / "f"))
+    assert removed == []
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="Linux's /proc/meminfo")
 def test_the_data_waiting_for_the_disk_is_read_from_the_system() -> None:
     from objsdk._transfer.smallfile import dirty_bytes

@@ -81,6 +81,14 @@ class Pending:
             return f"download to {self.dest}"
         return f"download: s3://{self.bucket}/{self.key} to {self.dest}"
 
+    def write_error(self, e: OSError) -> Exception:
+        """The error for the file's bytes or name that the disk failed to flush."""
+        if self.bucket is None or self.key is None:
+            return OSError(e.errno, e.strerror, self.dest)
+        return errors.LocalWriteError(
+            e.errno, e.strerror, self.dest, bucket=self.bucket, key=self.key
+        )
+
     def rename_error(self, e: OSError) -> Exception:
         """The error for a rename of :attr:`tmp` over :attr:`dest` that failed (with
         ``e``, which names both): told of ``dest``, as ``Client.download`` tells it."""
@@ -128,8 +136,11 @@ class Batch:
 
     A rename that fails (a directory is at the name) is kept in :attr:`failures` for
     the caller to report, as ``(what failed, error)``; its temporary file is removed,
-    and its ``after`` is not run. So is an error of an item's ``after`` (its bytes were
-    delivered), except ``BrokenPipeError``: standard output is gone, which stops the run.
+    and its ``after`` is not run. So is a file the disk fails to flush (EIO from its
+    fsync; the files flushed take their names), and a name whose folder's fsync fails
+    (its file keeps the name, but a move keeps its source). So is an error of an item's
+    ``after`` (its bytes were delivered), except ``BrokenPipeError``: standard output is
+    gone, which stops the run.
     """
 
     def __init__(self) -> None:
@@ -176,9 +187,8 @@ class Batch:
             items, self._pending, self._bytes = self._pending, [], 0
         if not items:
             return
-        self._sync(items)
-        dirs, named = set(), []
-        for item in items:
+        dirs: dict[str, list[Pending]] = {}
+        for item in self._sync(items):
             try:
                 os.replace(item.tmp, item.dest)
             except OSError as e:
@@ -186,10 +196,18 @@ class Batch:
                     os.unlink(item.tmp)
                 self._failed(item.what, item.rename_error(e))
                 continue
-            dirs.add(os.path.dirname(item.tmp) or ".")
-            named.append(item)
+            dirs.setdefault(os.path.dirname(item.tmp) or ".", []).append(item)
+        named = []
         for d in sorted(dirs):
-            _fsync_path(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                _fsync_path(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            except OSError as e:
+                # The names may not survive a power cut: not done, and a move keeps
+                # its source (``after`` does not run).
+                for item in dirs[d]:
+                    self._failed(item.what, item.write_error(e))
+                continue
+            named += dirs[d]
         for item in named:
             if item.after is not None:
                 try:
@@ -203,9 +221,11 @@ class Batch:
         with self._lock:
             self.failures.append((what, e))
 
-    def _sync(self, items: list[Pending]) -> None:
+    def _sync(self, items: list[Pending]) -> list[Pending]:
         """Put the bytes of ``items`` on disk: one ``syncfs`` per filesystem they are on,
-        unless others' unwritten data would make that cost more than an fsync of each."""
+        unless others' unwritten data would make that cost more than an fsync of each.
+        Returns the items on disk; one the disk failed to flush (EIO) is a failure, and
+        its temporary file is removed."""
         if self._syncfs is not None and self._little_foreign(items):
             # A destination tree may cross a mount point: one syncfs per filesystem,
             # found from each directory (its files are on its filesystem).
@@ -214,11 +234,20 @@ class Batch:
                 for directory, tmp in {os.path.dirname(i.tmp): i.tmp for i in items}.items():
                     one_per_device.setdefault(os.stat(directory or ".").st_dev, tmp)
                 if all(self._syncfs_of(tmp) for tmp in one_per_device.values()):
-                    return
+                    return items
             except OSError:
                 pass  # each file on its own, below
+        synced = []
         for item in items:  # each on its own (others' writes are not flushed)
-            _fsync_path(item.tmp, os.O_RDONLY)
+            try:
+                _fsync_path(item.tmp, os.O_RDONLY)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.unlink(item.tmp)
+                self._failed(item.what, item.write_error(e))
+                continue
+            synced.append(item)
+        return synced
 
     @staticmethod
     def _little_foreign(items: list[Pending]) -> bool:
