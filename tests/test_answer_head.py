@@ -290,6 +290,25 @@ def test_too_many_interim_answers_before_the_final_one_are_a_protocol_error(
 
 
 @pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
+def test_interim_answers_other_than_100_continue_are_skipped_on_every_path(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool
+) -> None:
+    """A CDN or proxy in front of the service may send 103 Early Hints (or 102) before
+    the answer: interim answers (RFC 9110 §15.2), skipped as 100 Continue is, by
+    get_object, head_object and open().read()."""
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire)
+    interim = (
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+        b"HTTP/1.1 102 Processing\r\n\r\n"
+    )
+    head = http_response(200, {"ETag": '"e"', "Content-Length": "4"})
+    _, client = serve(answer(interim + head, b"data"))
+    assert client.get_object(BUCKET, KEY, verify=False) == b"data"
+    assert client.head_object(BUCKET, KEY).size == 4
+    assert read_file(client) == b"data"
+
+
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
 def test_the_largest_head_s3_sends_is_taken_whole(
     serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool
 ) -> None:

@@ -30,8 +30,9 @@ switch each flag off to prove the fallback.
   arrive and reach it); near the body's end it is 1, as it is whenever the connection
   returns to the pool. Fallback: the mark stays at 1.
 * ``INTERIM``: the pools' connections build http.client's response as a subclass that
-  counts the status lines ``HTTPResponse._read_status`` reads: ``begin`` skips
-  100 Continue answers for as long as they come, and the subclass refuses the answer
+  counts the status lines ``HTTPResponse._read_status`` reads and hands ``begin`` any
+  interim answer (103 Early Hints too) as the 100 Continue it skips for as long as they
+  come, and the subclass refuses the answer
   after more than :data:`~objsdk._transport.answer_head.MAX_INTERIM`. Fallback (or with
   ``WATCH`` off, whose pools these are): http.client reads interim answers without end,
   though it holds no more than one of them.
@@ -209,8 +210,8 @@ def _connected() -> None:
 
 
 class _BoundedResponse(http.client.HTTPResponse):
-    """http.client's response, refusing an answer after more than MAX_INTERIM interim
-    answers (``INTERIM``)."""
+    """http.client's response, skipping every interim answer and refusing an answer
+    after more than MAX_INTERIM of them (``INTERIM``)."""
 
     _status_lines = 0
 
@@ -218,7 +219,13 @@ class _BoundedResponse(http.client.HTTPResponse):
         self._status_lines += 1
         if self._status_lines > MAX_INTERIM + 1:
             raise HeadTooLarge(f"more than {MAX_INTERIM} interim answers")
-        return cast(Any, super())._read_status()
+        version, status, reason = cast(Any, super())._read_status()
+        # Every 1xx but 101 is interim (RFC 9110 §15.2): 103 Early Hints from a CDN or
+        # proxy in front of the service is followed by the answer itself. http.client
+        # skips only 100; told 100, ``begin`` skips the fields of any of them.
+        if 100 < status < 200 and status != 101:
+            status = http.client.CONTINUE
+        return version, status, reason
 
 
 _RESPONSE = _BoundedResponse if INTERIM else http.client.HTTPResponse
