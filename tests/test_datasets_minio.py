@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import pickle
 import re
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from datasets_helpers import expected_samples, make_shard, make_tar
 
-from objsdk import Client, ResumeLimitError
+from objsdk import Client, ConnectError, ResumeLimitError
 from objsdk.datasets import ShardDataset, ShardError, default_decoders
 from objsdk.errors import InvalidArgument
 
@@ -201,6 +202,31 @@ def test_denied_shard_is_a_shard_error(local_minio, bucket, damaged):
         ds = ShardDataset(bad, f"{bucket}/d-0.tar")
         with pytest.raises(ShardError, match=r"d-0\.tar"):
             list(ds)
+
+
+def test_skip_does_not_skip_a_service_the_client_cannot_reach():
+    """on_error="skip" is for a shard that cannot be read, not for an endpoint nothing
+    answers at: that would skip every shard, seconds each, into an empty epoch. The
+    first shard's error stops the epoch, its cause the ConnectError."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens once it is closed
+    with Client(f"http://127.0.0.1:{port}", "AKID", "SECRET") as dead:
+        ds = ShardDataset(dead, [f"b/s{i}.tar" for i in range(3)], on_error="skip", index=False)
+        with pytest.raises(ShardError) as info:
+            list(ds)
+    assert isinstance(info.value.__cause__, ConnectError)
+    assert ds.skipped == 0
+
+
+def test_skip_does_not_skip_credentials_the_service_refuses(local_minio, bucket, damaged):
+    """Nor for credentials the service refuses (a wrong secret, an unknown key): every
+    shard would be refused alike."""
+    with Client(local_minio.endpoint, local_minio.access_key, "wrong-secret") as bad:
+        ds = ShardDataset(bad, damaged, on_error="skip", shuffle_shards=False, index=False)
+        with pytest.raises(ShardError, match=r"SignatureDoesNotMatch"):
+            list(ds)
+    assert ds.skipped == 0
 
 
 # -- splitting across processes ------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from objsdk import Client
 from objsdk._core.client_config import ClientConfig
-from objsdk.errors import InvalidArgument, S3Error
+from objsdk.errors import ConnectError, CredentialsError, InvalidArgument, S3Error
 
 from .decode import Decoder, normalise_decoders
 from .errors import ShardError
@@ -92,8 +92,10 @@ class ShardDataset(_Base):
     *shards*, ``samples_per_rank`` makes every rank yield exactly that many samples
     (stopping early or reading its shards again), and a multi-rank job logs a warning
     once. ``on_error``: ``"raise"``,
-    ``"skip"`` (log, count in :attr:`skipped`, go on with the next shard) or a callable
-    taking the :class:`ShardError` and returning True to skip.
+    ``"skip"`` (log, count in :attr:`skipped`, go on with the next shard; but an endpoint
+    that cannot be reached, or credentials the service refuses, stop the epoch: every
+    shard would fail alike) or a callable taking the :class:`ShardError` and returning
+    True to skip.
 
     While a shard is read, the next one is opened and its first part fetched in the
     background. ``readahead`` is passed to :meth:`Client.open` for every shard: ``None``
@@ -440,14 +442,41 @@ class ShardDataset(_Base):
             del self._pending[key]
 
     def _handle(self, error: ShardError) -> None:
-        """Apply ``on_error``: return to skip, raise to stop."""
-        if self.on_error == "raise":
+        """Apply ``on_error``: return to skip, raise to stop. ``"skip"`` stops too where
+        the error is not the shard's (:func:`_client_wide`)."""
+        if self.on_error == "raise" or (self.on_error == "skip" and _client_wide(error)):
             raise error
         if callable(self.on_error) and not self.on_error(error):
             raise error
         worker = _torch_worker()
         self._shared.count_skip(None if worker is None else worker[0])
         log.warning("skipped: %s", error)
+
+
+# S3 error codes that refuse the client's credentials, not one object: every shard
+# would be refused alike.
+_REFUSED_CREDENTIALS = frozenset(
+    {
+        "SignatureDoesNotMatch",
+        "InvalidAccessKeyId",
+        "InvalidToken",
+        "ExpiredToken",
+        "InvalidSecurity",
+        "RequestTimeTooSkewed",
+    }
+)
+
+
+def _client_wide(error: ShardError) -> bool:
+    """Whether the shard's read failed because the endpoint cannot be reached or the
+    service refuses the client's credentials: true of every shard alike, so skipping
+    would read an epoch of nothing, each shard after its retries. A read that stalled
+    past ``max_stall`` (:class:`~objsdk.ResumeLimitError`, whatever its last failure)
+    is the shard's: the budget the dataset was given to wait for it is spent."""
+    cause = error.__cause__
+    if isinstance(cause, (ConnectError, CredentialsError)):
+        return True
+    return isinstance(cause, S3Error) and cause.code in _REFUSED_CREDENTIALS
 
 
 def _resolve_index(
