@@ -30,7 +30,15 @@ from objsdk.testing.credential_servers import (
 from objsdk.testing.temporary_credentials import TemporaryCredentials
 
 ROLE = "arn:aws:iam::123456789012:role/objsdk-reader"
-SOURCES = ("credential_process", "container", "imds", "web_identity", "assume_role", "sso")
+SOURCES = (
+    "credential_process",
+    "container",
+    "imds",
+    "web_identity",
+    "assume_role",
+    "sso",
+    "sso_legacy",
+)
 
 
 @dataclass
@@ -188,13 +196,39 @@ def set_up(
         machine.env["AWS_PROFILE"] = "ml"
         machine.server = portal
         machine.secrets += [portal.access_token, portal.refresh_token, portal.client_secret]
+    elif kind == "sso_legacy":
+        # The profile form before sso-session: the portal's settings in the profile
+        # itself, and the token aws sso login cached under the SHA-1 of the start URL
+        # (as the aws CLI v2 of then wrote it: no refresh token, "UTC" for the zone).
+        portal = stack.enter_context(SsoPortal(keys))
+        start_url = "https://objsdk-legacy.awsapps.com/start"
+        machine.config(
+            f"""
+            [profile ml]
+            sso_start_url = {start_url}
+            sso_region = us-east-1
+            sso_account_id = {portal.account_id}
+            sso_role_name = {portal.role_name}
+            """
+        )
+        document = json.loads(
+            portal.cache(start_url=start_url, region="us-east-1", renewable=False)
+        )
+        document["expiresAt"] = document["expiresAt"].replace("Z", "UTC")
+        write_sso_cache(machine.home, start_url, json.dumps(document))
+        machine.env["AWS_ENDPOINT_URL_SSO"] = portal.endpoint
+        machine.profile = "ml"
+        machine.env["AWS_PROFILE"] = "ml"
+        machine.server = portal
+        machine.secrets.append(portal.access_token)
     else:
         raise ValueError(kind)
     return machine
 
 
 def write_sso_cache(home: Path, key: str, text: str) -> Path:
-    """The token cache file ``aws sso login`` writes for session name ``key``."""
+    """The token cache file ``aws sso login`` writes for session name ``key`` (the
+    start URL for a legacy profile)."""
     name = hashlib.sha1(key.encode()).hexdigest() + ".json"
     path = home / ".aws" / "sso" / "cache" / name
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -262,10 +262,15 @@ def test_a_failing_credential_process_gives_its_status_and_stderr_never_its_stdo
 # -- SSO ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", ["sso", "sso_legacy"])
 def test_an_sso_profile_not_logged_in_says_to_run_aws_sso_login_before_any_request(
-    machines: MachineFactory, proxy: FaultProxy, stored: str, monkeypatch: pytest.MonkeyPatch
+    kind: str,
+    machines: MachineFactory,
+    proxy: FaultProxy,
+    stored: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    machine = machines("sso", endpoint=proxy.endpoint)
+    machine = machines(kind, endpoint=proxy.endpoint)
     for path in (machine.home / ".aws" / "sso" / "cache").iterdir():
         path.unlink()
     machine.apply(monkeypatch)
@@ -285,29 +290,54 @@ def test_an_sso_profile_not_logged_in_says_to_run_aws_sso_login_before_any_reque
     assert proxy.requests(settle=0) == []
 
 
+@pytest.mark.parametrize("kind", ["sso", "sso_legacy"])
 def test_an_expired_sso_login_that_cannot_be_renewed_says_to_log_in_again(
+    kind: str,
     keys: TemporaryCredentials,
     machines: MachineFactory,
     proxy: FaultProxy,
     stored: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    machine = machines("sso", endpoint=proxy.endpoint)
+    machine = machines(kind, endpoint=proxy.endpoint)
     portal = machine.server
     assert isinstance(portal, SsoPortal)
+    (cache,) = (machine.home / ".aws" / "sso" / "cache").iterdir()  # aws sso login's
+    login = json.loads(cache.read_text())
     text = portal.cache(
-        start_url="https://objsdk-test.awsapps.com/start",
-        region="us-east-1",
-        expires_in=-60,
-        renewable=False,
+        start_url=login["startUrl"], region="us-east-1", expires_in=-60, renewable=False
     )
-    write_sso_cache(machine.home, "corp", text)
+    cache.write_text(text)
     machine.apply(monkeypatch)
     with Client.from_env() as client, pytest.raises(objsdk.ConfigError) as e:
         client.get_object(stored, "k")
     assert "expired" in str(e.value)
     assert "aws sso login --profile ml" in str(e.value)
     assert portal.access_token not in str(e.value)
+    assert proxy.requests(settle=0) == []
+
+
+@pytest.mark.parametrize("kind", ["sso", "sso_legacy"])
+def test_an_sso_login_the_portal_no_longer_accepts_says_to_log_in_again(
+    kind: str,
+    machines: MachineFactory,
+    proxy: FaultProxy,
+    stored: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cached token that has not expired but was revoked (signed out in the portal):
+    the portal answers 401, and that is the remedy, before any request to S3."""
+    machine = machines(kind, endpoint=proxy.endpoint)
+    portal = machine.server
+    assert isinstance(portal, SsoPortal)
+    revoked = portal.access_token
+    portal.access_token = "another-login"
+    machine.apply(monkeypatch)
+    with Client.from_env() as client, pytest.raises(objsdk.ConfigError) as e:
+        client.get_object(stored, "k")
+    assert "the SSO portal refused the login" in str(e.value)
+    assert "aws sso login --profile ml" in str(e.value)
+    assert revoked not in str(e.value)
     assert proxy.requests(settle=0) == []
 
 
