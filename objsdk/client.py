@@ -160,11 +160,19 @@ class Client(
         )
         self._build(config, transport)
 
-    def _build(self, config: ClientConfig, transport: Transport | None) -> None:
+    def _build(
+        self,
+        config: ClientConfig,
+        transport: Transport | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         """Everything a client holds, from its configuration (the chain's credentials if
-        it names none) and a transport to use instead of the HTTP stack it describes."""
+        it names none) and a transport to use instead of the HTTP stack it describes.
+        ``environ``: the environment the credentials are resolved and fetched from
+        (this process's if None)."""
+        env = os.environ if environ is None else environ
         if transport is None:  # a transport given signs with its own credentials
-            config = with_credentials(config, os.environ)
+            config = with_credentials(config, env)
         self._config = config
         endpoint, region = config.endpoint, config.region
         # ClientConfig fills both in.
@@ -177,7 +185,7 @@ class Client(
             check_ca_bundle(verify)
         self._transport: Transport = transport or HTTPTransport(
             self.endpoint,
-            signing_credentials(config, verify),
+            signing_credentials(config, verify, env),
             region=region,
             timeout=config.timeout,
             max_pool_connections=config.max_pool_connections,
@@ -252,7 +260,9 @@ class Client(
         the region. ``retries`` not given: ``max_attempts`` - 1 if set, else 5. See
         :func:`objsdk._core.client_config.resolve_client_config`."""
         env = os.environ if environ is None else environ
-        return cls.from_config(
+        client = cls.__new__(cls)
+        # Its credentials are fetched from the environment they were resolved from.
+        client._build(
             resolve_client_config(
                 env,
                 endpoint=endpoint,
@@ -274,8 +284,11 @@ class Client(
                 anonymous=anonymous,
                 # An environ without HOME (a test's dict) still finds this user's ~/.aws.
                 home=env.get("HOME") or os.path.expanduser("~"),
-            )
+            ),
+            None,
+            env,
         )
+        return client
 
     def __repr__(self) -> str:
         return f"Client(endpoint={self.endpoint.url!r}, region={self.region!r})"

@@ -360,3 +360,23 @@ def test_from_env_resolves_the_credentials_in_the_environment_it_is_given(
     ) as c:
         assert c.credentials is not None
         assert c.credentials.access_key == "GIVEN"
+
+
+def test_from_env_keeps_taking_the_expiring_keys_of_the_environment_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Keys with AWS_CREDENTIAL_EXPIRATION are read again at each refresh: from the
+    mapping given to from_env, never from this process's environment."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "PROCESSKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "process-secret")
+    given = {
+        "HOME": str(tmp_path),
+        "AWS_ENDPOINT_URL": "http://s3.test",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_ACCESS_KEY_ID": "GIVEN",
+        "AWS_SECRET_ACCESS_KEY": "given-secret",
+        "AWS_CREDENTIAL_EXPIRATION": "2099-01-01T00:00:00Z",
+    }
+    with Client.from_env(given) as c:
+        assert c.credentials is not None
+        assert (c.credentials.access_key, c.credentials.secret_key) == ("GIVEN", "given-secret")

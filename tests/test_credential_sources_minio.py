@@ -8,6 +8,7 @@ authorization token shows in a message, log line, repr or pickle."""
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import subprocess
 from collections.abc import Iterator
@@ -126,3 +127,33 @@ def test_each_source_serves_the_fsspec_filesystem_with_its_profile(
     assert fs.cat(f"{stored}/k") == DATA
     fs.pipe(f"{stored}/written", b"by fsspec")
     assert fs.cat(f"{stored}/written") == b"by fsspec"
+
+
+@pytest.mark.parametrize("kind", ["web_identity", "assume_role", "sso", "sso_legacy"])
+def test_the_environment_given_to_from_env_is_the_one_its_credentials_are_fetched_with(
+    kind: str,
+    machines: MachineFactory,
+    keys: TemporaryCredentials,
+    stored: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The STS or SSO endpoint (AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL_SSO), the profile
+    (AWS_PROFILE) and the home directory whose ~/.aws configures the source's endpoint
+    are in the mapping given to Client.from_env alone: the fetches use them, not this
+    process's environment, which has none of them."""
+    machine = machines(kind)
+    elsewhere = tmp_path / "process-home"
+    elsewhere.mkdir()
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(elsewhere))
+    with Client.from_env(dict(machine.env)) as client:
+        with client.open(stored, "k") as f:
+            assert f.read() == DATA
+        used = client.credentials
+        assert used is not None
+        assert used.access_key in {c.access_key for c in keys.issued}
+    assert machine.server is not None
+    assert machine.server.requests  # the emulator named in the mapping handed them out

@@ -58,7 +58,12 @@ from objsdk._core.credential_sources import (
     environment_keys,
 )
 from objsdk._core.instance_metadata import InstanceMetadata, TokenOutcome, extend_stale_expiry
-from objsdk._core.profiles import load_shared_files, profile_name, read_text_if_exists
+from objsdk._core.profiles import (
+    SharedFiles,
+    load_shared_files,
+    profile_name,
+    read_text_if_exists,
+)
 from objsdk._core.proxies import Proxies
 from objsdk._core.signing import Credentials, CurrentCredentials, sign_request
 from objsdk._core.sso import SSO, SsoToken, parse_sso_token
@@ -93,13 +98,21 @@ class FetchSettings:
     """What fetching needs beyond the source: the profile in effect (its ``services``
     section may configure the STS and SSO endpoints), the region of STS calls, the TLS
     verification and the proxies of remote calls (STS, SSO), and the environment read at
-    each fetch."""
+    each fetch: the one the chain was resolved from (``AWS_ENDPOINT_URL_STS``,
+    ``AWS_ENDPOINT_URL_SSO``, ``AWS_CONFIG_FILE``, ``HOME``...)."""
 
     profile: str = "default"
     region: str | None = None
     verify: bool | str = True
     proxies: Proxies | None = None
     environ: Callable[[], Mapping[str, str]] = field(default=lambda: os.environ, repr=False)
+
+    def shared_files(self) -> SharedFiles:
+        """The AWS shared files of :attr:`environ`, found as the chain found them
+        (:func:`~objsdk._core.client_config.with_credentials`: ``HOME``, else this
+        user's home)."""
+        environ = self.environ()
+        return load_shared_files(environ, home=environ.get("HOME") or os.path.expanduser("~"))
 
 
 def exchange(
@@ -134,14 +147,17 @@ def exchange(
 
 
 def signing_credentials(
-    config: ClientConfig, verify: bool | str = True
+    config: ClientConfig,
+    verify: bool | str = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Credentials | CurrentCredentials | None:
     """What the requests of a client with ``config`` are signed with: its keys, a
     :class:`CredentialProvider` of its ``credentials`` function or of its source, or
     None (``anonymous``). A config that names none of them must have been through
-    :func:`~objsdk._core.client_config.with_credentials` first. Fetches read the
-    process's environment when they run (STS and SSO endpoints, the environment's
-    keys)."""
+    :func:`~objsdk._core.client_config.with_credentials` first. Fetches read
+    ``environ`` when they run (the STS and SSO endpoints, the profile in effect, the
+    shared files, the environment's keys): the environment ``config``'s source was
+    resolved from, the process's if None."""
     if config.anonymous:
         return None
     keys = config.keys
@@ -162,12 +178,14 @@ def signing_credentials(
             "the client's configuration names no credentials (resolve the chain with "
             "with_credentials first, or give anonymous=True)"
         )
+    env = os.environ if environ is None else environ
     settings = FetchSettings(
-        profile=profile_name(os.environ, config.profile),
+        profile=profile_name(env, config.profile),
         region=config.region,
         verify=verify,
         # Read where the client is built, as its S3 requests' proxies are.
         proxies=Proxies.from_environ(os.environ),
+        environ=lambda: env,
     )
     return CredentialProvider(fetcher(source, settings), source.describe())
 
@@ -305,7 +323,7 @@ def _web_identity(source: WebIdentity, settings: FetchSettings) -> Credentials:
             f"({e.strerror or type(e).__name__})"
         ) from None
     environ = settings.environ()
-    endpoint = sts_endpoint(environ, load_shared_files(environ), settings.profile, settings.region)
+    endpoint = sts_endpoint(environ, settings.shared_files(), settings.profile, settings.region)
     now = datetime.now(timezone.utc)
     return _sts(source.request(text, endpoint, settings.region, now), source.describe(), settings)
 
@@ -314,7 +332,7 @@ def _assume_role(
     source: AssumeRole, base: CredentialProvider, settings: FetchSettings
 ) -> Credentials:
     environ = settings.environ()
-    endpoint = sts_endpoint(environ, load_shared_files(environ), settings.profile, settings.region)
+    endpoint = sts_endpoint(environ, settings.shared_files(), settings.profile, settings.region)
     request = source.request(endpoint, settings.region, datetime.now(timezone.utc))
     return _sts(request, source.describe(), settings, base.current)
 
@@ -324,7 +342,7 @@ def _assume_role(
 
 def _sso(source: SSO, settings: FetchSettings) -> Credentials:
     environ = settings.environ()
-    files = load_shared_files(environ)
+    files = settings.shared_files()
     path = os.path.expanduser(source.cache_path)
     now = datetime.now(timezone.utc)
     text = read_text_if_exists(path)
