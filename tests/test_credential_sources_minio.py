@@ -137,6 +137,7 @@ def test_the_environment_given_to_from_env_is_the_one_its_credentials_are_fetche
     stored: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The STS or SSO endpoint (AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL_SSO), the profile
     (AWS_PROFILE) and the home directory whose ~/.aws configures the source's endpoint
@@ -149,11 +150,15 @@ def test_the_environment_given_to_from_env_is_the_one_its_credentials_are_fetche
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(elsewhere))
+    caplog.set_level(logging.DEBUG, logger="objsdk")
     with Client.from_env(dict(machine.env)) as client:
         with client.open(stored, "k") as f:
             assert f.read() == DATA
         used = client.credentials
         assert used is not None
         assert used.access_key in {c.access_key for c in keys.issued}
+        shown = [repr(client), str(client.config), repr(used), repr(client.transport)]
     assert machine.server is not None
     assert machine.server.requests  # the emulator named in the mapping handed them out
+    for secret in all_secrets(machine, keys):
+        assert all(secret not in text for text in [*shown, caplog.text])
