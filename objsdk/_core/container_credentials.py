@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ProtocolError
-from .credential_json import credentials_from_fields, json_object
+from .credential_json import METADATA_FIELDS, credentials_from_fields, json_object
 from .signing import Credentials
 
 __all__ = [
@@ -101,17 +101,7 @@ class ContainerEndpoint:
             return ProtocolError(message, operation=operation)
 
         what = f"the answer of {self.describe()}"
-        return credentials_from_fields(
-            json_object(body, what, error),
-            what,
-            error,
-            access_key="AccessKeyId",
-            secret_key="SecretAccessKey",
-            token="Token",
-            expiration="Expiration",
-            token_required=True,
-            expiration_required=True,
-        )
+        return credentials_from_fields(json_object(body, what, error), what, error, METADATA_FIELDS)
 
 
 def container_endpoint(environ: Mapping[str, str]) -> ContainerEndpoint | None:

@@ -3,24 +3,59 @@
 A ``credential_process`` prints ``{"Version": 1, "AccessKeyId", "SecretAccessKey",
 "SessionToken", "Expiration"}``; a container endpoint and the instance metadata service
 answer ``{"AccessKeyId", "SecretAccessKey", "Token", "Expiration"}``; the SSO portal
-answers ``{"roleCredentials": {"accessKeyId", ...}}``. Each caller names the fields;
-this module checks them. Its errors name the source and the missing or malformed field,
-never a value (the document holds the secret key and the token).
+answers ``{"roleCredentials": {"accessKeyId", ...}}``. Each format's field names are a
+:class:`CredentialFields` here, and one function checks them. Its errors name the source
+and the missing or malformed field, never a value (the document holds the secret key and
+the token).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ObjsdkError
 from .refresh import parse_expiration
 from .signing import Credentials
 
-__all__ = ["credentials_from_fields", "json_object"]
+__all__ = [
+    "METADATA_FIELDS",
+    "PROCESS_FIELDS",
+    "SSO_FIELDS",
+    "CredentialFields",
+    "credentials_from_fields",
+    "json_object",
+]
 
 ErrorFactory = Callable[[str], ObjsdkError]
+
+
+@dataclass(frozen=True)
+class CredentialFields:
+    """The field names of one format of credential document. ``temporary``: the format
+    hands out only temporary credentials, so its token and its expiration must be there."""
+
+    access_key: str
+    secret_key: str
+    token: str
+    expiration: str
+    temporary: bool
+
+
+# A container endpoint and the instance metadata service answer the same format.
+METADATA_FIELDS = CredentialFields(
+    "AccessKeyId", "SecretAccessKey", "Token", "Expiration", temporary=True
+)
+# A credential_process may print long-term keys: no token, no expiration.
+PROCESS_FIELDS = CredentialFields(
+    "AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration", temporary=False
+)
+# The SSO portal's roleCredentials, their expiration made ISO 8601 by the caller.
+SSO_FIELDS = CredentialFields(
+    "accessKeyId", "secretAccessKey", "sessionToken", "expiration", temporary=True
+)
 
 
 def json_object(body: bytes | str, what: str, error: ErrorFactory) -> Mapping[str, Any]:
@@ -37,29 +72,22 @@ def json_object(body: bytes | str, what: str, error: ErrorFactory) -> Mapping[st
 
 
 def credentials_from_fields(
-    document: Mapping[str, Any],
-    what: str,
-    error: ErrorFactory,
-    *,
-    access_key: str,
-    secret_key: str,
-    token: str,
-    expiration: str,
-    token_required: bool,
-    expiration_required: bool,
+    document: Mapping[str, Any], what: str, error: ErrorFactory, fields: CredentialFields
 ) -> Credentials:
-    """The :class:`Credentials` in ``document`` under the given field names.
+    """The :class:`Credentials` in ``document`` under the names ``fields`` gives.
 
     The key and secret must be non-empty strings; the token and the expiration must be
-    present when required (else absent or null). The expiration is ISO 8601
+    present for a ``temporary`` format (else absent or null). The expiration is ISO 8601
     (:func:`~objsdk._core.refresh.parse_expiration`). ``error(message)`` makes the
     error, whose message names ``what`` and the field."""
-    missing = [name for name in (access_key, secret_key) if not document.get(name)]
-    missing += [
-        name
-        for name, required in ((token, token_required), (expiration, expiration_required))
-        if required and not document.get(name)
-    ]
+    access_key, secret_key = fields.access_key, fields.secret_key
+    token, expiration = fields.token, fields.expiration
+    required = (
+        (access_key, secret_key, token, expiration)
+        if fields.temporary
+        else (access_key, secret_key)
+    )
+    missing = [name for name in required if not document.get(name)]
     if missing:
         raise error(f"{what} has no {', '.join(missing)}")
     for name in (access_key, secret_key, token):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..errors import ConfigError
-from .credential_json import credentials_from_fields, json_object
+from .credential_json import PROCESS_FIELDS, credentials_from_fields, json_object
 from .signing import Credentials
 
 __all__ = ["CredentialProcess"]
@@ -75,17 +75,7 @@ class CredentialProcess:
             plain = version is None or isinstance(version, int | float)
             shown = repr(version)[:20] if plain else f"a {type(version).__name__}"
             raise ConfigError(f"{what} has Version {shown}; only version 1 is supported")
-        return credentials_from_fields(
-            document,
-            what,
-            error,
-            access_key="AccessKeyId",
-            secret_key="SecretAccessKey",
-            token="SessionToken",
-            expiration="Expiration",
-            token_required=False,
-            expiration_required=False,
-        )
+        return credentials_from_fields(document, what, error, PROCESS_FIELDS)
 
     def failure(self, returncode: int, stderr: bytes | str) -> ConfigError:
         """The error for a run that exited with ``returncode`` (not 0), with the end of

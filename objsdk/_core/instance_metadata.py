@@ -36,7 +36,7 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ProtocolError
-from .credential_json import credentials_from_fields, json_object
+from .credential_json import METADATA_FIELDS, credentials_from_fields, json_object
 from .refresh import ADVISORY_WINDOW, utc
 from .signing import Credentials
 
@@ -161,17 +161,7 @@ class InstanceMetadata:
             message = document.get("Message")
             said = f": {message[:200]}" if isinstance(message, str) else ""
             raise error(f"{what} is {str(code)[:60]!r}{said}")
-        return credentials_from_fields(
-            document,
-            what,
-            error,
-            access_key="AccessKeyId",
-            secret_key="SecretAccessKey",
-            token="Token",
-            expiration="Expiration",
-            token_required=True,
-            expiration_required=True,
-        )
+        return credentials_from_fields(document, what, error, METADATA_FIELDS)
 
 
 def instance_metadata(

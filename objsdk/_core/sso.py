@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from ..errors import ConfigError, ProtocolError
-from .credential_json import credentials_from_fields, json_object
+from .credential_json import SSO_FIELDS, credentials_from_fields, json_object
 from .profiles import SharedFiles
 from .refresh import parse_expiration, utc
 from .signing import Credentials
@@ -293,17 +293,7 @@ class SSO:
             raise error(f"{what} has no expiration in epoch milliseconds")
         moment = datetime.fromtimestamp(expiration / 1000, timezone.utc)
         fields["expiration"] = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return credentials_from_fields(
-            fields,
-            what,
-            error,
-            access_key="accessKeyId",
-            secret_key="secretAccessKey",
-            token="sessionToken",
-            expiration="expiration",
-            token_required=True,
-            expiration_required=True,
-        )
+        return credentials_from_fields(fields, what, error, SSO_FIELDS)
 
 
 _REQUIRED = ("sso_start_url", "sso_region", "sso_account_id", "sso_role_name")
