@@ -46,18 +46,17 @@ class BodyStream:
         return n if self.end is None else min(n, self.end - self.pos)
 
     def read(self, n: int) -> bytes:
-        n = self._cap(n)
-        try:
-            data = self.resp.read(n)
-        except errors.TransportError as e:
-            raise Broken(e) from e
-        self._account(data, n)
-        return data
+        return self._receive(self.resp.read, n)
 
     def read1(self, n: int) -> bytes:
+        return self._receive(self.resp.read1, n)
+
+    def _receive(self, receive: Callable[[int], bytes], n: int) -> bytes:
+        """What ``receive(n)`` gives, never past ``end``; its transport error breaks the
+        stream (:class:`Broken`)."""
         n = self._cap(n)
         try:
-            data = self.resp.read1(n)
+            data = receive(n)
         except errors.TransportError as e:
             raise Broken(e) from e
         self._account(data, n)
