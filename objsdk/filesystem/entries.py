@@ -10,6 +10,7 @@ server names no class.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from objsdk.models import BucketInfo, ObjectInfo, ObjectSummary, ObjectVersion
@@ -17,20 +18,33 @@ from objsdk.models import BucketInfo, ObjectInfo, ObjectSummary, ObjectVersion
 __all__ = ["bucket_entry", "dir_entry", "head_entry", "listed_entry", "version_entry"]
 
 
-def _file(name: str, size: int, **s3: Any) -> dict[str, Any]:
-    return {"name": name, "size": size, "type": "file", "Key": name, "Size": size, **s3}
+def _file(
+    name: str,
+    size: int,
+    etag: str | None,
+    last_modified: datetime | None,
+    storage_class: str | None,
+    **s3: Any,
+) -> dict[str, Any]:
+    """A file's entry: fsspec's keys, what a listing says of it (``"STANDARD"`` when the
+    server names no class), then ``s3``."""
+    return {
+        "name": name,
+        "size": size,
+        "type": "file",
+        "Key": name,
+        "Size": size,
+        "ETag": etag,
+        "LastModified": last_modified,
+        "mtime": last_modified,
+        "StorageClass": storage_class or "STANDARD",
+        **s3,
+    }
 
 
 def listed_entry(bucket: str, obj: ObjectSummary) -> dict[str, Any]:
     """An object from a listing."""
-    return _file(
-        f"{bucket}/{obj.key}",
-        obj.size,
-        ETag=obj.etag,
-        LastModified=obj.last_modified,
-        mtime=obj.last_modified,
-        StorageClass=obj.storage_class or "STANDARD",
-    )
+    return _file(f"{bucket}/{obj.key}", obj.size, obj.etag, obj.last_modified, obj.storage_class)
 
 
 def version_entry(bucket: str, v: ObjectVersion) -> dict[str, Any]:
@@ -38,10 +52,9 @@ def version_entry(bucket: str, v: ObjectVersion) -> dict[str, Any]:
     return _file(
         f"{bucket}/{v.key}",
         v.size,
-        ETag=v.etag,
-        LastModified=v.last_modified,
-        mtime=v.last_modified,
-        StorageClass=v.storage_class or "STANDARD",
+        v.etag,
+        v.last_modified,
+        v.storage_class,
         VersionId=v.version_id,
         IsLatest=v.is_latest,
     )
@@ -53,10 +66,9 @@ def head_entry(path: str, head: ObjectInfo) -> dict[str, Any]:
     return _file(
         path,
         head.size or 0,
-        ETag=head.etag,
-        LastModified=head.last_modified,
-        mtime=head.last_modified,
-        StorageClass=head.storage_class or "STANDARD",
+        head.etag,
+        head.last_modified,
+        head.storage_class,
         VersionId=head.version_id,
         ContentType=head.content_type,
         ContentEncoding=head.content_encoding,
