@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from objsdk.testing.features import AWS, S3Features, features_from_env
+from objsdk.testing.s3_service import service_client, service_env
 
 if TYPE_CHECKING:
     from objsdk.client import Client
@@ -104,22 +105,12 @@ class S3Endpoint:
         pass
 
     def client(self, **kwargs: Any) -> Client:
-        """An objsdk client for this service; ``kwargs`` go to :class:`objsdk.client.Client`."""
-        from objsdk.client import Client
-
-        kwargs.setdefault("region", self.region)
+        """An objsdk client for this service, trusting ``ca_bundle`` when given;
+        ``kwargs`` go to :class:`objsdk.client.Client`."""
         if self.ca_bundle:
             kwargs.setdefault("verify", self.ca_bundle)
-        return Client(self.endpoint, self.access_key, self.secret_key, **kwargs)
+        return service_client(self, **kwargs)
 
     def env(self) -> dict[str, str]:
         """Environment variables pointing AWS-style tools at this service."""
-        env = {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": self.region,
-        }
-        if self.ca_bundle:
-            env["AWS_CA_BUNDLE"] = self.ca_bundle
-        return env
+        return service_env(self, self.ca_bundle)

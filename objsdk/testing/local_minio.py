@@ -23,6 +23,7 @@ from objsdk.errors import LocalMinioError
 from objsdk.testing.features import MINIO, S3Features
 from objsdk.testing.gobuild import minio_binary
 from objsdk.testing.localserver import LocalServer
+from objsdk.testing.s3_service import service_client, service_env
 from objsdk.testing.supervisor import Supervised, SupervisorError, free_port, tail
 
 if TYPE_CHECKING:
@@ -145,22 +146,12 @@ class LocalMinio(LocalServer):
     def client(self, **kwargs: Any) -> Client:
         """An objsdk client for this server, in its region unless ``kwargs`` say
         otherwise; ``kwargs`` go to :class:`objsdk.client.Client`."""
-        from objsdk.client import Client
-
-        kwargs.setdefault("region", self.region)
-        return Client(self.endpoint, self.access_key, self.secret_key, **kwargs)
+        return service_client(self, **kwargs)
 
     def env(self) -> dict[str, str]:
-        """Environment variables pointing AWS-style tools at this server."""
-        env = {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": self.region,
-        }
-        if self.tls:
-            env["AWS_CA_BUNDLE"] = str(self.ca_bundle)
-        return env
+        """Environment variables pointing AWS-style tools at this server (and, with TLS,
+        at its CA)."""
+        return service_env(self, str(self.ca_bundle) if self.tls else None)
 
     @property
     def _log(self) -> Path:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from objsdk.testing.features import MOTO, S3Features
 from objsdk.testing.localserver import LocalServer
+from objsdk.testing.s3_service import service_client, service_env
 from objsdk.testing.supervisor import Supervised, SupervisorError, tail
 
 if TYPE_CHECKING:
@@ -74,19 +75,11 @@ class LocalMoto(LocalServer):
 
     def client(self, **kwargs: Any) -> Client:
         """An objsdk client for this server; ``kwargs`` go to :class:`objsdk.client.Client`."""
-        from objsdk.client import Client
-
-        kwargs.setdefault("region", self.region)
-        return Client(self.endpoint, self.access_key, self.secret_key, **kwargs)
+        return service_client(self, **kwargs)
 
     def env(self) -> dict[str, str]:
         """Environment variables pointing AWS-style tools at this server."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": self.region,
-        }
+        return service_env(self)
 
     def _launch(self) -> Supervised:
         try:
