@@ -7,7 +7,8 @@ import base64
 import hashlib
 import math
 import os
-from datetime import datetime
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .._core.checksums import crc32c
@@ -26,7 +27,7 @@ from .output import Output
 from .paths import LocalPath, RemotePath, parse_location
 
 if TYPE_CHECKING:
-    from objsdk import Client
+    from objsdk import Client, ObjectSummary
 
 __all__ = ["local_crc32c", "local_md5", "plan_sync"]
 
@@ -84,6 +85,42 @@ def _unchanged_by_time(src_time: float | None, dst_time: float | None, exact: bo
     return _seconds(src_time) <= _seconds(dst_time)
 
 
+#: What sync compares of a file or an object: its size, and when it was last modified
+#: (seconds since the epoch; None if not told).
+_Side = tuple[int, float | None]
+
+
+def _file_side(st: os.stat_result | None) -> _Side | None:
+    return None if st is None else (st.st_size, st.st_mtime)
+
+
+def _object_side(summary: ObjectSummary | None) -> _Side | None:
+    if summary is None:
+        return None
+    modified = summary.last_modified
+    return summary.size, None if modified is None else modified.timestamp()
+
+
+def _current(
+    opts: PlanOptions,
+    src: _Side | None,
+    dst: _Side | None,
+    same_content: Callable[[], bool],
+    *,
+    exact: bool = False,
+) -> bool:
+    """True when the destination ``dst`` (None: there is none) is current, so sync leaves
+    it: it has the source's size and ``--size-only`` is given, or with ``--checksum``
+    ``same_content()``, or else the times say so (:func:`_unchanged_by_time`)."""
+    if src is None or dst is None or src[0] != dst[0]:
+        return False
+    if opts.size_only:
+        return True
+    if opts.checksum:
+        return same_content()
+    return _unchanged_by_time(src[1], dst[1], exact)
+
+
 def plan_sync(
     client: Client,
     source: str,
@@ -136,23 +173,13 @@ def _sync_up(
         seen.add(rel)
         path = os.path.join(src.path, rel)
         target = dst.join(rel)
-        have = remote.get(rel)
-        if have is not None and have.size == st.st_size:
-            if opts.size_only:
-                continue
-            if opts.checksum:
-                if _same_content_local_remote(client, path, target):
-                    continue
-            elif _unchanged_by_time(st.st_mtime, _ts(have.last_modified), exact=False):
-                continue
+        same = partial(_same_content_local_remote, client, path, target)
+        if _current(opts, _file_side(st), _object_side(remote.get(rel)), same):
+            continue
         jobs.append(Job("upload", LocalPath(path), target, st.st_size))
     if opts.delete:
         jobs += [Job("delete", None, dst.join(rel)) for rel in sorted(set(remote) - seen)]
     return jobs
-
-
-def _ts(t: datetime | None) -> float | None:
-    return None if t is None else t.timestamp()
 
 
 def _sync_down(
@@ -188,21 +215,15 @@ def _sync_down(
         path = local_target(dst.path, safe, opts.symlinks, where, out, outcome)
         if path is None:
             continue
-        st_local = local.get(safe)
-        if st_local is not None and st_local.st_size == summary.size:
-            if opts.size_only:
-                continue
-            if opts.checksum:
-                if _same_content_local_remote(client, path, RemotePath(src.bucket, summary.key)):
-                    continue
-            elif _unchanged_by_time(
-                _ts(summary.last_modified), st_local.st_mtime, exact=opts.exact_timestamps
-            ):
-                continue
+        source_path = RemotePath(src.bucket, summary.key)
+        same = partial(_same_content_local_remote, client, path, source_path)
+        there = _file_side(local.get(safe))
+        if _current(opts, _object_side(summary), there, same, exact=opts.exact_timestamps):
+            continue
         jobs.append(
             Job(
                 "download",
-                RemotePath(src.bucket, summary.key),
+                source_path,
                 LocalPath(path),
                 summary.size,
                 summary.last_modified,
@@ -234,19 +255,11 @@ def _sync_remote(
         seen.add(rel)  # an archived object left out keeps its copy from --delete
         if leave_archived(summary, src.bucket, "copy", opts.archived, out, outcome):
             continue
-        have = dst_objects.get(rel)
         source_path = RemotePath(src.bucket, summary.key)
         target = dst.join(rel)
-        if have is not None and have.size == summary.size:
-            if opts.size_only:
-                continue
-            if opts.checksum:
-                if _same_content_remote_remote(client, source_path, target):
-                    continue
-            elif _unchanged_by_time(
-                _ts(summary.last_modified), _ts(have.last_modified), exact=False
-            ):
-                continue
+        same = partial(_same_content_remote_remote, client, source_path, target)
+        if _current(opts, _object_side(summary), _object_side(dst_objects.get(rel)), same):
+            continue
         jobs.append(
             Job("copy", source_path, target, summary.size, summary.last_modified, listed=True)
         )
