@@ -521,23 +521,29 @@ class RangeReader:
             return
         policy = after_failure(self._retry, cause)
         if policy is None:
-            raise errors.ResumeLimitError(
+            raise self._resume_limit(
                 f"stream broke {self.max_resume + 1} times in a row without progress "
-                f"(last: {_describe(cause)})",
-                bucket=self.bucket,
-                key=self.key,
-                offset=self.pos,
+                f"(last: {_describe(cause)})"
             ) from cause
         self._retry = policy
+        self._resume(cause, self._retry.get_backoff_time())
+
+    def _resume(self, cause: Exception, seconds: float, note: str = "") -> None:
+        """Count a resume after ``cause``, log it (with ``note``), and back off ``seconds``."""
         self.stats.resumes += 1
         log.warning(
-            "resuming read of bucket %r key %r at offset %d after %s",
+            "resuming read of bucket %r key %r at offset %d after %s%s",
             self.bucket,
             self.key,
             self.pos,
             _describe(cause),
+            note,
         )
-        self._pause(self._retry.get_backoff_time(), cause)
+        self._pause(seconds, cause)
+
+    def _resume_limit(self, why: str) -> errors.ResumeLimitError:
+        """The error that ends the read when it may resume no more: ``why``, at its offset."""
+        return errors.ResumeLimitError(why, bucket=self.bucket, key=self.key, offset=self.pos)
 
     def _pause(self, seconds: float, cause: Exception | None) -> None:
         """The backoff before a resume; a cancel ends it, and the read, at once (a
@@ -560,26 +566,15 @@ class RangeReader:
             self._stalled_since = now
         left = self._stalled_since + self.max_stall - now
         if left <= 0:
-            raise errors.ResumeLimitError(
+            raise self._resume_limit(
                 f"no progress for {self.max_stall:g} s (max_stall) after "
-                f"{self.stats.resumes} resumes (last: {_describe(cause)})",
-                bucket=self.bucket,
-                key=self.key,
-                offset=self.pos,
+                f"{self.stats.resumes} resumes (last: {_describe(cause)})"
             ) from cause
         # The backoff grows as by count, then stays at its cap (5 s) once the count
         # would have run out; it never sleeps past the budget.
         self._retry = after_failure(self._retry, cause) or self._retry
-        self.stats.resumes += 1
-        log.warning(
-            "resuming read of bucket %r key %r at offset %d after %s (%.0f s of max_stall left)",
-            self.bucket,
-            self.key,
-            self.pos,
-            _describe(cause),
-            left,
-        )
-        self._pause(min(self._retry.get_backoff_time(), left), cause)
+        backoff = min(self._retry.get_backoff_time(), left)
+        self._resume(cause, backoff, f" ({left:.0f} s of max_stall left)")
 
     def _changed(self, why: str, offset: int) -> errors.ObjectChangedError:
         self.drop()
