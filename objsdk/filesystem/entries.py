@@ -10,7 +10,6 @@ server names no class.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from objsdk.models import BucketInfo, ObjectInfo, ObjectSummary, ObjectVersion
@@ -19,45 +18,32 @@ __all__ = ["bucket_entry", "dir_entry", "head_entry", "listed_entry", "version_e
 
 
 def _file(
-    name: str,
-    size: int,
-    etag: str | None,
-    last_modified: datetime | None,
-    storage_class: str | None,
-    **s3: Any,
+    name: str, size: int, listed: ObjectSummary | ObjectVersion | ObjectInfo, **s3: Any
 ) -> dict[str, Any]:
-    """A file's entry: fsspec's keys, what a listing says of it (``"STANDARD"`` when the
-    server names no class), then ``s3``."""
+    """A file's entry: fsspec's keys, what a listing says of it (``listed``'s ETag, date
+    and storage class, ``"STANDARD"`` when the server names none), then ``s3``."""
     return {
         "name": name,
         "size": size,
         "type": "file",
         "Key": name,
         "Size": size,
-        "ETag": etag,
-        "LastModified": last_modified,
-        "mtime": last_modified,
-        "StorageClass": storage_class or "STANDARD",
+        "ETag": listed.etag,
+        "LastModified": listed.last_modified,
+        "mtime": listed.last_modified,
+        "StorageClass": listed.storage_class or "STANDARD",
         **s3,
     }
 
 
 def listed_entry(bucket: str, obj: ObjectSummary) -> dict[str, Any]:
     """An object from a listing."""
-    return _file(f"{bucket}/{obj.key}", obj.size, obj.etag, obj.last_modified, obj.storage_class)
+    return _file(f"{bucket}/{obj.key}", obj.size, obj)
 
 
 def version_entry(bucket: str, v: ObjectVersion) -> dict[str, Any]:
     """One version from ``list_object_versions`` (``ls(..., versions=True)``)."""
-    return _file(
-        f"{bucket}/{v.key}",
-        v.size,
-        v.etag,
-        v.last_modified,
-        v.storage_class,
-        VersionId=v.version_id,
-        IsLatest=v.is_latest,
-    )
+    return _file(f"{bucket}/{v.key}", v.size, v, VersionId=v.version_id, IsLatest=v.is_latest)
 
 
 def head_entry(path: str, head: ObjectInfo) -> dict[str, Any]:
@@ -66,9 +52,7 @@ def head_entry(path: str, head: ObjectInfo) -> dict[str, Any]:
     return _file(
         path,
         head.size or 0,
-        head.etag,
-        head.last_modified,
-        head.storage_class,
+        head,
         VersionId=head.version_id,
         ContentType=head.content_type,
         ContentEncoding=head.content_encoding,
