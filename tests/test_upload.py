@@ -984,6 +984,17 @@ def test_put_object_claims_no_checksum_the_service_did_not_confirm(client, s3):
     assert (info.checksums, info.checksum_type) == ({}, None)
 
 
+def test_put_object_reports_the_checksum_the_service_confirmed_as_an_upload_does(
+    client, s3, tmp_path
+):
+    data = pattern(1000)
+    from_bytes = client.put_object(BUCKET, KEY, data)
+    with open(write(tmp_path, data), "rb") as f:
+        from_file = client.put_object(BUCKET, KEY, f)
+    for info in (from_bytes, from_file):
+        assert (info.checksums, info.checksum_type) == ({"crc32c": crc32c_b64(data)}, "FULL_OBJECT")
+
+
 @pytest.mark.parametrize("size", [1000, 2 * PART + 1], ids=["put", "multipart"])
 def test_a_writer_claims_no_checksum_the_service_did_not_confirm(client, s3, size):
     s3.echo_checksums = False

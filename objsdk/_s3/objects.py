@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, cast
 from objsdk import errors
 from objsdk._core.bytes_like import flat_view, is_bytes_like
 from objsdk._core.checksums import crc32c_b64, encode_crc32c
-from objsdk._core.object_headers import object_headers, stored_checksums
+from objsdk._core.object_headers import object_headers, upload_info
 from objsdk._core.signing import UNSIGNED_PAYLOAD, payload_sha256
 from objsdk._core.streams import SMALL_FILE_PUT, fill, refuse_text, stream_crc32c
 from objsdk._transport.base import Body, Transport
@@ -119,16 +119,7 @@ def _put(
         content_length=length,
         payload_hash=payload_hash,
     )
-    return ObjectInfo(
-        bucket=bucket,
-        key=key,
-        size=length,
-        etag=resp.headers.get("ETag"),
-        version_id=resp.headers.get("x-amz-version-id"),
-        content_type=content_type,
-        metadata=dict(metadata),
-        checksums=stored_checksums(resp.headers),
-    )
+    return upload_info(bucket, key, length, resp.headers, content_type, metadata)
 
 
 def _span(f: IO[bytes], bucket: str, key: str) -> tuple[int, int]:
