@@ -74,7 +74,8 @@ MIN_SKIP := --ignore=tests/test_cli.py --ignore=tests/test_filesystem_abstract.p
 	--ignore=tests/test_docs_snippets.py --ignore=tests/test_examples.py \
 	--ignore=tests/test_download_large.py --ignore=tests/test_transfers_large.py \
 	--ignore=tests/test_first_contact.py --ignore=tests/test_first_contact_cli.py \
-	--ignore=tests/test_upload_killed.py --ignore=tests/test_credential_refresh_minio.py
+	--ignore=tests/test_upload_killed.py --ignore=tests/test_upload_killed_large.py \
+	--ignore=tests/test_credential_refresh_minio.py
 test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -c "import requests, urllib3; print('minimum versions: requests', requests.__version__, 'urllib3', urllib3.__version__)"
 	$(MIN_VENV)/bin/python -m pytest -q $(MIN_SKIP)
