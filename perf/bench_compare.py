@@ -18,10 +18,8 @@ multipart) and ``open_write``; and the client CPU per small request: 400 sequent
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -29,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import MiB, server
+from common import MiB, server, side_by_side, side_by_side_table
 
 BUCKET = "bench-compare"
 
@@ -140,8 +138,7 @@ def main() -> int:
     ap.add_argument("--cases", nargs="*", default=CASES)
     args = ap.parse_args()
     size = args.size_mib * MiB
-    pythons = {"new": sys.executable, "old": args.baseline_python}
-    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    pythons = {"old": args.baseline_python, "new": sys.executable}
     with server() as srv, tempfile.TemporaryDirectory(dir="/dev/shm") as scratch:
         client = srv.client
         srv.scratch_bucket(BUCKET)
@@ -151,42 +148,16 @@ def main() -> int:
             client.put_object(BUCKET, f"small/{i}", os.urandom(4096))
         Path(scratch, "src.bin").write_bytes(os.urandom(size))
         env = {**os.environ, **srv.env()}
-        for run in range(args.runs + 1):  # the first round warms up and is not counted
-            for case in args.cases:
-                order = ["new", "old"] if run % 2 else ["old", "new"]
-                for who in order:
-                    out = subprocess.run(
-                        [pythons[who], "-c", CHILD, case, BUCKET, str(size), scratch],
-                        env=env,
-                        # Not the checkout: `python -c` puts the working directory first
-                        # on sys.path, which would make the baseline import this tree.
-                        cwd=scratch,
-                        capture_output=True,
-                        text=True,
-                    )
-                    if out.returncode:
-                        raise SystemExit(f"{who} {case!r} failed:\n{out.stderr}")
-                    if run:
-                        results.setdefault((case, who), []).append(json.loads(out.stdout))
-    gib = size / (1 << 30)
-    print(f"\n{args.size_mib} MiB, median of {args.runs} interleaved runs (after a warm-up)\n")
-    print("| case | old MiB/s | new MiB/s | new/old | old CPU-s/GiB | new CPU-s/GiB |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    worst = float("inf")
-    for case in [c for c in args.cases if c not in SMALL]:
-        row = {}
-        for who in ("old", "new"):
-            runs = results[(case, who)]
-            wall = statistics.median(r["wall"] for r in runs)
-            cpu = statistics.median(r["cpu"] for r in runs)
-            row[who] = (args.size_mib / wall, cpu / gib)
-        ratio = row["new"][0] / row["old"][0]
-        worst = min(worst, ratio)
-        print(
-            f"| {case} | {row['old'][0]:.0f} | {row['new'][0]:.0f} | {ratio:.2f}x "
-            f"| {row['old'][1]:.2f} | {row['new'][1]:.2f} |"
+        results = side_by_side(
+            pythons,
+            CHILD,
+            args.cases,
+            lambda case: [case, BUCKET, str(size), scratch],
+            args.runs,
+            env,
+            scratch,
         )
-    print(f"\nlowest new/old ratio: {worst:.2f}x")
+    side_by_side_table(results, [c for c in args.cases if c not in SMALL], args.size_mib, args.runs)
     small = [c for c in args.cases if c in SMALL]
     if small:
         print(f"\nclient CPU per request, median of {args.runs} runs of {SMALL_COUNT}\n")

@@ -12,13 +12,30 @@ Multipart (baseline: boto3):
 
 Client CPU is this process's user+sys seconds (all threads), per GiB uploaded.
 
+``--baseline-python PY`` measures instead whether a change of the library made an upload
+slower: ``upload()`` of the file at its defaults, each run in a fresh child process of
+either Python (this one, and ``PY``: e.g. a venv with the previous commit installed),
+alternating which goes first, after a warm-up round; each child reports the wall time
+and its own CPU time of the upload alone. Targets: this install >= 0.9x the baseline on
+loopback, >= 0.95x on ``wan``.
+
+``--profile`` puts the clients behind a Toxiproxy network profile
+(objsdk.bench.profiles: ``wan`` is ~25 MB/s per connection and 20 ms).
+
     python perf/bench_upload.py [--size-mib 1024] [--runs 5] [--json out.json]
+                                [--profile loopback|lan|wan|flaky-wan]
+                                [--baseline-python PY]
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import socket
+import subprocess
+import sys
+import tempfile
+from argparse import Namespace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,15 +44,37 @@ from common import (
     GiB,
     MiB,
     Result,
+    Server,
     interleave,
     parser,
+    profile_endpoint,
+    profile_option,
     random_file,
     report,
     server,
+    side_by_side,
+    side_by_side_table,
+    verdict_line,
     write_json,
 )
 
 BUCKET = "objsdk-perf"
+# The least this install must reach against the baseline (new/old throughput), by profile.
+BASELINE_TARGETS = {"loopback": 0.9, "wan": 0.95}
+
+# One upload of a file at the defaults, in a process of its own (either install).
+CHILD = r"""
+import json, os, sys, time
+from objsdk import Client
+
+bucket, key, path = sys.argv[1:4]
+env = os.environ
+client = Client(env["AWS_ENDPOINT_URL"], env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
+cpu0, t0 = time.process_time(), time.perf_counter()
+client.upload(bucket, key, path)
+print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - cpu0}))
+"""
+UPLOAD_CASE = "upload() of a file, defaults"
 
 
 def bare_sendfile_put(url: str, path: Path, size: int) -> int:
@@ -84,18 +123,61 @@ def cpu_report(
     section["cpu_targets"] = verdicts
 
 
+def against_baseline(srv: Server, endpoint: str, path: Path, args: Namespace) -> dict[str, object]:
+    """``upload()`` of ``path`` at its defaults by this install and by
+    ``args.baseline_python``'s, side by side (see the module)."""
+    pythons = {"old": args.baseline_python, "new": sys.executable}
+    env = {**os.environ, **srv.env(), "AWS_ENDPOINT_URL": endpoint}
+    with tempfile.TemporaryDirectory(prefix="objsdk-perf-") as cwd:
+        for who, python in pythons.items():
+            found = subprocess.run(
+                [python, "-c", "import objsdk; print(objsdk.__file__)"],
+                env=env, cwd=cwd, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            print(f"{who}: {python}, objsdk from {found.stdout.strip()}")
+        results = side_by_side(
+            pythons,
+            CHILD,
+            [UPLOAD_CASE],
+            lambda _: [BUCKET, "up-defaults", str(path)],
+            args.runs,
+            env,
+            cwd,
+        )
+    ratio, rows = side_by_side_table(results, [UPLOAD_CASE], args.size_mib, args.runs)
+    section: dict[str, object] = {
+        "title": f"upload() of {args.size_mib} MiB at its defaults against the baseline, "
+        f"{args.profile}",
+        "rows": rows,
+    }
+    target = BASELINE_TARGETS.get(args.profile)
+    if target is not None:
+        print(verdict_line(f"this install on {args.profile}", "the baseline", ratio, target))
+        section["target"] = target
+    return section
+
+
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--size-mib", type=int, default=1024)
+    profile_option(p)
+    p.add_argument(
+        "--baseline-python",
+        help="measure upload() at its defaults against this Python's install of objsdk",
+    )
     args = p.parse_args()
     size = args.size_mib * MiB
     path = random_file(size)
     try:
-        with server() as srv:
-            client = srv.client
+        with server() as srv, profile_endpoint(srv.endpoint, args.profile) as url:
             srv.scratch_bucket(BUCKET)
+            if args.baseline_python:
+                write_json(args.json, [against_baseline(srv, url, path, args)])
+                return
+            shaped = Server(url, srv.access_key, srv.secret_key)  # through the profile's proxy
+            client = shaped.client
             session = requests.Session()
-            s3 = srv.boto3()
+            s3 = shaped.boto3()
 
             def bare() -> int:
                 return bare_sendfile_put(client.presign("PUT", BUCKET, "up-bare"), path, size)

@@ -24,13 +24,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from objsdk import Client, LocalMinio
+from objsdk.bench.profiles import PROFILES, proxied_endpoint
 from objsdk.bench.target import remove_bucket
+from objsdk.testing import Toxiproxy
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -115,6 +117,29 @@ def server() -> Iterator[Server]:
         return
     with LocalMinio() as minio:
         yield Server(minio.endpoint, minio.access_key, minio.secret_key, minio)
+
+
+def profile_option(p: argparse.ArgumentParser, default: str = "loopback") -> None:
+    """``--profile``: the network profile (objsdk.bench.profiles) between the clients
+    and the server; see :func:`profile_endpoint`."""
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=default,
+        help=f"the network between the clients and the server (Toxiproxy; default {default})",
+    )
+
+
+@contextlib.contextmanager
+def profile_endpoint(endpoint: str, name: str) -> Iterator[str]:
+    """The endpoint through which to reach ``endpoint`` on the network profile ``name``:
+    ``endpoint`` itself on loopback, else a Toxiproxy (started for the duration) with
+    the profile's toxics."""
+    profile = PROFILES[name]
+    print(f"profile: {profile.name} ({profile.description})")
+    with contextlib.ExitStack() as stack:
+        toxiproxy = stack.enter_context(Toxiproxy()) if profile.proxied else None
+        yield stack.enter_context(proxied_endpoint(endpoint, profile, toxiproxy))
 
 
 def random_file(size: int, directory: str | None = None) -> Path:
@@ -205,6 +230,89 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def side_by_side(
+    pythons: Mapping[str, str],
+    code: str,
+    cases: Sequence[str],
+    argv: Callable[[str], list[str]],
+    runs: int,
+    env: Mapping[str, str],
+    cwd: str,
+) -> dict[tuple[str, str], list[dict[str, float]]]:
+    """Each case through each install of objsdk: ``python -c code *argv(case)`` in a
+    fresh child process of each of ``pythons`` (name: interpreter) in turn, ``runs``
+    rounds after an uncounted warm-up round, the order rotating every round so that
+    each goes first as often. The child prints ``{"wall": s, "cpu": s}`` of its timed
+    part (its own CPU, all threads); these are returned by (case, name)."""
+    names = list(pythons)
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for run in range(runs + 1):  # the first round warms up and is not counted
+        for case in cases:
+            order = names[run % len(names) :] + names[: run % len(names)]
+            for who in order:
+                out = subprocess.run(
+                    [pythons[who], "-c", code, *argv(case)],
+                    env=dict(env),
+                    # Not the checkout: `python -c` puts the working directory first
+                    # on sys.path, which would make the baseline import this tree.
+                    cwd=cwd,
+                    capture_output=True,
+                    text=True,
+                )
+                if out.returncode:
+                    raise SystemExit(f"{who} {case!r} failed:\n{out.stderr}")
+                if run:
+                    results.setdefault((case, who), []).append(json.loads(out.stdout))
+    return results
+
+
+def side_by_side_table(
+    results: dict[tuple[str, str], list[dict[str, float]]],
+    cases: Sequence[str],
+    size_mib: int,
+    runs: int,
+) -> tuple[float, list[dict[str, object]]]:
+    """Print the median throughput and CPU per GiB of each case for ``old`` and ``new``
+    (:func:`side_by_side`'s names) as a Markdown table; the lowest new/old throughput
+    ratio, and the rows (for --json)."""
+    gib = size_mib / 1024
+    print(f"\n{size_mib} MiB, median of {runs} interleaved runs (after a warm-up)\n")
+    print("| case | old MiB/s | new MiB/s | new/old | old CPU-s/GiB | new CPU-s/GiB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    worst = float("inf")
+    rows: list[dict[str, object]] = []
+    for case in cases:
+        row = {}
+        for who in ("old", "new"):
+            timed = results[(case, who)]
+            wall = statistics.median(r["wall"] for r in timed)
+            cpu = statistics.median(r["cpu"] for r in timed)
+            row[who] = (size_mib / wall, cpu / gib)
+        ratio = row["new"][0] / row["old"][0]
+        worst = min(worst, ratio)
+        print(
+            f"| {case} | {row['old'][0]:.0f} | {row['new'][0]:.0f} | {ratio:.2f}x "
+            f"| {row['old'][1]:.2f} | {row['new'][1]:.2f} |"
+        )
+        rows.append(
+            {
+                "case": case,
+                "ratio": round(ratio, 3),
+                **{
+                    f"{who}_{what}": value
+                    for who in ("old", "new")
+                    for what, value in (
+                        ("mib_per_s", round(row[who][0], 1)),
+                        ("cpu_s_per_gib", round(row[who][1], 3)),
+                        ("runs_s", [round(r["wall"], 3) for r in results[(case, who)]]),
+                    )
+                },
+            }
+        )
+    print(f"\nlowest new/old ratio: {worst:.2f}x")
+    return worst, rows
+
+
 def report(
     title: str,
     results: dict[str, Result],
@@ -246,9 +354,14 @@ def verdict(
 ) -> dict[str, object]:
     """Print and return whether ``name`` runs at least ``minimum`` x ``against``."""
     ratio = results[against].median / results[name].median
-    ok = ratio >= minimum
-    print(f"target: {name} >= {minimum}x {against}: {ratio:.2f}x {'PASS' if ok else 'MISS'}")
+    print(verdict_line(name, against, ratio, minimum))
     return {"variant": name, "against": against, "ratio": round(ratio, 3), "target": minimum}
+
+
+def verdict_line(name: str, against: str, ratio: float, minimum: float) -> str:
+    """``target: name >= minimum x against: ratio x PASS`` (or MISS)."""
+    ok = ratio >= minimum
+    return f"target: {name} >= {minimum}x {against}: {ratio:.2f}x {'PASS' if ok else 'MISS'}"
 
 
 def parser(description: str) -> argparse.ArgumentParser:

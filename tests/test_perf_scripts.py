@@ -144,6 +144,21 @@ def test_bench_download_runs_every_variant_and_states_each_target(
     assert "obstore stream to a file" in proc.stdout or "obstore: skipped" in proc.stdout
 
 
+def test_bench_upload_measures_an_upload_at_the_defaults_beside_a_baseline_install(
+    local_minio: LocalMinio,
+) -> None:
+    # The baseline here is this very install: the script must run each side in its own
+    # process, name what each imports, and state the profile's target.
+    proc = run_perf_script(
+        "bench_upload.py", "--size-mib=8", "--runs=1", f"--baseline-python={sys.executable}",
+        "--profile=wan", endpoint=local_minio, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| upload() of a file, defaults |" in proc.stdout
+    assert proc.stdout.count("objsdk from ") == 2
+    assert "target: this install on wan >= 0.95x the baseline: " in proc.stdout
+
+
 def test_bench_copy_runs_every_route(local_minio: LocalMinio, client: Client) -> None:
     proc = run_perf_script("bench_copy.py", "--quick", endpoint=local_minio, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
