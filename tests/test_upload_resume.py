@@ -145,6 +145,27 @@ def test_a_network_failure_past_the_retries_keeps_the_upload_and_says_how_to_res
     assert uploads(client, bucket) == []
 
 
+def test_no_thread_sending_a_part_waits_for_the_disk_and_a_kept_record_is_on_it(
+    client: Client, bucket: str, tmp_path: Path, records: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each part's line is flushed (fdatasync) by the record's own thread, so a slow disk
+    delays no part; once a kept upload's call returns, every line written is on disk."""
+    flushes: list[tuple[str, int]] = []  # the thread of each flush, the record's size then
+
+    def slow_flush(fd: int) -> None:
+        time.sleep(0.05)
+        flushes.append((threading.current_thread().name, os.fstat(fd).st_size))
+        os.fsync(fd)
+
+    monkeypatch.setattr(upload_resume, "_datasync", slow_flush)
+    path, _ = source_file(tmp_path)
+    interrupted(client, bucket, path)
+    assert {name for name, _ in flushes} <= {"objsdk-writeback", threading.current_thread().name}
+    [record] = records.glob("*.json")
+    assert flushes[-1][1] == record.stat().st_size
+    assert len(parse_record(record.read_bytes())[1]) >= 3  # type: ignore[index]
+
+
 # -- the file changed, the upload went -----------------------------------------------------
 
 
