@@ -11,9 +11,6 @@ killed once the proxy had seen a third stored, up to 256 of those 341 MiB could 
 again (92 % of the file). So these runs are killed once the record holds a third: the
 re-run reuses every part recorded and sends at most the other two thirds, whatever was
 in flight.
-
-A Complete answered 503 for as long as the first run lives makes sure it is killed
-before it could finish, however fast the machine.
 """
 
 from __future__ import annotations
