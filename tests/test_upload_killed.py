@@ -1,5 +1,8 @@
 """An upload of a file killed with SIGKILL at a third, then run again: ``objsdk cp`` and a
-``Client.upload`` child process, each of a 384 MiB file. The re-run finds the record the
+``Client.upload`` child process, each of a 384 MiB file, killed once the record of the
+upload holds a third of the file (the proxy sees a part stored before the killed run
+writes its line, so parts in flight at the kill may be sent again: at the defaults up
+to 16 parts of 16 MiB). The re-run finds the record the
 killed run left, asks ListParts what is stored, and sends only the rest: the object is
 the file, byte for byte and verified; the re-run's request bodies (counted by the fault
 proxy every request goes through) are at most 75 % of the file; no multipart upload is
@@ -24,6 +27,7 @@ from killed_upload_helpers import (
     child_env,
     proxy,
     random_file,
+    recorded,
     run_killed_then_again,
 )
 
@@ -58,7 +62,9 @@ def test_objsdk_cp_killed_at_a_third_resumes_and_sends_at_most_three_quarters(
     path = big_file
     env = child_env(s3_server, proxy.endpoint, tmp_path)
     command = [*COMMAND, "cp", str(path), f"s3://{bucket}/big"]
-    at_kill, sent = run_killed_then_again(command, env, proxy, BIG, tmp_path)
+    at_kill, sent = run_killed_then_again(
+        command, env, proxy, BIG, tmp_path, done=lambda: recorded(env)
+    )
     assert at_kill >= BIG // 3
     assert sent <= 0.75 * BIG, f"the re-run sent {sent / BIG:.0%} of the file"
     assert_stored_and_verified(client, s3_features, bucket, "big", path)
@@ -73,7 +79,9 @@ def test_client_upload_killed_at_a_third_resumes_and_sends_at_most_three_quarter
     path = big_file
     env = child_env(s3_server, proxy.endpoint, tmp_path)
     command = [sys.executable, "-c", UPLOAD, bucket, "big", str(path), "{}"]
-    at_kill, sent = run_killed_then_again(command, env, proxy, BIG, tmp_path)
+    at_kill, sent = run_killed_then_again(
+        command, env, proxy, BIG, tmp_path, done=lambda: recorded(env)
+    )
     assert at_kill >= BIG // 3
     assert sent <= 0.75 * BIG, f"the re-run sent {sent / BIG:.0%} of the file"
     assert_stored_and_verified(client, s3_features, bucket, "big", path)
