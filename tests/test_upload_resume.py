@@ -406,8 +406,12 @@ def test_without_checksums_stored_parts_are_checked_by_their_md5_etag(
     interrupted(via, bucket, path)
     sent.clear()
     via.upload(bucket, "k", path, **OPTIONS)
-    assert proxy.requests(method="PUT")  # through the proxy, whose refusals...
-    assert all(r.status in (200, 400) for r in proxy.requests(method="PUT"))
+    # Through the proxy, whose refusals... (a part the Ctrl-C cut mid-body was never
+    # answered: its status is None)
+    assert proxy.requests(method="PUT")
+    answered = [r.status for r in proxy.requests() if r.status is not None]
+    assert 400 in answered
+    assert set(answered) <= {200, 204, 400}
     assert client.head_object(bucket, "k").checksums == {}  # ...left no CRC32C stored
     assert sum(sent) <= SIZE - 3 * PART
     assert client.get_object(bucket, "k") == data
