@@ -356,6 +356,26 @@ def test_a_content_length_or_range_that_is_not_a_number_is_a_protocol_error_on_e
     assert (info.value.bucket, info.value.key) == (BUCKET, KEY)
 
 
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "requests"])
+@pytest.mark.parametrize("length", ["-5", "+5", "²", "9" * 5000], ids=["-5", "+5", "²", "9x5000"])
+def test_get_object_of_a_whole_object_whose_content_length_is_not_a_number_is_a_protocol_error(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, wire: bool, length: str
+) -> None:
+    """A 200 to a GET without Range says what it holds only by its Content-Length: one
+    that is not digits is a ProtocolError naming the object, on either of the transport's
+    paths, never the bytes that came taken for the object."""
+    monkeypatch.setattr(HTTPTransport, "wire_requests", wire)
+
+    def handler(request: Request, conn: socket.socket) -> None:
+        conn.sendall(http_response(200, {"ETag": '"e"', "Content-Length": length}) + DATA[:5])
+        conn.close()
+
+    _, client = serve(handler)
+    with pytest.raises(objsdk.ProtocolError) as info:
+        client.get_object(BUCKET, KEY, verify=False)
+    assert (info.value.bucket, info.value.key) == (BUCKET, KEY)
+
+
 def unsatisfiable(total: str) -> Handler:
     """Every GET is answered 416 with ``Content-Range: bytes */<total>``; HEADs are true."""
 

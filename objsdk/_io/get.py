@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from objsdk import errors
 from objsdk._core.addressing import check_count
 from objsdk._core.continuation import BadResponse, ranged_body
-from objsdk._core.ranges import format_range, parse_content_range
+from objsdk._core.ranges import format_range, parse_content_length, parse_content_range
 from objsdk._io.verify import check_body
 from objsdk._s3.head import head_object
 from objsdk._transport.base import Response, Transport
@@ -54,12 +54,27 @@ def get_object(
         headers=headers,
         ok=(200, 206),
     )
-    _check_length(transport, bucket, key, version_id, resp.status, resp.headers, len(resp.content))
-    # The bytes asked for, whether a Range was sent or not: a 206 must hold exactly those
-    # (the whole object when none was), a 200 (Range ignored) is sliced.
-    data = ranged_content(resp, offset, length, operation=operation, bucket=bucket, key=key)
+    status, got = resp.status, resp.headers
+    content_length = got.get("Content-Length")
+    if content_length is None:
+        _check_length(transport, bucket, key, version_id, status, got, len(resp.content))
+    if status == 200 and "Range" not in headers:
+        # The whole object, as asked: of a 200 from offset 0 to the end, ranged_content
+        # checks only that its Content-Length is a byte count (the one header that says
+        # what a 200 holds), so that is checked here, with one call instead of five.
+        try:
+            parse_content_length(content_length)
+        except ValueError as e:
+            raise errors.ProtocolError(
+                str(e), operation=operation, bucket=bucket, key=key
+            ) from None
+        data = resp.content
+    else:
+        # The bytes asked for, whether a Range was sent or not: a 206 must hold exactly
+        # those (the whole object when none was), a 200 (Range ignored) is sliced.
+        data = ranged_content(resp, offset, length, operation=operation, bucket=bucket, key=key)
     if verify and offset == 0:
-        check_body(bucket, key, resp.status, resp.headers, resp.content)
+        check_body(bucket, key, status, got, resp.content)
     return data
 
 
@@ -72,13 +87,13 @@ def _check_length(
     headers: Mapping[str, str],
     got: int,
 ) -> None:
-    """Refuse a body shorter than its answer says, whatever its framing. Content-Length
-    and chunked bodies the transport checks; a close-delimited 206 says its length in
-    Content-Range; a close-delimited 200 is compared with HEAD's size, since a
-    connection closed early would otherwise pass for the end of the object (RFC 9112
-    §6.3)."""
-    if "Content-Length" in headers or "chunked" in headers.get("Transfer-Encoding", "").lower():
-        return  # the transport checks both framings (a cut chunked body is an error)
+    """Refuse a body shorter than its answer says, of an answer without Content-Length
+    (whose bodies the transport checks). Chunked bodies the transport checks too; a
+    close-delimited 206 says its length in Content-Range; a close-delimited 200 is
+    compared with HEAD's size, since a connection closed early would otherwise pass for
+    the end of the object (RFC 9112 §6.3)."""
+    if "chunked" in headers.get("Transfer-Encoding", "").lower():
+        return  # the transport checks that framing (a cut chunked body is an error)
     if status == 206:
         cr = parse_content_range(headers.get("Content-Range"))
         expected = None if cr is None else cr.length
