@@ -197,7 +197,10 @@ class Pipeline:
         region, asked of the service, for a redirect that does not name it.
         """
         query = list(params)
-        route = self.routes.route(bucket)
+        routes = self.routes
+        # BucketRoutes.route without the call; a bucket known already needs no confirm().
+        known = routes.known.get(bucket or "")
+        route = routes.home if known is None else known
         url = route.endpoint.build_url(bucket, key, query)
         kind = retry_kind(method, query, idempotent)
         wanted = self.headers(method, key, query, headers)
@@ -223,7 +226,7 @@ class Pipeline:
                     if rewind is not None:
                         rewind()
                     continue
-                moved = None if redirected else self.routes.moved(e, bucket, route, locate)
+                moved = None if redirected else routes.moved(e, bucket, route, locate)
                 redirected = redirected or redirect_of(e) is not None
                 if moved is not None:
                     route = moved
@@ -262,7 +265,8 @@ class Pipeline:
                     raise
                 failed, retry_after, throttled = e, None, False
             else:
-                self.routes.confirm(bucket, route)
+                if known is None:
+                    routes.confirm(bucket, route)
                 if refused is not None and method == "HEAD":
                     self.dialect.confirm_head_refusal()
                     _log_refusal(operation, refused, bucket, key)

@@ -55,36 +55,40 @@ class BucketRoutes:
     bucket ``""``. A bucket is known once an answer came back for a request routed so
     (:meth:`confirm`) or a redirect moved it (:meth:`learn`).
 
-    The routes are a plain dict: its single gets and sets are atomic, so the client's
-    threads share it without a lock, and a forked child keeps a copy, as data.
+    The routes are a plain dict, :attr:`known`: its single gets and sets are atomic, so
+    the client's threads share it without a lock, and a forked child keeps a copy, as
+    data. A request's hot path reads it directly (one ``get``, no call): a bucket found
+    there is routed by what was found and needs no :meth:`confirm`.
     """
 
     def __init__(self, endpoint: Endpoint, region: str) -> None:
         self.endpoint = endpoint
         self.home = Route(endpoint, region)
-        self._known: dict[str, Route] = {}
+        #: The route of each bucket known (see above), by name; ``""`` for requests
+        #: without a bucket. Changed only by :meth:`confirm` and :meth:`learn`.
+        self.known: dict[str, Route] = {}
 
     def route(self, bucket: str | None) -> Route:
         """Where a request for ``bucket`` goes now, and the region it is signed for."""
-        return self._known.get(bucket or "", self.home)
+        return self.known.get(bucket or "", self.home)
 
     def confirm(self, bucket: str | None, route: Route) -> None:
         """``bucket``'s request sent by ``route`` was answered (its signature taken): the
         bucket is known to be there, unless a redirect said otherwise meanwhile."""
-        if bucket is not None and bucket not in self._known:
-            self._known[bucket] = route
+        if bucket is not None and bucket not in self.known:
+            self.known[bucket] = route
 
     def learn(self, bucket: str | None, region: str) -> Route:
         """Remember that ``bucket``'s requests are signed for ``region`` (and on AWS,
         sent to that region's endpoint); return that route."""
         route = Route(self.endpoint.for_region(region), region)
-        self._known[bucket or ""] = route
+        self.known[bucket or ""] = route
         return route
 
     def locate(self, bucket: str, ask: Callable[[str], str | None]) -> Route:
         """``bucket``'s route: the one known, else the region ``ask(bucket)`` names (the
         client's if it names none), remembered."""
-        known = self._known.get(bucket)
+        known = self.known.get(bucket)
         if known is not None:
             return known
         return self.learn(bucket, ask(bucket) or self.home.region)
@@ -104,7 +108,7 @@ class BucketRoutes:
         if redirect is None:
             return None
         region = redirect.region
-        if region is None and bucket is not None and ask is not None and bucket not in self._known:
+        if region is None and bucket is not None and ask is not None and bucket not in self.known:
             region = ask(bucket)
         if region is None or Route(self.endpoint.for_region(region), region) == route:
             return None
