@@ -294,7 +294,7 @@ class Signer:
     reads (an aware ``datetime``). The one place a request's ``Authorization`` comes
     from, whatever sends it."""
 
-    __slots__ = ("_current", "clock", "provider", "region")
+    __slots__ = ("_current", "_fixed", "clock", "provider", "region")
 
     def __init__(
         self,
@@ -302,6 +302,8 @@ class Signer:
         region: str,
         clock: Callable[[], datetime],
     ) -> None:
+        # Fixed credentials are signed with as they are: the hot path is one attribute test.
+        self._fixed = credentials if isinstance(credentials, Credentials) else None
         if isinstance(credentials, Credentials):
             credentials = _Fixed(credentials)
         #: What the credentials come from (None: unsigned).
@@ -341,7 +343,7 @@ class Signer:
                     method,
                     url,
                     headers,
-                    credentials=current(),
+                    credentials=self._fixed or current(),
                     region=self.region if region is None else region,
                     now=self.clock(),
                     payload_hash=payload_hash,
