@@ -66,10 +66,18 @@ class Endpoint:
     netloc: str
     addressing_style: str = "path"
     aws: S3Host | None = field(default=None, init=False, repr=False, compare=False)
+    # Whether every bucket goes in the path (virtual_hosted is False for all): known
+    # here once, so that building a URL asks one attribute, not a method.
+    _all_in_path: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # A frozen value derives its own field once, here, as dataclasses allow.
-        object.__setattr__(self, "aws", parse_s3_host(self.host))
+        # A frozen value derives its own fields once, here, as dataclasses allow.
+        aws = parse_s3_host(self.host)
+        object.__setattr__(self, "aws", aws)
+        all_in_path = self.addressing_style == "path" or (
+            self.addressing_style != "virtual" and (aws is None or not aws.service)
+        )
+        object.__setattr__(self, "_all_in_path", all_in_path)
 
     @classmethod
     def parse(cls, url: str, *, addressing_style: str = "path") -> Endpoint:
@@ -141,7 +149,7 @@ class Endpoint:
         netloc = self.netloc
         path = "/"
         if bucket is not None:
-            if self.virtual_hosted(bucket):
+            if not self._all_in_path and self.virtual_hosted(bucket):
                 if not _DNS_BUCKET_RE.match(bucket) or ".." in bucket:
                     raise InvalidArgument(
                         f"bucket {bucket!r} cannot be used with virtual-hosted addressing"
