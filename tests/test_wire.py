@@ -238,6 +238,9 @@ def test_fields_are_found_in_any_case_and_listed_as_sent() -> None:
     assert 3 not in fields
     assert list(fields) == ["ETag", "X-Amz-Meta-A"]
     assert dict(fields) == {"ETag": '"e"', "X-Amz-Meta-A": "1, 2"}
+    assert list(fields.items()) == [("ETag", '"e"'), ("X-Amz-Meta-A", "1, 2")]
+    assert ("x-amz-meta-a", "1, 2") in fields.items()
+    assert len(fields.items()) == 2
 
 
 # -- failures ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ the :class:`Reader` httptools hands an answer's parts to as it parses them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +77,28 @@ class Fields(Mapping[str, str]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._names.values())
 
+    def items(self) -> ItemsView[str, str]:
+        return _FieldItems(self)
+
     def __len__(self) -> int:
         return len(self._values)
 
     def __repr__(self) -> str:
         return f"Fields({dict(self.items())!r})"
+
+
+class _FieldItems(ItemsView[str, str]):
+    """:meth:`Fields.items`: the ABC's view (``in``, ``len`` and set operations as
+    theirs), listing the pairs without looking each value up again by its name, a call
+    and a ``lower()`` a field: both of its dicts hold their keys in the order the fields
+    came."""
+
+    __slots__ = ()
+    _mapping: Fields
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        fields = self._mapping
+        return zip(fields._names.values(), fields._values.values(), strict=True)
 
 
 class Reader:
