@@ -26,7 +26,7 @@ import objsdk
 from objsdk import Client
 from objsdk._core.upload_record import parse_record, record_tag
 from objsdk._transfer import multipart as multipart_module
-from objsdk._transfer import upload_resume
+from objsdk._transfer import upload_records, upload_resume
 from objsdk._transfer.download_state import record_key
 from objsdk.testing.faultproxy import Action, FaultProxy
 
@@ -376,7 +376,7 @@ def test_records_idle_for_a_week_are_pruned(
     week = 7 * 24 * 3600
     os.utime(record, (record.stat().st_atime - week - 60, record.stat().st_mtime - week - 60))
     fresh, _ = source_file(tmp_path, name="g.bin")
-    monkeypatch.setattr(upload_resume, "_pruned", {})
+    monkeypatch.setattr(upload_records, "_pruned", {})
     interrupted(client, bucket, fresh, key="g")
     assert [p.name for p in records.glob("*.json")] != [record.name]
     assert not record.exists()

@@ -12,7 +12,7 @@ from typing import overload
 from objsdk import errors
 from objsdk._core.addressing import check_bucket, check_key
 from objsdk._transfer.multipart_calls import uploads_under
-from objsdk._transfer.upload_resume import abort_uploads
+from objsdk._transfer.upload_records import abort_uploads
 from objsdk._transport.base import Transport
 from objsdk.models import MultipartUpload
 

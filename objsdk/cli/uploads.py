@@ -21,7 +21,7 @@ def cmd_uploads(ctx: Context, args: argparse.Namespace) -> int:
     """``uploads ls`` and ``uploads abort``: the multipart uploads in progress under a
     prefix (``--exact-key``: of one key; ``--upload-id``: one upload of one key), each
     with the file a run on this machine resumes it from, if any."""
-    from .._transfer.upload_resume import recorded_uploads
+    from .._transfer.upload_records import recorded_uploads
 
     where = parse_remote(args.path)
     upload_id: str | None = getattr(args, "upload_id", None)
